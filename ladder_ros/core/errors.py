@@ -1,0 +1,32 @@
+"""Typed errors raised inside the project; nodes turn them into structured failures at the boundary."""
+
+from __future__ import annotations
+
+
+class LadderError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(LadderError, ValueError):
+    """A configuration file or value is malformed; the message names the file and the key."""
+
+    def __init__(self, message: str, *, source: str | None = None, key: str | None = None):
+        self.source = source
+        self.key = key
+        where = ""
+        if source and key:
+            where = f"{source}: {key}: "
+        elif source:
+            where = f"{source}: "
+        elif key:
+            where = f"{key}: "
+        super().__init__(f"{where}{message}")
+
+
+class InvalidInputError(LadderError, ValueError):
+    """A run-time input (sensor value, action, reply) is out of range or not a number."""
+
+
+def unknown_name(kind: str, name: str, valid: "list[str] | tuple[str, ...]") -> ConfigError:
+    """The error for a name that is not one of a fixed set: it lists the valid names."""
+    return ConfigError(f"unknown {kind} {name!r}; valid: {', '.join(sorted(valid))}")

@@ -1,0 +1,98 @@
+"""The interface every simulator backend implements, and the observation it returns.
+
+The contract follows the SimplerEnv / ManiSkill3 WidowX Bridge environments: control at 5 Hz, a
+7-D end-effector delta added to the previous *target* pose in the base frame, the gripper command
++1 open and -1 closed, a camera image, and the finger positions reported as a normalised aperture
+in [0, 1] (1 open). Simulators also report privileged facts (object poses, per-destination counts)
+that only the privileged verifier, the oracle verifier, scoring and test instruments may read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol, runtime_checkable
+
+import numpy as np
+
+from ladder_ros.core.errors import InvalidInputError
+from ladder_ros.core.goals import GoalState
+from ladder_ros.core.task import Task
+
+ACTION_DIM = 7  # [dx, dy, dz (m), droll, dpitch, dyaw (rad, Euler XYZ), gripper (+1 open, -1 closed)]
+
+
+def validate_action(action: np.ndarray) -> np.ndarray:
+    """Return ``action`` as a float64 (7,) array, or raise naming what is wrong with it."""
+    arr = np.asarray(action, dtype=np.float64)
+    if arr.shape != (ACTION_DIM,):
+        raise InvalidInputError(f"action must have shape ({ACTION_DIM},), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError(f"action has non-finite entries: {arr.tolist()}")
+    return arr
+
+
+@dataclass(frozen=True)
+class ObjectPose:
+    """Where one object instance is (world frame, metres; quaternion w, x, y, z)."""
+
+    kind: str
+    position: np.ndarray
+    quaternion: np.ndarray
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    """A destination: its centre, half extents of its footprint and the height of its surface."""
+
+    name: str
+    position: np.ndarray
+    half_extents: np.ndarray
+    surface_z: float
+
+
+@dataclass(frozen=True)
+class PrivilegedState:
+    """What only a simulator knows. Never sent to a deployable policy or VLM."""
+
+    goal: GoalState
+    objects: Mapping[str, ObjectPose] = field(default_factory=dict)
+    containers: Mapping[str, ContainerInfo] = field(default_factory=dict)
+    grasped: tuple[str, ...] = ()  # instance names held between the fingers
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One control step's observation.
+
+    ``step`` counts control steps since reset (0 = the reset observation). ``aperture`` is the
+    gripper opening in [0, 1]. ``ee_position`` is the end-effector position in the robot base frame
+    (metres); ``ee_euler`` its orientation (roll, pitch, yaw, rad). ``target_position`` is the
+    controller's target (deltas add to it). ``privileged`` is None on real robots.
+    """
+
+    step: int
+    image: np.ndarray | None
+    aperture: float
+    ee_position: np.ndarray
+    ee_euler: np.ndarray
+    joint_names: tuple[str, ...]
+    joint_positions: np.ndarray
+    target_position: np.ndarray | None = None
+    privileged: PrivilegedState | None = None
+
+
+@runtime_checkable
+class SimulatorBackend(Protocol):
+    """A simulator the reference loop and the sim bridge node drive step by step."""
+
+    name: str
+    control_rate_hz: float
+
+    def reset(self, task: Task, layout: int, seed: int) -> Observation:
+        """Build ``task``'s scene in layout ``layout`` (0-based) with ``seed`` for any randomness."""
+
+    def step(self, action: np.ndarray) -> Observation:
+        """Apply one 7-D action for one control period and return the next observation."""
+
+    def close(self) -> None:
+        """Free the simulator's resources."""

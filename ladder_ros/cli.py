@@ -1,0 +1,49 @@
+"""The ``ladder-ros`` command: one subcommand per job.
+
+Each subcommand lives in its own module that exposes ``register(subparsers)``; the module is
+imported only when its subcommand runs, so ``ladder-ros trigger-replay`` never imports MuJoCo,
+rclpy or transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ladder_ros.core.errors import LadderError
+
+# subcommand -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {}
+
+
+def _build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    parser = argparse.ArgumentParser(prog="ladder-ros", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        if name == chosen:
+            importlib.import_module(module).register(sub)
+        else:
+            sub.add_parser(name, help=help_text, add_help=False)
+    return parser, parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, args = _build_parser(argv)
+    if not getattr(args, "command", None) or not hasattr(args, "func"):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except LadderError as exc:
+        print(f"ladder-ros {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"ladder-ros {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

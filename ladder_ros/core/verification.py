@@ -120,12 +120,16 @@ class VerificationTiming:
         self.scheduled_step = None
         self.released_since_anchor = False
 
+    def note_release(self, step: int) -> None:
+        """A release at ``step``: schedule the query unless one is already scheduled."""
+        self.released_since_anchor = True
+        if self.scheduled_step is None:
+            self.scheduled_step = step + self.params.delay_after_release_steps
+
     def update(self, step: int, released: bool) -> str | None:
         """Feed one step; returns the reason when a query is due at this step, else None."""
         if released:
-            self.released_since_anchor = True
-            if self.scheduled_step is None:
-                self.scheduled_step = step + self.params.delay_after_release_steps
+            self.note_release(step)
         if self.scheduled_step is not None and step >= self.scheduled_step:
             return "after_release"
         if not self.released_since_anchor and step - self.anchor_step >= self.params.query_without_release_steps:

@@ -1,0 +1,169 @@
+"""Per-category predicates (Section 3, Appendix D) and the failure causes of Section 5.2."""
+
+import pytest
+
+from ladder_ros.core import metrics
+from ladder_ros.core.errors import ConfigError
+from ladder_ros.core.goals import GoalState, GoalTracker
+from ladder_ros.core.task import Subgoal, Task, TaskCategory
+
+
+def task(category, *subgoals, distractors=()):
+    return Task(task_id="t", scene="s", category=TaskCategory(category), instruction="do it",
+                subgoals=tuple(Subgoal(o, d, f"put the {o} on the {d}") for o, d in subgoals),
+                distractors=tuple(distractors))
+
+
+def state(*resting, held=()):
+    counts = {}
+    for kind, dest in resting:
+        counts[(kind, dest)] = counts.get((kind, dest), 0) + 1
+    return GoalState(resting=counts, held=frozenset(held))
+
+
+def feed(tracker, *states):
+    out = None
+    for step, s in enumerate(states):
+        out = tracker.update(s, step)
+    return out
+
+
+def test_single_destination_needs_every_object_at_the_end():
+    t = task("single_destination", ("carrot", "plate"), ("spoon", "plate"))
+    tr = GoalTracker(t)
+    assert feed(tr, state(), state(("carrot", "plate"))) == (True, False)
+    assert feed(tr, state(("carrot", "plate"), ("spoon", "plate"))) == (True, True)
+    assert tr.success
+
+
+def test_duplicates_count_instances():
+    t = task("duplicates", ("corn", "cloth"), ("corn", "cloth"))
+    tr = GoalTracker(t)
+    assert feed(tr, state(("corn", "cloth"))) == (True, False)
+    assert feed(tr, state(("corn", "cloth"), ("corn", "cloth"))) == (True, True)
+
+
+def test_relay_later_leg_counts_only_after_the_earlier_one():
+    t = task("relay", ("carrot", "plate"), ("carrot", "towel"))
+    direct = GoalTracker(t)
+    assert feed(direct, state(), state(("carrot", "towel"))) == (False, False)
+    assert not direct.success
+    relay = GoalTracker(t)
+    out = feed(relay, state(), state(("carrot", "plate")), state(held=["carrot"]), state(("carrot", "towel")))
+    assert out == (True, True)  # the plate leg stays done while the carrot moves on
+    assert relay.success
+
+
+def test_revisit_legs_chain_and_need_one_object():
+    t = task("revisit", ("spoon", "cloth"), ("spoon", "pot"), ("spoon", "cloth"))
+    tr = GoalTracker(t)
+    assert feed(tr, state(("spoon", "cloth"))) == (True, False, False)  # last leg needs the pot first
+    assert feed(tr, state(("spoon", "pot"))) == (True, True, False)
+    assert feed(tr, state(("spoon", "cloth"))) == (True, True, True)
+    assert tr.success
+
+
+def test_ordered_task_fails_when_placed_out_of_order():
+    t = task("ordered", ("banana", "bin"), ("orange", "bin"))
+    tr = GoalTracker(t)
+    feed(tr, state(("orange", "bin")), state(("orange", "bin"), ("banana", "bin")))
+    assert tr.order_violations == [(0, 1)]
+    assert not tr.success
+    in_order = GoalTracker(t)
+    feed(in_order, state(("banana", "bin")), state(("orange", "bin"), ("banana", "bin")))
+    assert in_order.success and not in_order.order_violations
+
+
+def test_exclusion_fails_when_a_distractor_ends_on_the_destination():
+    t = task("exclusion", ("carrot", "plate"), distractors=["eggplant"])
+    tr = GoalTracker(t)
+    feed(tr, state(("carrot", "plate"), ("eggplant", "plate")))
+    assert tr.achieved == (True,) and not tr.success
+    assert tr.distractors_placed() == ["eggplant"]
+    ok = GoalTracker(t)
+    feed(ok, state(("carrot", "plate")))
+    assert ok.success
+
+
+def test_exclusion_task_must_name_distractors():
+    with pytest.raises(ConfigError, match="distractors"):
+        task("exclusion", ("carrot", "plate"))
+
+
+def summary(variant, plan_len, completed=(), advanced=(), pending=(), ever_current=()):
+    return {"variant": variant, "plan": [], "completed": list(completed), "advanced": list(advanced),
+            "pending": list(pending), "ever_current": list(ever_current)}
+
+
+def test_failure_causes():
+    t = task("single_destination", ("carrot", "plate"), ("spoon", "plate"), ("cup", "plate"), ("pear", "plate"))
+    tr = GoalTracker(t)
+    # carrot placed then knocked off; spoon never placed
+    feed(tr, state(("carrot", "plate")), state(held=["spoon"]), state())
+    s = metrics.score_episode(t, tr, summary("proprio_trigger", 4, advanced=[0, 1], pending=[2, 3],
+                                             ever_current=[0, 1, 2]))
+    causes = [o.cause for o in s.outcomes]
+    assert causes == [metrics.COMPLETED_THEN_UNDONE, metrics.ADVANCED_BEFORE_COMPLETION,
+                      metrics.ATTEMPTED_NEVER_COMPLETED, metrics.NEVER_REACHED]
+    assert not s.success and s.subgoals_done == 0
+
+
+def test_low_level_policy_attempt_is_read_from_grasps():
+    t = task("single_destination", ("carrot", "plate"), ("spoon", "plate"))
+    tr = GoalTracker(t)
+    feed(tr, state(held=["carrot"]), state())
+    s = metrics.score_episode(t, tr, summary("low_level_policy", 2))
+    assert [o.cause for o in s.outcomes] == [metrics.ATTEMPTED_NEVER_COMPLETED, metrics.NEVER_REACHED]
+
+
+def test_plan_mapping_with_multiplicity_and_missing_goals():
+    t = task("duplicates", ("corn", "cloth"), ("corn", "cloth"), ("carrot", "cloth"))
+    plan = [Subgoal("corn", "cloth", "a"), Subgoal("carrot", "cloth", "b"), Subgoal("corn", "cloth", "c"),
+            Subgoal("corn", "cloth", "d")]
+    assert metrics.map_plan_to_task(plan, t) == {0: 0, 1: 2, 2: 1, 3: None}
+    tr = GoalTracker(t)
+    feed(tr, state())
+    s = metrics.score_episode(t, tr, {"variant": "proprio_verifier", "plan": [plan[0].to_dict()],
+                                      "completed": [], "advanced": [], "pending": [0], "ever_current": [0]})
+    assert [o.cause for o in s.outcomes] == [metrics.ATTEMPTED_NEVER_COMPLETED, metrics.NOT_IN_PLAN,
+                                             metrics.NOT_IN_PLAN]
+
+
+def test_wilson_interval_known_values():
+    lo, hi = metrics.wilson_interval(5, 10)
+    assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)
+    lo, hi = metrics.wilson_interval(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
+    assert metrics.wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_paired_bootstrap():
+    a = {f"t{i}": (8, 10) for i in range(10)}
+    b = {f"t{i}": (4, 10) for i in range(10)}
+    point, lo, hi = metrics.paired_task_bootstrap(a, b, draws=2000)
+    assert point == pytest.approx(40.0) and lo == pytest.approx(40.0) and hi == pytest.approx(40.0)
+    # task difficulty varies, the difference does not: a paired test sees no spread
+    a = {f"t{i}": (i + 1, 10) for i in range(9)}
+    b = {f"t{i}": (i, 10) for i in range(9)}
+    point, lo, hi = metrics.paired_task_bootstrap(a, b, draws=2000)
+    assert point == pytest.approx(10.0) and lo == pytest.approx(10.0) and hi == pytest.approx(10.0)
+    # a mixed difference has a real interval that contains the point estimate
+    a = {"t0": (10, 10), "t1": (0, 10), "t2": (5, 10), "t3": (9, 10)}
+    b = {"t0": (0, 10), "t1": (0, 10), "t2": (5, 10), "t3": (1, 10)}
+    point, lo, hi = metrics.paired_task_bootstrap(a, b, draws=4000, suite_of={"t0": "x", "t1": "x", "t2": "y",
+                                                                             "t3": "y"})
+    assert lo < point < hi and lo >= 0.0
+
+
+def test_summary_by_horizon_and_causes():
+    recs = [
+        {"variant": "v", "task_id": "a", "category": "relay", "horizon": 1, "success": True, "subgoals_done": 1,
+         "steps_used": 10, "subgoals": [{"cause": None}]},
+        {"variant": "v", "task_id": "b", "category": "relay", "horizon": 2, "success": False, "subgoals_done": 1,
+         "steps_used": 200, "subgoals": [{"cause": None}, {"cause": "never_reached"}]},
+    ]
+    s = metrics.summarize_episodes(recs)["v"]
+    assert s["task_success_rate"] == 0.5
+    assert s["subgoal_progress"] == pytest.approx(2 / 3)
+    assert s["by_horizon"][1]["n"] == 1 and s["by_horizon"][2]["success_rate"] == 0.0
+    assert s["failure_causes"]["never_reached"] == 1

@@ -1,0 +1,261 @@
+"""The orchestrator variants, step by step, against the rules of Appendix B."""
+
+import math
+
+import pytest
+
+from ladder_ros.core import events as ev
+from ladder_ros.core.errors import ConfigError, InvalidInputError
+from ladder_ros.core.orchestrator import StepInput, Variant, make_orchestrator
+from ladder_ros.core.presets import FRANKA, WIDOWX
+from ladder_ros.core.task import Subgoal, TaskCategory
+from ladder_ros.core.verification import VerificationResult
+
+CARROT = Subgoal("carrot", "plate", "put the carrot on the plate")
+SPOON = Subgoal("spoon", "plate", "put the spoon on the plate")
+CORN = Subgoal("corn", "cloth", "put the corn on the cloth")
+O, C = 1.0, 0.0
+
+
+def orch(variant, plan, preset=WIDOWX, budget=None, category=TaskCategory.SINGLE_DESTINATION):
+    return make_orchestrator(variant, preset, plan, instruction="do everything",
+                             budget_steps=budget or preset.budget.steps_for(len(plan)), category=category)
+
+
+def kinds(events):
+    return [e.kind for e in events]
+
+
+def run(o, apertures, answer=None, goal_states=None, zs=None):
+    """Drive ``o`` through a trace; ``answer(request)`` gives the count. Returns decisions."""
+    decisions = []
+    for step, a in enumerate(apertures):
+        d = o.observe(StepInput(step=step, aperture=a, ee_z=None if zs is None else zs[step],
+                                goal_states=None if goal_states is None else goal_states(step, o)))
+        if d.request is not None:
+            d = o.resolve(VerificationResult(request_id=d.request.request_id, count=answer(d.request),
+                                             source="test"))
+        decisions.append(d)
+        if d.finished:
+            break
+    return decisions
+
+
+def test_low_level_policy_sends_the_full_instruction_until_the_budget():
+    o = orch("low_level_policy", [CARROT, SPOON])
+    ds = run(o, [O] * 300)
+    assert all(d.instruction == "do everything" for d in ds[:-1])
+    assert ds[-1].finished and ds[-1].finish_reason == "budget_exhausted"
+    assert ds[-1].step == 200  # 100 steps per subgoal (Section 3)
+
+
+def test_periodic_trigger_advances_every_27_steps_and_stays_on_the_last():
+    o = orch("periodic_trigger", [CARROT, SPOON, CORN])
+    ds = run(o, [O] * 400)
+    switches = [(d.step, d.instruction) for prev, d in zip(ds, ds[1:]) if d.instruction != prev.instruction]
+    assert switches[:2] == [(27, SPOON.text), (54, CORN.text)]
+    assert ds[100].instruction == CORN.text
+    assert ds[-1].step == 300 and ds[-1].finish_reason == "budget_exhausted"
+    assert o.queue.advanced == [0, 1]
+
+
+def test_proprio_trigger_advances_without_verifying_and_ends_after_the_last():
+    o = orch("proprio_trigger", [CARROT, SPOON])
+    trace = [O, C, C, C, O] + [O] * 10 + [C, C, C, O] + [O] * 50
+    ds = run(o, trace)
+    assert ds[3].instruction == CARROT.text
+    assert ds[4].instruction == SPOON.text  # release at 4 -> advance at once
+    assert ds[-1].step == 18 and ds[-1].finish_reason == "plan_exhausted"
+    assert o.queue.advanced == [0, 1] and o.queue.completed == []
+
+
+def test_proprio_trigger_cooldown_blocks_a_quick_second_release():
+    o = orch("proprio_trigger", [CARROT, SPOON, CORN])
+    trace = [O, C, C, C, O, C, C, C, O] + [O] * 20
+    ds = run(o, trace)
+    assert ds[8].instruction == SPOON.text  # release at 8 is 4 steps after 4: suppressed
+    assert ev.RELEASE_SUPPRESSED in kinds(ds[8].events)
+
+
+def test_franka_proprio_trigger_restarts_the_plan_after_the_last_subgoal():
+    o = orch("proprio_trigger", [CARROT, SPOON], preset=FRANKA)
+    ds = run(o, [O] * 1400, zs=[0.3] * 1400)
+    starts = [(e.step, e.data["plan_index"]) for e in o.events if e.kind == ev.SUBGOAL_STARTED]
+    assert starts[:4] == [(0, 0), (300, 1), (600, 0), (900, 1)]
+    assert any(e.kind == ev.QUEUE_CHANGED and e.data["reason"] == "restart" for e in o.events)
+    assert ds[-1].finish_reason == "budget_exhausted" and ds[-1].step == 1350  # 2 subgoals (Appendix D)
+
+
+def test_proprio_verifier_queries_5_steps_after_a_release_and_retries_in_place():
+    o = orch("proprio_verifier", [CARROT, SPOON])
+    trace = [O, O, C, C, C, O] + [O] * 20
+    answers = iter([0, 1])
+    ds = run(o, trace, answer=lambda r: next(answers))
+    requests = [e for e in o.events if e.kind == ev.VERIFICATION_REQUESTED]
+    assert requests[0].step == 10 and requests[0].data["reason"] == "after_release"
+    retry = [e for e in o.events if e.kind == ev.QUEUE_CHANGED]
+    assert retry[0].data["reason"] == "retry_in_place" and retry[0].step == 10
+    assert ds[10].instruction == CARROT.text
+    # no release after the retry: next query 45 steps later
+    o2 = orch("proprio_verifier", [CARROT, SPOON])
+    answers2 = iter([0, 1, 1])
+    run(o2, trace + [O] * 100, answer=lambda r: next(answers2))
+    steps = [(e.step, e.data["reason"]) for e in o2.events if e.kind == ev.VERIFICATION_REQUESTED]
+    assert steps[:2] == [(10, "after_release"), (55, "without_release")]
+
+
+def test_proprio_verifier_queries_after_45_steps_without_a_release():
+    o = orch("proprio_verifier", [CARROT])
+    ds = run(o, [O] * 100, answer=lambda r: 1)
+    req = [e for e in o.events if e.kind == ev.VERIFICATION_REQUESTED]
+    assert [(e.step, e.data["reason"]) for e in req] == [(45, "without_release")]
+    assert ds[-1].finish_reason == "plan_complete" and ds[-1].step == 45
+
+
+def test_franka_verifier_offsets_are_35_and_300():
+    o = orch("proprio_verifier", [CARROT], preset=FRANKA)
+    aps = [O] * 5 + [C] * 21 + [O] * 400
+    zs = [0.2] * 5 + [0.2 + 0.04 * i / 20 for i in range(21)] + [0.24] * 400
+    run(o, aps, zs=zs, answer=lambda r: 0)
+    req = [(e.step, e.data["reason"]) for e in o.events if e.kind == ev.VERIFICATION_REQUESTED]
+    assert req == [(26 + 35, "after_release"), (61 + 300, "without_release")]
+
+
+def test_count_rule_requires_the_occurrences_so_far():
+    o = orch("proprio_verifier", [CORN, CORN], category=TaskCategory.DUPLICATES)
+    seen = []
+
+    def answer(request):
+        seen.append(request.required)
+        return 1  # one corn on the cloth
+    ds = run(o, [O] * 250, answer=answer)
+    # the first corn needs 1, the second needs 2: a count of 1 never completes it
+    assert seen[:3] == [1, 2, 2]
+    assert o.queue.completed == [0]
+    assert ds[-1].finish_reason == "budget_exhausted"
+
+
+def test_count_rule_is_one_on_revisit_tasks():
+    cloth = Subgoal("spoon", "cloth", "put the spoon on the cloth")
+    pot = Subgoal("spoon", "pot", "put the spoon in the pot")
+    o = orch("proprio_verifier", [cloth, pot, cloth], category=TaskCategory.REVISIT)
+    seen = []
+
+    def answer(request):
+        seen.append(request.required)
+        return 1
+    ds = run(o, [O] * 200, answer=answer)
+    assert seen == [1, 1, 1]
+    assert ds[-1].finish_reason == "plan_complete"
+
+
+def test_franka_incomplete_duplicate_moves_to_the_end_of_the_queue():
+    plan = [CORN, CORN, CARROT]
+    o = orch("proprio_verifier", plan, preset=FRANKA, category=TaskCategory.DUPLICATES)
+    run(o, [O] * 301, zs=[0.3] * 301, answer=lambda r: 0)
+    changes = [e for e in o.events if e.kind == ev.QUEUE_CHANGED]
+    assert changes[0].data == {"reason": "moved_to_end", "pending": [1, 2, 0]}
+    # not interchangeable (appears once) -> retried in place even on Franka
+    o2 = orch("proprio_verifier", [CARROT, SPOON], preset=FRANKA)
+    run(o2, [O] * 301, zs=[0.3] * 301, answer=lambda r: 0)
+    assert [e.data["reason"] for e in o2.events if e.kind == ev.QUEUE_CHANGED] == ["retry_in_place"]
+
+
+def test_widowx_incomplete_duplicate_is_retried_in_place():
+    o = orch("proprio_verifier", [CORN, CORN], category=TaskCategory.DUPLICATES)
+    run(o, [O] * 50, answer=lambda r: 0)
+    assert [e.data["reason"] for e in o.events if e.kind == ev.QUEUE_CHANGED] == ["retry_in_place"]
+
+
+def test_unparseable_count_is_never_complete():
+    o = orch("proprio_verifier", [CARROT])
+    ds = run(o, [O] * 50, answer=lambda r: None)
+    answered = [e for e in o.events if e.kind == ev.VERIFICATION_ANSWERED]
+    assert answered[0].data["complete"] is False
+    assert not ds[-1].finished
+
+
+def test_privileged_verifier_needs_the_predicate_for_the_settle_window_with_the_gripper_open():
+    o = orch("privileged_verifier", [CARROT, SPOON])
+    # predicate true from step 10; gripper closed until 11 -> settle counts 12, 13, 14
+    aps = [O] * 10 + [C, C] + [O] * 50
+    ds = run(o, aps, goal_states=lambda s, _: (s >= 10, False))
+    completed = [e for e in o.events if e.kind == ev.SUBGOAL_COMPLETED]
+    assert [(e.step, e.data["plan_index"]) for e in completed] == [(14, 0)]
+    assert ds[14].instruction == SPOON.text
+
+
+def test_privileged_settle_window_restarts_when_the_predicate_flickers():
+    o = orch("privileged_verifier", [CARROT])
+    pattern = {10: True, 11: True, 12: False, 13: True, 14: True, 15: True}
+    ds = run(o, [O] * 40, goal_states=lambda s, _: (pattern.get(s, False),))
+    assert ds[-1].step == 15 and ds[-1].finish_reason == "plan_complete"
+
+
+def test_widowx_privileged_verifier_retries_until_the_budget_ends():
+    o = orch("privileged_verifier", [CARROT, SPOON])
+    ds = run(o, [O] * 300, goal_states=lambda s, _: (False, True))
+    assert ds[-1].finish_reason == "budget_exhausted"
+    assert {d.instruction for d in ds[:-1]} == {CARROT.text}
+
+
+def test_franka_privileged_sets_a_subgoal_aside_after_600_steps_except_on_ordered_tasks():
+    o = orch("privileged_verifier", [CARROT, SPOON], preset=FRANKA)
+    run(o, [O] * 700, zs=[0.3] * 700, goal_states=lambda s, _: (False, False))
+    assert [(e.step, e.data["reason"]) for e in o.events if e.kind == ev.QUEUE_CHANGED] == [(600, "set_aside")]
+    o2 = orch("privileged_verifier", [CARROT, SPOON], preset=FRANKA, category=TaskCategory.ORDERED)
+    run(o2, [O] * 700, zs=[0.3] * 700, goal_states=lambda s, _: (False, False))
+    assert [e for e in o2.events if e.kind == ev.QUEUE_CHANGED] == []
+
+
+def test_bad_input_raises_and_changes_nothing():
+    o = orch("proprio_trigger", [CARROT, SPOON])
+    o.observe(StepInput(step=0, aperture=O))
+    with pytest.raises(InvalidInputError, match="aperture"):
+        o.observe(StepInput(step=1, aperture=math.nan))
+    assert o.last_step == 0
+    with pytest.raises(InvalidInputError, match="steps must increase"):
+        o.observe(StepInput(step=0, aperture=O))
+    d = o.observe(StepInput(step=1, aperture=O))
+    assert d.instruction == CARROT.text
+
+
+def test_privileged_needs_goal_states():
+    o = orch("privileged_verifier", [CARROT])
+    with pytest.raises(InvalidInputError, match="goal states"):
+        o.observe(StepInput(step=0, aperture=O))
+
+
+def test_stale_answer_is_recorded_and_ignored():
+    o = orch("proprio_verifier", [CARROT])
+    o.observe(StepInput(step=0, aperture=O))
+    d = o.resolve(VerificationResult(request_id=99, count=5, source="late"))
+    assert kinds(d.events) == [ev.VERIFICATION_IGNORED]
+    assert not d.finished and d.instruction == CARROT.text
+
+
+def test_wall_clock_keeps_stepping_while_a_query_is_in_flight():
+    o = orch("proprio_verifier", [CARROT, SPOON])
+    pending = None
+    for step in range(60):
+        d = o.observe(StepInput(step=step, aperture=O))
+        if d.request is not None and pending is None:
+            pending = d.request
+        assert d.instruction == CARROT.text
+    assert pending.step == 45
+    assert sum(1 for e in o.events if e.kind == ev.VERIFICATION_REQUESTED) == 1  # one in flight at a time
+    d = o.resolve(VerificationResult(request_id=pending.request_id, count=1, source="slow"))
+    assert d.instruction == SPOON.text
+
+
+def test_abort_keeps_the_queue():
+    o = orch("proprio_verifier", [CARROT, SPOON])
+    o.observe(StepInput(step=0, aperture=O))
+    d = o.abort("operator")
+    assert d.finished and d.finish_reason == "aborted: operator"
+    assert o.summary()["pending"] == [0, 1]
+
+
+def test_unknown_variant_lists_the_valid_names():
+    with pytest.raises(ConfigError, match="privileged_verifier.*proprio_trigger"):
+        Variant.parse("magic")

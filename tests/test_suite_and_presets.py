@@ -1,0 +1,86 @@
+"""Suite files and presets: the paper's numbers, and errors that name the file and the key."""
+
+import pytest
+import yaml
+
+from ladder_ros.core.errors import ConfigError
+from ladder_ros.core.presets import FRANKA, WIDOWX, WIDOWX_ROBOTARENA, get_preset
+from ladder_ros.core.suite import load_suite
+
+GOOD = {
+    "schema_version": 1,
+    "suite": "mini",
+    "embodiment": "widowx",
+    "scenes": {"kitchen": {"objects": {"carrot": {}, "spoon": {}}, "containers": {"plate": {}, "cloth": {}}}},
+    "tasks": [
+        {"id": "a", "scene": "kitchen", "category": "single_destination", "instruction": "put the carrot on the plate",
+         "subgoals": [{"object": "carrot", "destination": "plate", "text": "put the carrot on the plate"}]},
+    ],
+}
+
+
+def write(tmp_path, data, name="suite.yaml"):
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+def test_presets_carry_the_paper_numbers():
+    assert (WIDOWX.control_rate_hz, FRANKA.control_rate_hz) == (5.0, 15.0)
+    assert (WIDOWX.periodic_interval_steps, FRANKA.periodic_interval_steps) == (27, 250)
+    assert (WIDOWX.trigger.min_close_steps, WIDOWX.trigger.cooldown_steps, WIDOWX.trigger.min_lift_m) == (3, 8, None)
+    assert (FRANKA.trigger.min_close_steps, FRANKA.trigger.cooldown_steps, FRANKA.trigger.min_lift_m) == (21, 57, 0.03)
+    assert FRANKA.trigger.release_timeout_steps == 300 and WIDOWX.trigger.release_timeout_steps is None
+    assert (WIDOWX.verifier_timing.delay_after_release_steps, WIDOWX.verifier_timing.query_without_release_steps) == (5, 45)
+    assert (FRANKA.verifier_timing.delay_after_release_steps, FRANKA.verifier_timing.query_without_release_steps) == (35, 300)
+    assert (WIDOWX.privileged_settle_steps, WIDOWX_ROBOTARENA.privileged_settle_steps,
+            FRANKA.privileged_settle_steps) == (3, 10, 120)
+    assert FRANKA.privileged_set_aside_steps == 600 and WIDOWX.privileged_set_aside_steps is None
+
+
+def test_step_budgets_appendix_d():
+    assert [WIDOWX.budget.steps_for(h) for h in (1, 2, 6, 10)] == [100, 200, 600, 1000]
+    assert [FRANKA.budget.steps_for(h) for h in range(1, 11)] == [900, 1350, 2700, 2700, 2700, 2700, 3600, 4050,
+                                                                 4500, 4950]
+    with pytest.raises(ConfigError, match="horizon 11"):
+        FRANKA.budget.steps_for(11)
+
+
+def test_unknown_preset_lists_valid_names():
+    with pytest.raises(ConfigError, match="franka, widowx, widowx_robotarena"):
+        get_preset("ur5")
+
+
+def test_good_suite_loads(tmp_path):
+    suite = load_suite(write(tmp_path, GOOD))
+    assert suite.task("a").horizon == 1
+    assert suite.task("a").ladder == "kitchen/single_destination"
+
+
+def test_missing_file_names_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="nope.yaml: suite file not found"):
+        load_suite(tmp_path / "nope.yaml")
+
+
+def test_invalid_yaml_names_file_and_line(tmp_path):
+    path = write(tmp_path, "schema_version: 1\ntasks: [\n  {id: a\n", name="bad.yaml")
+    with pytest.raises(ConfigError, match=r"bad.yaml: line \d+, column \d+: invalid YAML"):
+        load_suite(path)
+
+
+@pytest.mark.parametrize("mutate, key", [
+    (lambda d: d["tasks"][0]["subgoals"][0].update(destination="bowl"), r"tasks\[0\] \(a\).subgoals\[0\].destination"),
+    (lambda d: d["tasks"][0]["subgoals"][0].pop("text"), r"tasks\[0\] \(a\).subgoals\[0\].text"),
+    (lambda d: d["tasks"][0].update(category="juggling"), r"tasks\[0\] \(a\).category"),
+    (lambda d: d["tasks"][0].update(scene="garage"), r"tasks\[0\] \(a\).scene"),
+    (lambda d: d.update(schema_version=7), "schema_version"),
+    (lambda d: d.update(embodiment="ur5"), "embodiment"),
+    (lambda d: d["tasks"].append(dict(d["tasks"][0])), r"tasks\[1\] \(a\).id"),
+    (lambda d: d["tasks"][0].update(layouts=0), r"tasks\[0\] \(a\).layouts"),
+])
+def test_malformed_suite_names_file_and_key(tmp_path, mutate, key):
+    import copy
+    data = copy.deepcopy(GOOD)
+    mutate(data)
+    with pytest.raises(ConfigError, match=rf"suite.yaml: {key}"):
+        load_suite(write(tmp_path, data))

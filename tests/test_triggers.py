@@ -1,0 +1,169 @@
+"""Appendix B trigger rules, stated with hand-made aperture traces (0 closed, 1 open)."""
+
+import math
+
+import pytest
+
+from ladder_ros.core.errors import InvalidInputError
+from ladder_ros.core.presets import FRANKA, WIDOWX, GripperTriggerParams
+from ladder_ros.core.triggers import GripperTrigger, PeriodicTrigger, normalised_aperture
+
+O, C = 1.0, 0.0  # open, closed
+
+
+def fire_steps(trigger, apertures, zs=None):
+    out = []
+    for step, a in enumerate(apertures):
+        end = trigger.update(step, a, None if zs is None else zs[step])
+        if end is not None:
+            out.append((step, end.reason))
+    return out
+
+
+def test_widowx_close_of_three_steps_then_open_ends_an_attempt():
+    trace = [O, O, C, C, C, O, O]
+    assert fire_steps(GripperTrigger(WIDOWX.trigger), trace) == [(5, "release")]
+
+
+def test_widowx_close_one_step_too_short_does_not_fire():
+    trace = [O, C, C, O, O, O]
+    assert fire_steps(GripperTrigger(WIDOWX.trigger), trace) == []
+
+
+def test_threshold_is_opening_past_one_half():
+    # exactly 0.5 is not 'past 0.5': it counts as closed, and does not release
+    trace = [O, 0.5, 0.5, 0.5, 0.5, 0.500001]
+    assert fire_steps(GripperTrigger(WIDOWX.trigger), trace) == [(5, "release")]
+    assert fire_steps(GripperTrigger(WIDOWX.trigger), [O, C, C, C, 0.5, 0.5]) == []
+
+
+def test_widowx_release_during_cooldown_is_suppressed_and_consumed():
+    # fire at 5; a release 8 steps later (13) is inside the cooldown of 8; 9 steps later fires
+    trace = [O, O, C, C, C, O,  # fires at 5
+             C, C, C, C, C, C, C, O,  # open at 13 = 5 + 8: suppressed
+             C, C, C, O]  # open at 17: fires (the close run at 6..12 was consumed)
+    trig = GripperTrigger(WIDOWX.trigger)
+    fired, suppressed = [], []
+    for step, a in enumerate(trace):
+        end = trig.update(step, a)
+        if end:
+            fired.append(step)
+        if trig.last_suppressed:
+            suppressed.append(step)
+    assert fired == [5, 17]
+    assert suppressed == [13]
+
+
+def test_widowx_release_just_after_cooldown_fires():
+    trace = [O, C, C, C, O,  # fires at 4
+             C, C, C, C, C, C, C, C, O]  # open at 13 = 4 + 9: outside the cooldown
+    assert fire_steps(GripperTrigger(WIDOWX.trigger), trace) == [(4, "release"), (13, "release")]
+
+
+def test_widowx_has_no_release_timeout():
+    trace = [O] * 2000
+    assert fire_steps(GripperTrigger(WIDOWX.trigger), trace) == []
+
+
+def _franka_trace(close_steps, lift_m, lead=5):
+    """Open, then a close of ``close_steps`` rising linearly by ``lift_m``, then open."""
+    apertures = [O] * lead + [C] * close_steps + [O] * 3
+    zs = [0.2] * lead + [0.2 + lift_m * i / (close_steps - 1) for i in range(close_steps)] + [0.2 + lift_m] * 3
+    return apertures, zs
+
+
+def test_franka_close_21_steps_with_3cm_lift_fires():
+    aps, zs = _franka_trace(21, 0.03)
+    assert fire_steps(GripperTrigger(FRANKA.trigger), aps, zs) == [(26, "release")]
+
+
+def test_franka_lift_just_under_3cm_does_not_fire():
+    aps, zs = _franka_trace(21, 0.0299)
+    assert fire_steps(GripperTrigger(FRANKA.trigger), aps, zs) == []
+
+
+def test_franka_close_one_step_too_short_does_not_fire():
+    aps, zs = _franka_trace(20, 0.05)
+    assert fire_steps(GripperTrigger(FRANKA.trigger), aps, zs) == []
+
+
+def test_franka_lift_is_measured_from_the_start_of_the_close():
+    # the arm was high before closing and then went down: no lift
+    aps = [O] * 5 + [C] * 25 + [O]
+    zs = [0.5] * 5 + [0.2] * 25 + [0.2]
+    assert fire_steps(GripperTrigger(FRANKA.trigger), aps, zs) == []
+
+
+def test_franka_attempt_ends_after_300_steps_without_release():
+    aps = [O] * 700
+    zs = [0.3] * 700
+    assert fire_steps(GripperTrigger(FRANKA.trigger), aps, zs) == [(300, "timeout"), (600, "timeout")]
+
+
+def test_franka_timeout_counts_from_the_last_release():
+    aps, zs = _franka_trace(21, 0.04)  # release at 26
+    aps += [O] * 400
+    zs += [0.3] * 400
+    assert fire_steps(GripperTrigger(FRANKA.trigger), aps, zs) == [(26, "release"), (326, "timeout")]
+
+
+def test_franka_cooldown_is_57_steps():
+    aps, zs = _franka_trace(21, 0.04, lead=0)  # release at 21
+    # next close of 21 steps with lift ends with an open at 21 + 57 = 78: suppressed
+    gap = 78 - 21 - 21 - 1  # open steps in between so that the open lands on 78
+    aps2 = aps[:22] + [O] * gap + [C] * 21 + [O]
+    zs2 = zs[:22] + [0.2] * gap + [0.2 + 0.04 * i / 20 for i in range(21)] + [0.24]
+    assert len(aps2) == 79
+    assert fire_steps(GripperTrigger(FRANKA.trigger), aps2, zs2) == [(21, "release")]
+    aps3 = aps[:22] + [O] * (gap + 1) + [C] * 21 + [O]
+    zs3 = zs[:22] + [0.2] * (gap + 1) + [0.2 + 0.04 * i / 20 for i in range(21)] + [0.24]
+    assert fire_steps(GripperTrigger(FRANKA.trigger), aps3, zs3) == [(21, "release"), (79, "release")]
+
+
+def test_franka_trigger_needs_the_end_effector_height():
+    with pytest.raises(InvalidInputError, match="end-effector height"):
+        GripperTrigger(FRANKA.trigger).update(0, 1.0, None)
+
+
+def test_release_detector_of_the_verifier_has_no_cooldown():
+    trig = GripperTrigger(WIDOWX.release_detector)
+    trace = [O, C, C, C, O, C, C, C, O]
+    assert fire_steps(trig, trace) == [(4, "release"), (8, "release")]
+    assert WIDOWX.release_detector.cooldown_steps == 0
+    assert FRANKA.release_detector.min_lift_m == 0.03
+    assert FRANKA.release_detector.release_timeout_steps is None
+
+
+@pytest.mark.parametrize("bad", [math.nan, 1.2, -0.3, "x", None])
+def test_bad_aperture_is_rejected_with_its_value(bad):
+    with pytest.raises(InvalidInputError, match="aperture"):
+        normalised_aperture(bad)
+
+
+def test_small_overshoot_is_clamped():
+    assert normalised_aperture(1.03) == 1.0
+    assert normalised_aperture(-0.01) == 0.0
+
+
+def test_bad_input_leaves_the_trigger_unchanged():
+    trig = GripperTrigger(WIDOWX.trigger)
+    for step, a in enumerate([O, C, C]):
+        trig.update(step, a)
+    with pytest.raises(InvalidInputError):
+        trig.update(3, math.nan)
+    assert trig.closed_run == 2
+    trig.update(3, C)
+    assert trig.update(4, O) is not None
+
+
+def test_periodic_trigger_every_27_steps():
+    trig = PeriodicTrigger(WIDOWX.periodic_interval_steps)
+    fired = [s for s in range(100) if trig.update(s)]
+    assert fired == [27, 54, 81]
+
+
+def test_trigger_params_are_validated():
+    with pytest.raises(ValueError, match="min_close_steps"):
+        GripperTriggerParams(min_close_steps=0)
+    with pytest.raises(ValueError, match="open_threshold"):
+        GripperTriggerParams(open_threshold=1.5)

@@ -9,6 +9,7 @@ from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.orchestrator import StepInput, Variant, make_orchestrator
 from ladder_ros.core.presets import FRANKA, WIDOWX
 from ladder_ros.core.task import Subgoal, TaskCategory
+from ladder_ros.core.triggers import GripperMonitor
 from ladder_ros.core.verification import VerificationResult
 
 CARROT = Subgoal("carrot", "plate", "put the carrot on the plate")
@@ -29,8 +30,10 @@ def kinds(events):
 def run(o, apertures, answer=None, goal_states=None, zs=None):
     """Drive ``o`` through a trace; ``answer(request)`` gives the count. Returns decisions."""
     decisions = []
+    monitor = GripperMonitor.for_preset(o.preset)
     for step, a in enumerate(apertures):
-        d = o.observe(StepInput(step=step, aperture=a, ee_z=None if zs is None else zs[step],
+        gripper = monitor.update(step, a, None if zs is None else zs[step])
+        d = o.observe(StepInput(step=step, gripper=gripper,
                                 goal_states=None if goal_states is None else goal_states(step, o)))
         if d.request is not None:
             d = o.resolve(VerificationResult(request_id=d.request.request_id, count=answer(d.request),
@@ -208,27 +211,35 @@ def test_franka_privileged_sets_a_subgoal_aside_after_600_steps_except_on_ordere
     assert [e for e in o2.events if e.kind == ev.QUEUE_CHANGED] == []
 
 
+def g(step, aperture=O):
+    return GripperMonitor.for_preset(WIDOWX).update(step, aperture)
+
+
 def test_bad_input_raises_and_changes_nothing():
     o = orch("proprio_trigger", [CARROT, SPOON])
-    o.observe(StepInput(step=0, aperture=O))
+    monitor = GripperMonitor.for_preset(WIDOWX)
+    o.observe(StepInput(step=0, gripper=monitor.update(0, O)))
     with pytest.raises(InvalidInputError, match="aperture"):
-        o.observe(StepInput(step=1, aperture=math.nan))
-    assert o.last_step == 0
+        monitor.update(1, math.nan)
+    assert monitor.last_step == 0 and monitor.trigger.closed_run == 0
     with pytest.raises(InvalidInputError, match="steps must increase"):
-        o.observe(StepInput(step=0, aperture=O))
-    d = o.observe(StepInput(step=1, aperture=O))
+        o.observe(StepInput(step=0, gripper=g(0)))
+    with pytest.raises(InvalidInputError, match="gripper events must be those of step 1"):
+        o.observe(StepInput(step=1, gripper=g(2)))
+    assert o.last_step == 0
+    d = o.observe(StepInput(step=1, gripper=monitor.update(1, O)))
     assert d.instruction == CARROT.text
 
 
 def test_privileged_needs_goal_states():
     o = orch("privileged_verifier", [CARROT])
     with pytest.raises(InvalidInputError, match="goal states"):
-        o.observe(StepInput(step=0, aperture=O))
+        o.observe(StepInput(step=0, gripper=g(0)))
 
 
 def test_stale_answer_is_recorded_and_ignored():
     o = orch("proprio_verifier", [CARROT])
-    o.observe(StepInput(step=0, aperture=O))
+    o.observe(StepInput(step=0, gripper=g(0)))
     d = o.resolve(VerificationResult(request_id=99, count=5, source="late"))
     assert kinds(d.events) == [ev.VERIFICATION_IGNORED]
     assert not d.finished and d.instruction == CARROT.text
@@ -238,7 +249,7 @@ def test_wall_clock_keeps_stepping_while_a_query_is_in_flight():
     o = orch("proprio_verifier", [CARROT, SPOON])
     pending = None
     for step in range(60):
-        d = o.observe(StepInput(step=step, aperture=O))
+        d = o.observe(StepInput(step=step, gripper=g(step)))
         if d.request is not None and pending is None:
             pending = d.request
         assert d.instruction == CARROT.text
@@ -250,7 +261,7 @@ def test_wall_clock_keeps_stepping_while_a_query_is_in_flight():
 
 def test_abort_keeps_the_queue():
     o = orch("proprio_verifier", [CARROT, SPOON])
-    o.observe(StepInput(step=0, aperture=O))
+    o.observe(StepInput(step=0, gripper=g(0)))
     d = o.abort("operator")
     assert d.finished and d.finish_reason == "aborted: operator"
     assert o.summary()["pending"] == [0, 1]

@@ -29,7 +29,6 @@ Variants (Section 4, Appendix B):
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -39,7 +38,7 @@ from ladder_ros.core.events import Event
 from ladder_ros.core.presets import EmbodimentPreset
 from ladder_ros.core.queue import SubgoalQueue
 from ladder_ros.core.task import Subgoal, TaskCategory
-from ladder_ros.core.triggers import GripperTrigger, PeriodicTrigger, normalised_aperture
+from ladder_ros.core.triggers import GripperEvents, PeriodicTrigger
 from ladder_ros.core.verification import (
     VerificationRequest,
     VerificationResult,
@@ -80,15 +79,14 @@ class Variant(str, enum.Enum):
 class StepInput:
     """What the orchestrator reads at one control step.
 
-    ``aperture``: normalised gripper opening in [0, 1] (1 open). ``ee_z``: end-effector height in
-    metres (any fixed frame; only differences are used), needed when the preset's trigger asks for
-    a lift. ``goal_states``: the simulator's per-subgoal predicates in plan order (privileged
-    verifier only; None on a robot).
+    ``gripper``: the gripper monitor's events for this step (attempt ends, releases, open or
+    not), computed from the aperture by :class:`~ladder_ros.core.triggers.GripperMonitor` — in the
+    reference loop in-process, in the ROS graph by the gripper trigger node. ``goal_states``: the
+    simulator's per-subgoal predicates in plan order (privileged verifier only; None on a robot).
     """
 
     step: int
-    aperture: float
-    ee_z: float | None = None
+    gripper: GripperEvents
     goal_states: tuple[bool, ...] | None = None
 
 
@@ -150,7 +148,7 @@ class Orchestrator:
 
     def observe(self, inp: StepInput) -> Decision:
         """Feed step ``inp.step``. Invalid input raises before any state changes."""
-        aperture = self._validate(inp)
+        self._validate(inp)
         self.last_step = inp.step
         if not self.started:
             self._start(inp.step)
@@ -158,7 +156,7 @@ class Orchestrator:
             if inp.step >= self.budget_steps:
                 self._finish(inp.step, "budget_exhausted")
             else:
-                self._on_step(inp, aperture)
+                self._on_step(inp)
         return self._decision()
 
     def resolve(self, result: VerificationResult) -> Decision:
@@ -196,7 +194,7 @@ class Orchestrator:
         }
 
     # ------------------------------------------------------------------ hooks
-    def _on_step(self, inp: StepInput, aperture: float) -> None:
+    def _on_step(self, inp: StepInput) -> None:
         """The variant's rule for one step."""
 
     def _on_answer(self, request: VerificationRequest, complete: bool) -> None:
@@ -206,15 +204,13 @@ class Orchestrator:
         """Reset per-subgoal timers."""
 
     # ------------------------------------------------------------------ machinery
-    def _validate(self, inp: StepInput) -> float:
+    def _validate(self, inp: StepInput) -> None:
         if not isinstance(inp.step, int) or isinstance(inp.step, bool) or inp.step < 0:
             raise InvalidInputError(f"step must be a non-negative integer, got {inp.step!r}")
         if inp.step <= self.last_step:
             raise InvalidInputError(f"steps must increase: got {inp.step} after {self.last_step}")
-        aperture = normalised_aperture(inp.aperture)
-        if inp.ee_z is not None and not math.isfinite(float(inp.ee_z)):
-            raise InvalidInputError(f"ee_z must be finite metres, got {inp.ee_z!r}")
-        return aperture
+        if not isinstance(inp.gripper, GripperEvents) or inp.gripper.step != inp.step:
+            raise InvalidInputError(f"gripper events must be those of step {inp.step}, got {inp.gripper!r}")
 
     def _emit(self, step: int, kind: str, **data) -> None:
         event = Event(step=step, kind=kind, data=data)
@@ -281,7 +277,7 @@ class PeriodicTriggerOrchestrator(Orchestrator):
         super().__init__(*args, **kwargs)
         self.trigger = PeriodicTrigger(self.preset.periodic_interval_steps)
 
-    def _on_step(self, inp: StepInput, aperture: float) -> None:
+    def _on_step(self, inp: StepInput) -> None:
         fired = self.trigger.update(inp.step)
         if fired is None:
             return
@@ -300,14 +296,10 @@ class ProprioTriggerOrchestrator(Orchestrator):
 
     variant = Variant.PROPRIO_TRIGGER
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.trigger = GripperTrigger(self.preset.trigger)
-
-    def _on_step(self, inp: StepInput, aperture: float) -> None:
-        ended = self.trigger.update(inp.step, aperture, inp.ee_z)
-        if self.trigger.last_suppressed is not None:
-            self._emit(inp.step, ev.RELEASE_SUPPRESSED, close_steps=self.trigger.last_suppressed.close_steps)
+    def _on_step(self, inp: StepInput) -> None:
+        ended = inp.gripper.attempt_end
+        if inp.gripper.suppressed is not None:
+            self._emit(inp.step, ev.RELEASE_SUPPRESSED, close_steps=inp.gripper.suppressed.close_steps)
         if ended is None:
             return
         self._emit(inp.step, ev.ATTEMPT_ENDED, **ended.to_dict())
@@ -329,15 +321,14 @@ class ProprioVerifierOrchestrator(Orchestrator):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.detector = GripperTrigger(self.preset.release_detector)
         self.timing = VerificationTiming(self.preset.verifier_timing)
         self._release_in_flight: int | None = None
 
     def _on_subgoal_started(self, step: int) -> None:
         self.timing.restart(step)
 
-    def _on_step(self, inp: StepInput, aperture: float) -> None:
-        ended = self.detector.update(inp.step, aperture, inp.ee_z)
+    def _on_step(self, inp: StepInput) -> None:
+        ended = inp.gripper.release
         released = ended is not None and ended.reason == "release"
         if released:
             self._emit(inp.step, ev.ATTEMPT_ENDED, **ended.to_dict())
@@ -395,23 +386,21 @@ class PrivilegedVerifierOrchestrator(Orchestrator):
     def _on_subgoal_started(self, step: int) -> None:
         self.held_steps = 0
 
-    def _validate(self, inp: StepInput) -> float:
-        aperture = super()._validate(inp)
+    def _validate(self, inp: StepInput) -> None:
+        super()._validate(inp)
         if inp.goal_states is None:
             raise InvalidInputError("the privileged verifier needs the simulator's goal states")
         if len(inp.goal_states) != len(self.plan):
             raise InvalidInputError(f"expected {len(self.plan)} goal states (one per subgoal), "
                                     f"got {len(inp.goal_states)}")
-        return aperture
 
     def _set_aside_allowed(self) -> bool:
         ordered = self.category is not None and self.category.is_order_constrained
         return self.preset.privileged_set_aside_steps is not None and not ordered and len(self.queue.pending) > 1
 
-    def _on_step(self, inp: StepInput, aperture: float) -> None:
+    def _on_step(self, inp: StepInput) -> None:
         index = self.queue.current
-        gripper_open = aperture > self.preset.trigger.open_threshold
-        self.held_steps = self.held_steps + 1 if (inp.goal_states[index] and gripper_open) else 0
+        self.held_steps = self.held_steps + 1 if (inp.goal_states[index] and inp.gripper.is_open) else 0
         if self.held_steps >= self.preset.privileged_settle_steps:
             self._complete_current(inp.step, by="privileged")
             return

@@ -139,3 +139,72 @@ class GripperTrigger:
             self.last_end_step = step
             self.anchor_step = step
         return ended
+
+
+@dataclass(frozen=True)
+class GripperEvents:
+    """What the gripper says at one step, for every variant at once.
+
+    ``attempt_end`` comes from the proprioceptive trigger (cooldown, optional release timeout);
+    ``release`` from the verifier's release detector, which is the same rule without the cooldown
+    (Appendix B). ``is_open`` is the aperture above the threshold (the privileged verifier's
+    'gripper open').
+    """
+
+    step: int
+    aperture: float
+    is_open: bool
+    attempt_end: AttemptEnd | None = None
+    release: AttemptEnd | None = None
+    suppressed: SuppressedRelease | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "step": self.step,
+            "aperture": self.aperture,
+            "is_open": self.is_open,
+            "attempt_end": None if self.attempt_end is None else self.attempt_end.to_dict(),
+            "release": None if self.release is None else self.release.to_dict(),
+            "suppressed_close_steps": None if self.suppressed is None else self.suppressed.close_steps,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GripperEvents":
+        step = int(data["step"])
+
+        def end(d: dict | None) -> AttemptEnd | None:
+            if d is None:
+                return None
+            return AttemptEnd(step=step, reason=str(d["reason"]), close_steps=int(d.get("close_steps", 0)),
+                              lift_m=None if d.get("lift_m") is None else float(d["lift_m"]))
+
+        suppressed = data.get("suppressed_close_steps")
+        return cls(step=step, aperture=float(data["aperture"]), is_open=bool(data["is_open"]),
+                   attempt_end=end(data.get("attempt_end")), release=end(data.get("release")),
+                   suppressed=None if suppressed is None else SuppressedRelease(step=step, close_steps=int(suppressed)))
+
+
+class GripperMonitor:
+    """Runs the trigger and the release detector of one preset over the same aperture stream."""
+
+    def __init__(self, trigger: GripperTriggerParams, release_detector: GripperTriggerParams):
+        self.trigger = GripperTrigger(trigger)
+        self.detector = GripperTrigger(release_detector)
+        self.last_step = -1
+
+    @classmethod
+    def for_preset(cls, preset) -> "GripperMonitor":
+        return cls(preset.trigger, preset.release_detector)
+
+    def update(self, step: int, aperture: float, ee_z: float | None = None) -> GripperEvents:
+        """Feed one step; invalid input raises before either detector changes."""
+        if step <= self.last_step:
+            raise InvalidInputError(f"steps must increase: got {step} after {self.last_step}")
+        value = normalised_aperture(aperture)
+        if self.trigger.params.min_lift_m is not None and (ee_z is None or not math.isfinite(float(ee_z))):
+            raise InvalidInputError(f"this trigger needs the end-effector height in metres, got {ee_z!r}")
+        self.last_step = step
+        attempt_end = self.trigger.update(step, value, ee_z)
+        release = self.detector.update(step, value, ee_z)
+        return GripperEvents(step=step, aperture=value, is_open=value > self.trigger.params.open_threshold,
+                             attempt_end=attempt_end, release=release, suppressed=self.trigger.last_suppressed)

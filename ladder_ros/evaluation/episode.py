@@ -1,0 +1,129 @@
+"""The reference loop: one episode of the orchestrator over a simulator, in one process.
+
+This is the loop of the paper's simulator evaluations (Section 3): the simulator pauses while the
+orchestrator and its verifier compute, so every query is answered before the step's action. The
+ROS graph runs the same core objects across processes in lockstep and must produce the same
+events step for step (``ladder-ros parity``).
+
+Per step ``t`` (``t = 0`` is the reset observation):
+
+1. the privileged goal tracker reads the scene (for scoring and the privileged verifier);
+2. the orchestrator observes the gripper and, for the privileged verifier, the goal states;
+3. a verification query, if any, is answered from the current observation;
+4. if the orchestrator finished (plan done, plan exhausted, budget), the episode ends here;
+5. the policy acts on the instruction of step ``t`` and the simulator steps.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ladder_ros.core.goals import GoalTracker
+from ladder_ros.core.metrics import score_episode
+from ladder_ros.core.orchestrator import Decision, Orchestrator, StepInput, Variant, make_orchestrator
+from ladder_ros.core.presets import EmbodimentPreset
+from ladder_ros.core.errors import InvalidInputError
+from ladder_ros.core.task import Subgoal, Task
+from ladder_ros.core.triggers import GripperMonitor
+from ladder_ros.core.verification import CountVerifier
+from ladder_ros.policies.base import LowLevelPolicy
+from ladder_ros.sim.base import Observation, SimulatorBackend
+
+RECORD_SCHEMA_VERSION = 1
+
+
+@dataclass
+class EpisodeRecord:
+    """Everything one episode produced; one line of ``episodes.jsonl``."""
+
+    task_id: str
+    suite: str
+    category: str
+    horizon: int
+    variant: str
+    layout: int
+    seed: int
+    success: bool
+    subgoals_done: int
+    steps_used: int
+    budget_steps: int
+    finish_reason: str | None
+    subgoals: list[dict]
+    violations: list[str]
+    events: list[dict]
+    verification_queries: int
+    verifier: str | None
+    policy: str
+    simulator: str
+    final_goal: dict
+    orchestration: dict
+    wall_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        data = {"schema_version": RECORD_SCHEMA_VERSION}
+        data.update({k: v for k, v in self.__dict__.items() if k != "extra"})
+        data.update(self.extra)
+        return data
+
+
+def step_input(variant: Variant, observation: Observation, monitor: GripperMonitor,
+               goal_states: tuple[bool, ...]) -> StepInput:
+    """The orchestrator's input for one observation (goal states only where the variant may read them)."""
+    gripper = monitor.update(observation.step, observation.aperture, float(observation.ee_position[2]))
+    return StepInput(step=observation.step, gripper=gripper,
+                     goal_states=goal_states if variant.needs_privileged_state else None)
+
+
+def run_episode(simulator: SimulatorBackend, policy: LowLevelPolicy, task: Task, variant: "str | Variant",
+                preset: EmbodimentPreset, *, layout: int, seed: int, verifier: CountVerifier | None = None,
+                plan: list[Subgoal] | None = None,
+                on_step: Callable[[Observation, Decision], None] | None = None) -> EpisodeRecord:
+    """Run one episode in lockstep and score it.
+
+    ``plan`` defaults to the task's reference subgoals (the paper's cached plans; the privileged
+    verifier always uses them). ``verifier`` answers count queries (``proprio_verifier`` only).
+    """
+    variant = Variant.parse(variant)
+    if variant.needs_verifier and verifier is None:
+        raise InvalidInputError(f"variant {variant.value} needs a verifier")
+    if variant is Variant.PRIVILEGED_VERIFIER or plan is None:
+        plan = list(task.subgoals)
+    budget = preset.budget.steps_for(task.horizon)
+    orchestrator: Orchestrator = make_orchestrator(variant, preset, plan, instruction=task.instruction,
+                                                   budget_steps=budget, category=task.category)
+    tracker = GoalTracker(task)
+    monitor = GripperMonitor.for_preset(preset)
+    started = time.perf_counter()
+    observation = simulator.reset(task, layout, seed)
+    instruction: str | None = None
+    queries = 0
+    while True:
+        if observation.privileged is None:
+            raise InvalidInputError(f"simulator {simulator.name} returned no privileged state")
+        goal_states = tracker.update(observation.privileged.goal, observation.step)
+        decision = orchestrator.observe(step_input(variant, observation, monitor, goal_states))
+        if decision.request is not None:
+            queries += 1
+            decision = orchestrator.resolve(verifier.verify(decision.request, observation))
+        if on_step is not None:
+            on_step(observation, decision)
+        if decision.finished:
+            break
+        if decision.instruction != instruction:
+            instruction = decision.instruction
+            policy.reset(instruction)
+        observation = simulator.step(policy.act(observation, instruction))
+    score = score_episode(task, tracker, orchestrator.summary())
+    return EpisodeRecord(
+        task_id=task.task_id, suite=task.suite, category=task.category.value, horizon=task.horizon,
+        variant=variant.value, layout=layout, seed=seed, success=score.success,
+        subgoals_done=score.subgoals_done, steps_used=observation.step, budget_steps=budget,
+        finish_reason=orchestrator.finish_reason, subgoals=[o.to_dict() for o in score.outcomes],
+        violations=list(score.violations), events=[e.to_dict() for e in orchestrator.events],
+        verification_queries=queries, verifier=getattr(verifier, "name", None) if variant.needs_verifier else None,
+        policy=policy.name, simulator=simulator.name, final_goal=observation.privileged.goal.to_dict(),
+        orchestration=orchestrator.summary(), wall_s=time.perf_counter() - started,
+    )

@@ -14,7 +14,10 @@ import sys
 from ladder_ros.core.errors import LadderError
 
 # subcommand -> (module, one-line help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {}
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "sim-eval": ("ladder_ros.evaluation.sim_eval", "evaluate orchestrator variants on a simulated task suite"),
+    "trigger-replay": ("ladder_ros.evaluation.trigger_replay", "replay a gripper trace through the trigger"),
+}
 
 
 def _build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:

@@ -40,8 +40,8 @@ def test_misses_are_retried_by_the_verifier_but_not_by_the_trigger():
 def test_privileged_verifier_uses_the_settle_window():
     rec = run("privileged_verifier")
     done = [e for e in rec.events if e["kind"] == ev.SUBGOAL_COMPLETED]
-    # carrot released at step 4 -> predicate and open gripper at 4, 5, 6 -> complete at 6
-    assert done[0]["step"] == 6 and done[0]["by"] == "privileged"
+    # carrot released, observed at step 5 -> predicate and open gripper at 5, 6, 7 -> complete at 7
+    assert done[0]["step"] == 7 and done[0]["by"] == "privileged"
     assert rec.success
 
 

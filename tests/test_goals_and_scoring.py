@@ -167,3 +167,28 @@ def test_summary_by_horizon_and_causes():
     assert s["subgoal_progress"] == pytest.approx(2 / 3)
     assert s["by_horizon"][1]["n"] == 1 and s["by_horizon"][2]["success_rate"] == 0.0
     assert s["failure_causes"]["never_reached"] == 1
+
+
+def test_split_destinations_need_each_object_at_its_own_destination():
+    t = task("split_destinations", ("lemon", "plate"), ("orange", "bin"))
+    tr = GoalTracker(t)
+    assert feed(tr, state(("lemon", "bin"), ("orange", "plate"))) == (False, False)
+    assert feed(tr, state(("lemon", "plate"), ("orange", "bin"))) == (True, True)
+    assert tr.success
+
+
+def test_transfer_counts_arrival_at_the_new_container():
+    t = task("transfer", ("carrot", "towel"), ("spoon", "towel"))
+    tr = GoalTracker(t)
+    # both start on the plate: nothing is done until they rest on the towel
+    assert feed(tr, state(("carrot", "plate"), ("spoon", "plate"))) == (False, False)
+    assert feed(tr, state(("carrot", "towel"), ("spoon", "plate"))) == (True, False)
+    assert feed(tr, state(("carrot", "towel"), ("spoon", "towel"))) == (True, True)
+
+
+def test_held_object_does_not_count_as_placed():
+    t = task("single_destination", ("carrot", "plate"))
+    tr = GoalTracker(t)
+    # the simulator reports resting objects only; a held carrot over the plate is not resting
+    assert feed(tr, GoalState(resting={}, held=frozenset({"carrot"}))) == (False,)
+    assert tr.records[0].object_ever_held

@@ -1,0 +1,1 @@
+"""VLM backends behind one interface (:mod:`.base`); each module imports its heavy dependency lazily."""

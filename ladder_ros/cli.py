@@ -17,6 +17,7 @@ from ladder_ros.core.errors import LadderError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim-eval": ("ladder_ros.evaluation.sim_eval", "evaluate orchestrator variants on a simulated task suite"),
     "trigger-replay": ("ladder_ros.evaluation.trigger_replay", "replay a gripper trace through the trigger"),
+    "vlm-bench": ("ladder_ros.vlm.bench", "score a VLM backend on the offline benchmark"),
 }
 
 

@@ -208,14 +208,16 @@ class Planner(_Component):
         super().__init__(backend, ledger, max_output_tokens)
         self.robot = robot
 
-    def plan(self, instruction: str, frame: ViewsInput, attempted: Sequence[str] = ()) -> PlanResult:
+    def plan(self, instruction: str, frame: ViewsInput, attempted: Sequence[str] = (),
+             robot: str | None = None) -> PlanResult:
+        """Plan ``instruction`` from ``frame``; ``robot`` overrides the configured ``<robot>`` text."""
         try:
             views, _ = to_views(frame)
             if not views and self.backend.reads_pixels:
                 raise InvalidInputError("no camera image to plan from")
             generation = GenerationRequest(
                 purpose=Purpose.PLAN, parts=prompts.frame_parts(
-                    prompts.planning_text(self.robot, instruction, attempted), views),
+                    prompts.planning_text(robot or self.robot, instruction, attempted), views),
                 max_output_tokens=self.max_output_tokens)
         except InvalidInputError as exc:
             return PlanResult(None, None, None, f"bad input: {exc}", 0.0)
@@ -268,14 +270,15 @@ class NextSubtask(_Component):
         super().__init__(backend, ledger, max_output_tokens)
         self.robot = robot
 
-    def propose(self, instruction: str, frame: ViewsInput) -> NextSubtaskResult:
+    def propose(self, instruction: str, frame: ViewsInput, robot: str | None = None) -> NextSubtaskResult:
+        """The next subtask of ``instruction`` seen in ``frame``; ``robot`` overrides ``<robot>``."""
         try:
             views, _ = to_views(frame)
             if not views and self.backend.reads_pixels:
                 raise InvalidInputError("no camera image to choose the next subtask from")
             generation = GenerationRequest(
                 purpose=Purpose.NEXT_SUBTASK,
-                parts=prompts.frame_parts(prompts.next_subtask_text(self.robot, instruction), views),
+                parts=prompts.frame_parts(prompts.next_subtask_text(robot or self.robot, instruction), views),
                 max_output_tokens=self.max_output_tokens)
         except InvalidInputError as exc:
             return NextSubtaskResult(None, None, False, None, f"bad input: {exc}", 0.0)

@@ -118,18 +118,20 @@ def axis_angle_to_matrix(rotvec: np.ndarray) -> np.ndarray:
 def matrix_to_axis_angle(matrix: np.ndarray) -> np.ndarray:
     """Inverse of :func:`axis_angle_to_matrix`, with the angle in [0, pi]."""
     m = np.asarray(matrix, dtype=np.float64)
-    cos_angle = np.clip((np.trace(m) - 1.0) / 2.0, -1.0, 1.0)
-    angle = float(np.arccos(cos_angle))
+    antisymmetric = np.array([m[2, 1] - m[1, 2], m[0, 2] - m[2, 0], m[1, 0] - m[0, 1]]) / 2.0  # sin * axis
+    sin_angle = float(np.linalg.norm(antisymmetric))
+    cos_angle = (np.trace(m) - 1.0) / 2.0
+    angle = float(np.arctan2(sin_angle, cos_angle))  # well conditioned over [0, pi], unlike arccos
     if angle < 1e-12:
         return np.zeros(3)
-    if np.pi - angle < 1e-6:  # near a half turn the antisymmetric part vanishes; use the diagonal
-        axis = np.sqrt(np.clip((np.diag(m) + 1.0) / 2.0, 0.0, None))
-        largest = int(np.argmax(axis))
-        for j in range(3):
-            if j != largest and m[largest, j] + m[j, largest] < 0:
-                axis[j] = -axis[j]
-        return axis / np.linalg.norm(axis) * angle
-    axis = np.array([m[2, 1] - m[1, 2], m[0, 2] - m[2, 0], m[1, 0] - m[0, 1]]) / (2.0 * np.sin(angle))
+    if cos_angle > -0.5:
+        return antisymmetric / sin_angle * angle
+    # Near a half turn the antisymmetric part vanishes: R + R^T = 2 cos I + 2 (1 - cos) k k^T.
+    outer = (m + m.T - 2.0 * cos_angle * np.eye(3)) / (2.0 * (1.0 - cos_angle))
+    column = outer[:, int(np.argmax(np.diag(outer)))]
+    axis = column / np.linalg.norm(column)
+    if axis @ antisymmetric < 0:
+        axis = -axis
     return axis * angle
 
 

@@ -34,7 +34,7 @@ orchestrator core, not here.
 
 Options of ``make_backend`` (all optional): ``asset_dir`` (the folder holding ``data/``; else
 ``$MS_ASSET_DIR``, else ``../shared/assets/maniskill_bridge``), ``lvp_dir`` (lavapipe; else
-``$LADDER_LVP_DIR``, ``$VK_ICD_FILENAMES`` or ``/opt/lvp``), ``render_image`` (False skips the camera:
+``$LADDER_LVP_DIR``, ``$VK_ICD_FILENAMES`` or ``/opt/lvp``), ``render`` (False skips the camera:
 observations then have ``image=None``), ``rotation_convention`` (``euler_xyz`` | ``axis_angle``),
 ``gripper_convention`` (``signed`` | ``open_fraction``), ``reconfigure_each_episode``.
 """
@@ -160,7 +160,7 @@ class ManiSkillBridgeBackend:
     control_rate_hz = CONTROL_RATE_HZ
 
     def __init__(self, suite: TaskSuite, asset_dir: str | Path | None = None, lvp_dir: str | Path | None = None,
-                 render_image: bool = True, rotation_convention: str = "euler_xyz",
+                 render: bool = True, rotation_convention: str = "euler_xyz",
                  gripper_convention: str = "signed", reconfigure_each_episode: bool = True):
         self.suite = suite
         self.scenes: dict[str, BridgeScene] = parse_scenes(suite.scenes, source=suite.source)
@@ -178,7 +178,7 @@ class ManiSkillBridgeBackend:
         if unknown:
             raise ConfigError(f"models without a bounding box in {self.asset_dir / MODEL_DB}: {unknown}; "
                               f"valid: {', '.join(sorted(self._model_db))}", source=suite.source)
-        self.render_image = bool(render_image)
+        self.render = bool(render)
         self.convention = ActionConvention.parse(rotation_convention, gripper_convention)
         self.reconfigure_each_episode = bool(reconfigure_each_episode)
         configure_current_process(self.asset_dir, self.driver)
@@ -244,7 +244,7 @@ class ManiSkillBridgeBackend:
         self._episode = _Episode(scene=scene, actors=actors, half_extents=half_extents,
                                  base=RigidFrame(base_pose[:3], base_pose[3:]))
         self._episode.timings_ms["reset"] = reset_ms
-        return self._observe(obs if self.render_image else None)
+        return self._observe(obs if self.render else None)
 
     def step(self, action: np.ndarray) -> Observation:
         """One 5 Hz control period with one 7-D action (see the module docstring for its meaning)."""
@@ -256,7 +256,7 @@ class ManiSkillBridgeBackend:
         unwrapped = self.env.unwrapped
         started = time.perf_counter()
         tensor = torch.as_tensor(command, dtype=torch.float32)
-        if self.render_image:
+        if self.render:
             obs, *_ = unwrapped.step(tensor)
         else:
             # The physics half of BaseEnv.step, without evaluate() and the camera render.
@@ -363,7 +363,7 @@ class ManiSkillBridgeBackend:
 
 def make_backend(suite: TaskSuite, **options: Any) -> ManiSkillBridgeBackend:
     """Factory named in :mod:`ladder_ros.sim.registry`; ``options`` are the constructor's keywords."""
-    known = {"asset_dir", "lvp_dir", "render_image", "rotation_convention", "gripper_convention",
+    known = {"asset_dir", "lvp_dir", "render", "rotation_convention", "gripper_convention",
              "reconfigure_each_episode"}
     unknown = sorted(set(options) - known)
     if unknown:

@@ -124,7 +124,7 @@ class CallRecord:
     def to_dict(self) -> dict:
         return {
             "purpose": self.purpose, "backend": self.backend, "model": self.model,
-            "started_unix_s": round(self.started_unix_s, 3), "latency_ms": round(self.latency_ms, 3),
+            "started_unix_s": self.started_unix_s, "latency_ms": self.latency_ms,
             "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
             "thinking_tokens": self.thinking_tokens, "cost_usd": self.cost_usd, "attempts": self.attempts,
             "error": self.error, "parse_error": self.parse_error, "raw_reply": self.raw_reply,

@@ -21,8 +21,10 @@ _PREPOSITIONS = frozenset({
     "of", "on", "in", "into", "onto", "at", "with", "from", "to", "near", "beside", "by", "under",
     "behind", "next", "inside", "above", "below", "that", "which",
 })
-# Words that can end a phrase without being its noun ("the red one", "the bowl itself").
-_TRAILING_NON_NOUNS = frozenset({"one", "ones", "itself", "please"})
+# Words that can end a phrase without being its noun ("the red one", "the bowl itself"), and
+# determiners, which a truncated phrase ("the") can end with.
+_TRAILING_NON_NOUNS = frozenset({"one", "ones", "itself", "please", "the", "a", "an", "both", "all", "each",
+                                 "every", "some", "this", "that", "these", "those", "its", "their"})
 _IRREGULAR_PLURALS = {
     "knives": "knife", "leaves": "leaf", "loaves": "loaf", "halves": "half", "shelves": "shelf",
     "mice": "mouse", "geese": "goose", "teeth": "tooth", "feet": "foot", "children": "child",

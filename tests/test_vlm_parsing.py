@@ -1,0 +1,90 @@
+"""Reply parsing as deployed: the last strict JSON object, and nothing unreadable becomes a value."""
+
+from __future__ import annotations
+
+import pytest
+
+from ladder_ros.vlm.parsing import (json_objects, last_json_object, parse_count, parse_next_subtask,
+                                    parse_plan)
+
+
+@pytest.mark.parametrize("reply, count", [
+    ('Two carrots rest on the plate.\n{"count": 2}', 2),
+    ('```json\n{"count": 1}\n```', 1),
+    ('I counted: one banana in the bin.\n```json\n{\n  "count": 1\n}\n```\nDone.', 1),
+    ('Example: {"count": 5}. Looking again, only one.\n{"count": 1}', 1),  # the last object wins
+    ('{"count": 3.0}', 3),  # an integral float is an integer
+    ('{"count": 0}', 0),
+    ('{"reasoning": {"seen": ["carrot"]}, "count": 1}', 1),  # nested objects stay inside the top level
+])
+def test_counts_are_read_from_the_last_json_object(reply, count):
+    assert parse_count(reply).count == count
+    assert parse_count(reply).error is None
+
+
+@pytest.mark.parametrize("reply, fragment", [
+    ("I see two carrots.", "no JSON object"),
+    ("{count: 2}", "no JSON object"),  # not strict JSON
+    ("{'count': 2}", "no JSON object"),
+    ('{"count": NaN}', "no JSON object"),
+    ('{"count": 2,}', "no JSON object"),
+    ('{"count": "2"}', "integer"),
+    ('{"count": -1}', "non-negative"),
+    ('{"count": 1.5}', "integer"),
+    ('{"count": true}', "integer"),
+    ('{"number": 2}', "no 'count'"),
+    ('{"count": 2} and then {"other": 1}', "no 'count'"),  # the LAST object decides
+    ("", "no JSON object"),
+])
+def test_unreadable_counts_are_none_with_a_reason(reply, fragment):
+    parsed = parse_count(reply)
+    assert parsed.count is None
+    assert fragment in parsed.error
+
+
+def test_no_text_is_no_count():
+    assert parse_count(None).count is None
+
+
+def test_json_objects_skips_broken_openings_and_reports_top_level_only():
+    text = 'noise { not json } {"a": {"b": 1}} tail {"c": [1, {"d": 2}]}'
+    assert json_objects(text) == [{"a": {"b": 1}}, {"c": [1, {"d": 2}]}]
+    assert last_json_object("[1, 2]") is None  # a list is not an object
+
+
+PLAN = ('Two goals.\n```json\n{"goals": [{"goal": "put the yellow lemon in the blue bin", "object": "the yellow '
+        'lemon", "destination": "the blue bin"}, {"goal": "put the carrot on the plate", "object": "the orange '
+        'carrot", "destination": "the white plate"}]}\n```')
+
+
+def test_plan_is_read_with_every_goal():
+    parsed = parse_plan(PLAN)
+    assert parsed.error is None
+    assert [g.object for g in parsed.goals] == ["the yellow lemon", "the orange carrot"]
+    assert parsed.goals[1].goal == "put the carrot on the plate"
+
+
+def test_an_empty_plan_is_a_plan():
+    assert parse_plan('{"goals": []}').goals == ()
+
+
+@pytest.mark.parametrize("reply", [
+    '{"goals": [{"goal": "x", "object": "lemon"}]}',  # no destination
+    '{"goals": [{"goal": "x", "object": "", "destination": "bin"}]}',
+    '{"goals": "put the lemon in the bin"}',
+    '{"plan": []}',
+    "The plan is to put the lemon in the bin.",
+])
+def test_a_malformed_plan_is_unreadable_as_a_whole(reply):
+    parsed = parse_plan(reply)
+    assert parsed.goals is None and parsed.error
+
+
+def test_next_subtask_reads_a_goal_or_done():
+    parsed = parse_next_subtask('The lemon is done.\n{"goal": "put the orange in the bin", "object": "the orange", '
+                                '"destination": "the bin"}')
+    assert parsed.goal.object == "the orange" and not parsed.task_done
+    done = parse_next_subtask('All done. {"goal": null, "object": null, "destination": null}')
+    assert done.goal is None and done.task_done and done.error is None
+    partial = parse_next_subtask('{"goal": null, "object": "the orange", "destination": null}')
+    assert partial.goal is None and not partial.task_done and partial.error

@@ -98,6 +98,8 @@ def score_decomposition(tasks: Sequence[BenchTask], plans: dict[str, dict]) -> d
         if answer is None:
             continue
         scored += 1
+        ordered = task.category.is_order_constrained
+        ordered_tasks += ordered
         reference = [goal_key(o, d) for o, d in zip(task.objects, task.destinations)]
         if answer.get("goals") is None:
             unreadable += 1
@@ -110,9 +112,7 @@ def score_decomposition(tasks: Sequence[BenchTask], plans: dict[str, dict]) -> d
         missed += match.missed
         invented += match.invented
         degenerate += match.invented > 1
-        if task.category.is_order_constrained:
-            ordered_tasks += 1
-            ordered_exact += match.in_order
+        ordered_exact += ordered and match.in_order
     return {"tasks": scored, "exact": exact, "exact_rate": _rate(exact, scored),
             "exact_in_order": exact_in_order, "order_constrained_tasks": ordered_tasks,
             "order_constrained_exact_in_order": ordered_exact, "goals_missed": missed,

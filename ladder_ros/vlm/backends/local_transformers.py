@@ -64,7 +64,7 @@ class LocalTransformersBackend:
             self._processor = AutoProcessor.from_pretrained(model_path, local_files_only=True)
             self._model = AutoModelForImageTextToText.from_pretrained(
                 model_path, local_files_only=True, dtype=self.dtype)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # a missing directory, or a name that is no local model
             raise BackendError(f"cannot load a local model from {model_path!r} (weights are never downloaded "
                                f"at run time; give a local directory or a cached model): {exc}") from None
         self._model.to(self.device)

@@ -1,0 +1,1 @@
+"""Bringing the graph up: graph descriptions, `ladder-ros up`, the episode client, recordings."""

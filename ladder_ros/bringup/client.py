@@ -1,0 +1,86 @@
+"""The episode client: starts episodes on a running graph and collects their results.
+
+``ladder-ros run``, ``ladder-ros parity``, the benchmarks and the graph tests drive a graph
+through this client, the same way the operator panel does: an :class:`EpisodeCommand` on
+``episode/command`` and the latched ``episode/status`` back. It never calls into a node.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rclpy.executors import Executor
+from rclpy.node import Node
+from std_msgs.msg import String
+
+from ladder_ros.core.errors import LadderError
+from ladder_ros.messages import ABORTED, FINISHED, START, EpisodeCommand, EpisodeStatus, SchemaError
+from ladder_ros.nodes import topics
+from ladder_ros.nodes.runtime import qos
+from ladder_ros.ros_conversions import document_from_msg, document_to_msg
+
+
+class EpisodeTimeout(LadderError):
+    """An episode did not end within its time limit."""
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    episode_id: str
+    state: str  # finished or aborted
+    result: dict
+    wall_s: float
+
+
+class EpisodeClient(Node):
+    """Starts one episode at a time and waits for its final status."""
+
+    def __init__(self, *, node_name: str = "episode_client", namespace: str = ""):
+        super().__init__(node_name, namespace=namespace)
+        self._command_pub = self.create_publisher(String, topics.EPISODE_COMMAND.name, qos(topics.EVENTS))
+        self.create_subscription(String, topics.EPISODE_STATUS.name, self._on_status, qos(topics.LATCHED))
+        self.status: EpisodeStatus | None = None
+        self._count = 0
+
+    def _on_status(self, msg: String) -> None:
+        try:
+            self.status = document_from_msg(msg, EpisodeStatus)
+        except SchemaError as exc:
+            self.get_logger().error(f"ignoring episode status: {exc}")
+
+    def spin_until(self, executor: Executor, condition, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                raise EpisodeTimeout(f"timed out after {timeout_s:.0f} s waiting for {what}")
+            executor.spin_once(timeout_sec=0.05)
+
+    def wait_for_graph(self, executor: Executor, timeout_s: float = 30.0) -> None:
+        """Until the orchestrator's status is here and every node listens (discovery is done)."""
+        listeners = ("orchestrator",)
+        self.spin_until(executor, lambda: self.status is not None
+                        and self._command_pub.get_subscription_count() >= len(listeners),
+                        timeout_s, "the orchestrator")
+
+    def run_episode(self, executor: Executor, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0,
+                    timeout_s: float = 600.0) -> EpisodeOutcome:
+        """Start an episode and spin until it is over; returns its final status and result."""
+        self._count += 1
+        episode_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{self._count:03d}-{task_id}-{variant or 'default'}-s{seed}"
+        command = EpisodeCommand(command=START, episode_id=episode_id, task_id=task_id, layout=layout, seed=seed,
+                                 variant=variant)
+        started = time.monotonic()
+        self._command_pub.publish(document_to_msg(command))
+
+        def over() -> bool:
+            s = self.status
+            if s is not None and s.message.startswith("start refused") and s.episode_id != episode_id:
+                raise LadderError(f"episode {episode_id}: {s.message}")
+            return s is not None and s.episode_id == episode_id and s.state in (FINISHED, ABORTED) \
+                and s.result is not None
+
+        self.spin_until(executor, over, timeout_s, f"episode {episode_id}")
+        assert self.status is not None and self.status.result is not None
+        return EpisodeOutcome(episode_id=episode_id, state=self.status.state, result=self.status.result,
+                              wall_s=time.monotonic() - started)

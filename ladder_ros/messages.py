@@ -1,0 +1,464 @@
+"""The JSON documents the graph exchanges in ``std_msgs/String``, defined once, typed and versioned.
+
+Standard message types carry everything they can (images, joint states, poses, actions). What no
+standard type carries — episode commands and status, gripper events, privileged simulator state,
+verification requests and results, orchestrator decisions and events — goes as one JSON document
+per message (DESIGN.md section 1). Each document here is a dataclass with a ``doc`` name and a
+``schema_version``; :func:`decode` is strict: it rejects another document kind, an unknown schema
+version, a missing field and an unknown field, each with an error that names it. The payloads reuse
+the core's own ``to_dict``/``from_dict`` forms (events, gripper events, goal states, verification
+requests and results), so the graph and the reference loop speak about the same objects.
+
+Every per-step document carries the ``episode_id`` and the control ``step`` explicitly, so
+lockstep pairing never depends on arrival order or on clocks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+from ladder_ros.core.errors import InvalidInputError
+from ladder_ros.core.goals import GoalState
+from ladder_ros.core.triggers import GripperEvents
+from ladder_ros.core.verification import VerificationRequest, VerificationResult
+from ladder_ros.sim.base import ContainerInfo, ObjectPose, PrivilegedState
+
+SCHEMA_VERSION = 1
+
+# Episode lifecycle states (EpisodeStatus.state).
+IDLE = "idle"
+RUNNING = "running"
+FINISHED = "finished"  # ended by the orchestrator's own rule (plan complete/exhausted, budget)
+ABORTED = "aborted"  # ended from outside (operator abort or stop, a node lost)
+EPISODE_STATES = (IDLE, RUNNING, FINISHED, ABORTED)
+
+# Episode commands (EpisodeCommand.command).
+START = "start"
+STOP = "stop"
+ABORT = "abort"
+EPISODE_COMMANDS = (START, STOP, ABORT)
+
+# Clock modes: the simulator steps only when the step's decisions and action are in (lockstep), or
+# the robot runs at its control rate on the wall clock.
+LOCKSTEP = "lockstep"
+WALL_CLOCK = "wall_clock"
+CLOCK_MODES = (LOCKSTEP, WALL_CLOCK)
+
+
+class SchemaError(InvalidInputError):
+    """A document that does not match its schema; the message names the document and the field."""
+
+
+D = TypeVar("D", bound="Document")
+
+
+@dataclass(frozen=True)
+class Document:
+    """Base of every JSON document; subclasses set ``DOC``."""
+
+    DOC: ClassVar[str] = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"doc": self.DOC, "schema_version": SCHEMA_VERSION}
+        for f in fields(self):
+            data[f.name] = getattr(self, f.name)
+        return data
+
+    @classmethod
+    def from_dict(cls: type[D], data: Any) -> D:
+        if not isinstance(data, dict):
+            raise SchemaError(f"{cls.DOC}: expected a JSON object, got {type(data).__name__}")
+        if data.get("doc") != cls.DOC:
+            raise SchemaError(f"{cls.DOC}: wrong document kind {data.get('doc')!r}")
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise SchemaError(f"{cls.DOC}: unsupported schema_version {version!r}; this version reads "
+                              f"{SCHEMA_VERSION}")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names - {"doc", "schema_version"})
+        if unknown:
+            raise SchemaError(f"{cls.DOC}: unknown field {unknown[0]!r}")
+        kwargs = {}
+        for f in fields(cls):
+            if f.name in data:
+                kwargs[f.name] = data[f.name]
+            elif f.default is MISSING and f.default_factory is MISSING:
+                raise SchemaError(f"{cls.DOC}: missing field {f.name!r}")
+        try:
+            return cls(**kwargs)
+        except (TypeError, ValueError) as exc:
+            raise SchemaError(f"{cls.DOC}: {exc}") from None
+
+
+def _check(doc: str, name: str, value: Any, kind: type | tuple, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        names = "/".join(k.__name__ for k in kinds)
+        raise SchemaError(f"{doc}: field {name!r} must be {names}, got {type(value).__name__} {value!r}")
+
+
+def _check_step(doc: str, step: Any) -> None:
+    _check(doc, "step", step, int)
+    if step < 0:
+        raise SchemaError(f"{doc}: field 'step' must be >= 0, got {step}")
+
+
+def encode(document: Document) -> str:
+    """The document as compact JSON (NaN and infinities are refused: they are not JSON)."""
+    return json.dumps(document.to_dict(), separators=(",", ":"), allow_nan=False)
+
+
+def decode(text: str, cls: type[D]) -> D:
+    """Parse ``text`` as a ``cls`` document; raises :class:`SchemaError` naming what is wrong."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"{cls.DOC}: not valid JSON ({exc})") from None
+    return cls.from_dict(data)
+
+
+# ------------------------------------------------------------------------------ episodes
+@dataclass(frozen=True)
+class EpisodeCommand(Document):
+    """Start, stop or abort an episode (from the operator panel, the CLI or a test).
+
+    ``start``: ``task_id`` from the orchestrator's suite, ``layout`` and ``seed`` for the simulator
+    and the policy, ``variant`` (empty: the orchestrator's ``variant`` parameter). ``episode_id``
+    may be empty on start (the orchestrator assigns one). ``stop`` ends the running episode as an
+    operator decision; ``abort`` ends it as a failure; both need the running episode's id, or empty
+    for "whatever runs now".
+    """
+
+    DOC: ClassVar[str] = "episode_command"
+    command: str
+    episode_id: str = ""
+    task_id: str = ""
+    layout: int = 0
+    seed: int = 0
+    variant: str = ""
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.command not in EPISODE_COMMANDS:
+            raise SchemaError(f"{self.DOC}: unknown command {self.command!r}; valid: {', '.join(EPISODE_COMMANDS)}")
+        for name in ("episode_id", "task_id", "variant", "reason"):
+            _check(self.DOC, name, getattr(self, name), str)
+        for name in ("layout", "seed"):
+            _check(self.DOC, name, getattr(self, name), int)
+        if self.layout < 0:
+            raise SchemaError(f"{self.DOC}: layout must be >= 0, got {self.layout}")
+        if self.command == START and not self.task_id:
+            raise SchemaError(f"{self.DOC}: a start command names a task_id")
+
+
+@dataclass(frozen=True)
+class EpisodeStatus(Document):
+    """The orchestrator's episode, latched: what runs, its plan and clock, and at the end its result.
+
+    ``origin_ns`` is the time stamp of step 0; step ``t`` is stamped ``origin_ns + t / rate_hz``
+    (lockstep: simulated time, which never runs backwards across episodes; wall clock: the robot's
+    time). ``result`` is the episode record (events, orchestrator summary, and in simulation the
+    privileged score) once the episode is over.
+    """
+
+    DOC: ClassVar[str] = "episode_status"
+    episode_id: str
+    state: str
+    seq: int = 0
+    task: dict | None = None
+    variant: str = ""
+    preset: str = ""
+    layout: int = 0
+    seed: int = 0
+    plan: list = field(default_factory=list)
+    budget_steps: int = 0
+    clock: str = LOCKSTEP
+    rate_hz: float = 0.0
+    origin_ns: int = 0
+    step: int = -1
+    plan_index: int | None = None
+    instruction: str | None = None
+    pending_request: int | None = None
+    verifier_available: bool = True
+    finish_reason: str | None = None
+    result: dict | None = None
+    message: str = ""
+
+    def __post_init__(self) -> None:
+        if self.state not in EPISODE_STATES:
+            raise SchemaError(f"{self.DOC}: unknown state {self.state!r}; valid: {', '.join(EPISODE_STATES)}")
+        if self.clock not in CLOCK_MODES:
+            raise SchemaError(f"{self.DOC}: unknown clock {self.clock!r}; valid: {', '.join(CLOCK_MODES)}")
+        _check(self.DOC, "episode_id", self.episode_id, str)
+        _check(self.DOC, "task", self.task, dict, optional=True)
+        _check(self.DOC, "plan", self.plan, list)
+        _check(self.DOC, "origin_ns", self.origin_ns, int)
+        _check(self.DOC, "rate_hz", self.rate_hz, (int, float))
+        _check(self.DOC, "result", self.result, dict, optional=True)
+
+    @property
+    def active(self) -> bool:
+        return self.state == RUNNING
+
+    def step_stamp_ns(self, step: int) -> int:
+        """The time stamp of control step ``step`` of this episode."""
+        return stamp_of_step(self.origin_ns, self.rate_hz, step)
+
+    def step_of_stamp(self, stamp_ns: int) -> int | None:
+        """The control step stamped ``stamp_ns``, or None when it is not one of this episode's steps."""
+        return step_of_stamp(self.origin_ns, self.rate_hz, stamp_ns)
+
+
+def stamp_of_step(origin_ns: int, rate_hz: float, step: int) -> int:
+    return int(origin_ns) + int(round(step * 1e9 / rate_hz))
+
+
+def step_of_stamp(origin_ns: int, rate_hz: float, stamp_ns: int) -> int | None:
+    """Inverse of :func:`stamp_of_step`; None for a stamp before the origin or between steps."""
+    if rate_hz <= 0 or stamp_ns < origin_ns:
+        return None
+    step = int(round((stamp_ns - origin_ns) * rate_hz / 1e9))
+    return step if stamp_of_step(origin_ns, rate_hz, step) == stamp_ns else None
+
+
+# ------------------------------------------------------------------------------ per step
+@dataclass(frozen=True)
+class GripperEventsDoc(Document):
+    """The gripper monitor's events of one step (``GripperEvents.to_dict``)."""
+
+    DOC: ClassVar[str] = "gripper_events"
+    episode_id: str
+    step: int
+    stamp_ns: int
+    events: dict
+
+    def __post_init__(self) -> None:
+        _check_step(self.DOC, self.step)
+        _check(self.DOC, "events", self.events, dict)
+        if self.events.get("step") != self.step:
+            raise SchemaError(f"{self.DOC}: events are of step {self.events.get('step')!r}, not {self.step}")
+
+    @classmethod
+    def of(cls, episode_id: str, stamp_ns: int, events: GripperEvents) -> "GripperEventsDoc":
+        return cls(episode_id=episode_id, step=events.step, stamp_ns=int(stamp_ns), events=events.to_dict())
+
+    def gripper_events(self) -> GripperEvents:
+        try:
+            return GripperEvents.from_dict(self.events)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaError(f"{self.DOC}: malformed events ({exc!r})") from None
+
+
+def _vector(doc: str, name: str, value: Any, length: int) -> np.ndarray:
+    if not isinstance(value, list) or len(value) != length:
+        raise SchemaError(f"{doc}: {name} must be a list of {length} numbers, got {value!r}")
+    arr = np.asarray(value, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise SchemaError(f"{doc}: {name} has non-finite entries: {value!r}")
+    return arr
+
+
+def _floats(values: Any) -> list[float]:
+    """A float64 vector as a list of Python floats: JSON writes them with repr, so they read back exactly."""
+    return [float(v) for v in np.asarray(values, dtype=np.float64).ravel()]
+
+
+@dataclass(frozen=True)
+class PrivilegedStateDoc(Document):
+    """What only the simulator knows at one step: the privileged verifier's, the oracle's, scoring's and
+    the scripted expert's input. Never sent on a robot.
+
+    ``goal`` is the scene's :class:`GoalState`; ``goal_states`` the goal tracker's per-subgoal
+    predicates in plan order; ``objects``/``containers``/``grasped`` the :class:`PrivilegedState`;
+    ``ee_euler`` and ``target_position`` the simulator's exact end-effector orientation and
+    controller target (the standard ``ee_pose`` carries a quaternion, whose round trip through
+    Euler angles is not bit-exact; lockstep parity needs the exact values).
+    """
+
+    DOC: ClassVar[str] = "privileged_state"
+    episode_id: str
+    step: int
+    stamp_ns: int
+    goal: dict
+    goal_states: list
+    objects: dict = field(default_factory=dict)
+    containers: dict = field(default_factory=dict)
+    grasped: list = field(default_factory=list)
+    ee_euler: list | None = None
+    target_position: list | None = None
+
+    def __post_init__(self) -> None:
+        _check_step(self.DOC, self.step)
+        _check(self.DOC, "goal", self.goal, dict)
+        _check(self.DOC, "goal_states", self.goal_states, list)
+        if not all(isinstance(g, bool) for g in self.goal_states):
+            raise SchemaError(f"{self.DOC}: goal_states must be booleans, got {self.goal_states!r}")
+
+    @classmethod
+    def of(cls, episode_id: str, step: int, stamp_ns: int, privileged: PrivilegedState,
+           goal_states: tuple[bool, ...], ee_euler: np.ndarray | None = None,
+           target_position: np.ndarray | None = None) -> "PrivilegedStateDoc":
+        return cls(
+            episode_id=episode_id, step=int(step), stamp_ns=int(stamp_ns),
+            goal=privileged.goal.to_dict(), goal_states=[bool(g) for g in goal_states],
+            objects={name: {"kind": o.kind, "position": _floats(o.position), "quaternion": _floats(o.quaternion)}
+                     for name, o in privileged.objects.items()},
+            containers={name: {"position": _floats(c.position), "half_extents": _floats(c.half_extents),
+                               "surface_z": float(c.surface_z)}
+                        for name, c in privileged.containers.items()},
+            grasped=list(privileged.grasped),
+            ee_euler=None if ee_euler is None else _floats(ee_euler),
+            target_position=None if target_position is None else _floats(target_position),
+        )
+
+    def goal_state(self) -> GoalState:
+        try:
+            return GoalState.from_dict(self.goal)
+        except (TypeError, ValueError) as exc:
+            raise SchemaError(f"{self.DOC}: malformed goal ({exc!r})") from None
+
+    def privileged_state(self) -> PrivilegedState:
+        objects = {}
+        for name, o in self.objects.items():
+            objects[name] = ObjectPose(kind=str(o["kind"]),
+                                       position=_vector(self.DOC, f"objects.{name}.position", o["position"], 3),
+                                       quaternion=_vector(self.DOC, f"objects.{name}.quaternion", o["quaternion"], 4))
+        containers = {}
+        for name, c in self.containers.items():
+            surface = c["surface_z"]
+            if isinstance(surface, bool) or not isinstance(surface, (int, float)) or not math.isfinite(surface):
+                raise SchemaError(f"{self.DOC}: containers.{name}.surface_z must be a finite number, got {surface!r}")
+            containers[name] = ContainerInfo(
+                name=name, position=_vector(self.DOC, f"containers.{name}.position", c["position"], 3),
+                half_extents=np.asarray(c["half_extents"], dtype=np.float64), surface_z=float(surface))
+        return PrivilegedState(goal=self.goal_state(), objects=objects, containers=containers,
+                               grasped=tuple(str(g) for g in self.grasped))
+
+    def ee_euler_array(self) -> np.ndarray | None:
+        return None if self.ee_euler is None else _vector(self.DOC, "ee_euler", self.ee_euler, 3)
+
+    def target_position_array(self) -> np.ndarray | None:
+        return None if self.target_position is None else _vector(self.DOC, "target_position",
+                                                                  self.target_position, 3)
+
+
+@dataclass(frozen=True)
+class DecisionDoc(Document):
+    """The orchestrator's final word on one step: the instruction the policy follows from it.
+
+    In lockstep it is published once the step's decisions are complete, including the answer to a
+    verification query of that step; the policy acts only on (observation t, decision t) pairs and
+    the simulator steps only after both. ``finished`` means: no action for this step, hold still.
+    ``summary`` is the orchestrator's queue bookkeeping (``Orchestrator.summary``) on the last step.
+    """
+
+    DOC: ClassVar[str] = "decision"
+    episode_id: str
+    step: int
+    stamp_ns: int
+    instruction: str | None
+    plan_index: int | None = None
+    finished: bool = False
+    finish_reason: str | None = None
+    pending_request: int | None = None
+    summary: dict | None = None
+
+    def __post_init__(self) -> None:
+        _check_step(self.DOC, self.step)
+        _check(self.DOC, "instruction", self.instruction, str, optional=True)
+        _check(self.DOC, "finished", self.finished, bool)
+        if not self.finished and self.instruction is None:
+            raise SchemaError(f"{self.DOC}: a decision that is not finished names an instruction")
+
+
+@dataclass(frozen=True)
+class VerificationRequestDoc(Document):
+    """A count query (``VerificationRequest.to_dict``) about the observation of ``step``."""
+
+    DOC: ClassVar[str] = "verification_request"
+    episode_id: str
+    step: int
+    stamp_ns: int
+    request: dict
+
+    def __post_init__(self) -> None:
+        _check_step(self.DOC, self.step)
+        _check(self.DOC, "request", self.request, dict)
+
+    @classmethod
+    def of(cls, episode_id: str, stamp_ns: int, request: VerificationRequest) -> "VerificationRequestDoc":
+        return cls(episode_id=episode_id, step=request.step, stamp_ns=int(stamp_ns), request=request.to_dict())
+
+    def verification_request(self) -> VerificationRequest:
+        try:
+            return VerificationRequest.from_dict(self.request)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaError(f"{self.DOC}: malformed request ({exc!r})") from None
+
+
+@dataclass(frozen=True)
+class VerificationResultDoc(Document):
+    """The verifier's answer (``VerificationResult.to_dict``) to the query of ``step``."""
+
+    DOC: ClassVar[str] = "verification_result"
+    episode_id: str
+    step: int
+    result: dict
+
+    def __post_init__(self) -> None:
+        _check_step(self.DOC, self.step)
+        _check(self.DOC, "result", self.result, dict)
+
+    @classmethod
+    def of(cls, episode_id: str, step: int, result: VerificationResult) -> "VerificationResultDoc":
+        return cls(episode_id=episode_id, step=int(step), result=result.to_dict())
+
+    def verification_result(self) -> VerificationResult:
+        try:
+            return VerificationResult.from_dict(self.result)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaError(f"{self.DOC}: malformed result ({exc!r})") from None
+
+
+@dataclass(frozen=True)
+class EpisodeEventDoc(Document):
+    """One orchestrator event (``Event.to_dict``), in the order the orchestrator emitted them."""
+
+    DOC: ClassVar[str] = "episode_event"
+    episode_id: str
+    index: int
+    event: dict
+
+    def __post_init__(self) -> None:
+        _check(self.DOC, "index", self.index, int)
+        _check(self.DOC, "event", self.event, dict)
+
+
+@dataclass(frozen=True)
+class EpisodeScoreDoc(Document):
+    """The privileged score of a finished episode, computed by the sim bridge (simulation only).
+
+    ``score`` holds ``success``, ``subgoals_done``, ``subgoals`` (outcomes), ``violations``,
+    ``final_goal`` and ``steps_used``, the same fields the reference loop's episode record has.
+    """
+
+    DOC: ClassVar[str] = "episode_score"
+    episode_id: str
+    step: int
+    score: dict
+
+    def __post_init__(self) -> None:
+        _check_step(self.DOC, self.step)
+        _check(self.DOC, "score", self.score, dict)
+
+
+DOCUMENTS: tuple[type[Document], ...] = (EpisodeCommand, EpisodeStatus, GripperEventsDoc, PrivilegedStateDoc,
+                                         DecisionDoc, VerificationRequestDoc, VerificationResultDoc,
+                                         EpisodeEventDoc, EpisodeScoreDoc)

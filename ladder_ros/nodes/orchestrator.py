@@ -1,0 +1,426 @@
+"""The orchestrator node: owns the episode and its subgoal queue; decides every step."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Sequence
+
+from rclpy.node import Node
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from ladder_ros.core.errors import LadderError
+from ladder_ros.core.events import VERIFICATION_REQUESTED
+from ladder_ros.core.orchestrator import Decision, Orchestrator, StepInput, Variant, make_orchestrator
+from ladder_ros.core.presets import get_preset
+from ladder_ros.core.suite import TaskSuite, load_suite
+from ladder_ros.core.task import Task
+from ladder_ros.evaluation.episode import EpisodeRecord
+from ladder_ros.messages import (
+    ABORT,
+    ABORTED,
+    FINISHED,
+    IDLE,
+    LOCKSTEP,
+    RUNNING,
+    START,
+    STOP,
+    DecisionDoc,
+    EpisodeCommand,
+    EpisodeEventDoc,
+    EpisodeScoreDoc,
+    EpisodeStatus,
+    GripperEventsDoc,
+    PrivilegedStateDoc,
+    SchemaError,
+    VerificationRequestDoc,
+    VerificationResultDoc,
+)
+from ladder_ros.nodes import topics
+from ladder_ros.nodes.parameters import ORCHESTRATOR
+from ladder_ros.nodes.runtime import declare_parameters, qos, run_node
+from ladder_ros.nodes.sim_bridge import resolve_share_file
+from ladder_ros.nodes.step_sync import StepAligner
+from ladder_ros.ros_conversions import document_from_msg, document_to_msg
+
+GRIPPER = "gripper"
+PRIVILEGED = "privileged"
+NS_PER_S = 1_000_000_000
+
+
+class OrchestratorNode(Node):
+    """Runs :func:`~ladder_ros.core.orchestrator.make_orchestrator` for one episode at a time.
+
+    Episodes are started, stopped and aborted from outside the graph through ``episode/command``
+    (JSON :class:`EpisodeCommand`) and the ``episode/stop`` / ``episode/abort`` services
+    (std_srvs/Trigger). The node owns each episode: it assigns the id and the clock origin, builds
+    the plan (the task's reference subgoals), publishes the latched ``episode/status`` (task, plan,
+    clock, state; the episode record with every event and, in simulation, the privileged score once
+    it is over) and ``orchestrator/current_subgoal``.
+
+    Per step ``t`` it observes the gripper trigger's events of ``t`` (and, for the privileged
+    verifier, the sim bridge's goal predicates of ``t``), publishes the events the core emits and,
+    when the core asks for a count, a verification request. Lockstep: the step's decision is
+    published only once the answer is in, and the simulator waits for it. Wall clock: the decision
+    goes out at once and the answer is applied when it arrives (the core keeps the query pending).
+    An unanswered query is resent every ``verifier_retry_s`` and the verifier is reported
+    unavailable; the queue is kept and the episode resumes when an answer comes, or is aborted with
+    reason ``verifier unavailable`` after ``verifier_abort_after_s``.
+
+    Topics: subscribes ``gripper/events``, ``sim/privileged_state``, ``verifier/result``,
+    ``sim/episode_score``, ``episode/command``; publishes ``orchestrator/decision``,
+    ``orchestrator/events``, ``orchestrator/current_subgoal`` (latched), ``verifier/request``,
+    ``episode/status`` (latched). Services: ``episode/stop``, ``episode/abort``.
+    Parameters: preset, clock_mode, suite (path), variant, verifier_retry_s (s),
+    verifier_abort_after_s (s), decision_resend_s (s), score_timeout_s (s).
+    """
+
+    def __init__(self, *, suite: TaskSuite | None = None, node_name: str = "orchestrator", **node_options):
+        """``suite`` replaces the configured suite file (tests)."""
+        super().__init__(node_name, **node_options)
+        self.params = declare_parameters(self, ORCHESTRATOR)
+        self.preset = get_preset(self.params["preset"])
+        self.lockstep = self.params["clock_mode"] == LOCKSTEP
+        self.suite = suite if suite is not None else load_suite(resolve_share_file(self.params["suite"]))
+        self._status_pub = self.create_publisher(String, topics.EPISODE_STATUS.name, qos(topics.LATCHED))
+        self._subgoal_pub = self.create_publisher(String, topics.CURRENT_SUBGOAL.name, qos(topics.LATCHED))
+        self._decision_pub = self.create_publisher(String, topics.DECISION.name, qos(topics.STREAM))
+        self._events_pub = self.create_publisher(String, topics.EVENTS_TOPIC.name, qos(topics.EVENTS))
+        self._request_pub = self.create_publisher(String, topics.VERIFY_REQUEST.name, qos(topics.EVENTS))
+        self.create_subscription(String, topics.GRIPPER_EVENTS.name, self._on_gripper_events, qos(topics.STREAM))
+        self.create_subscription(String, topics.PRIVILEGED.name, self._on_privileged, qos(topics.STREAM))
+        self.create_subscription(String, topics.VERIFY_RESULT.name, self._on_verification_result,
+                                 qos(topics.EVENTS))
+        self.create_subscription(String, topics.SCORE.name, self._on_score, qos(topics.EVENTS))
+        self.create_subscription(String, topics.EPISODE_COMMAND.name, self._on_command, qos(topics.EVENTS))
+        self.create_service(Trigger, topics.STOP_SERVICE, self._on_stop_service)
+        self.create_service(Trigger, topics.ABORT_SERVICE, self._on_abort_service)
+        self.create_timer(0.05, self._watchdog)
+        self.aligner = StepAligner({GRIPPER})
+        self.status = EpisodeStatus(episode_id="", state=IDLE, clock=self.params["clock_mode"],
+                                    rate_hz=self.preset.control_rate_hz)
+        self.orchestrator: Orchestrator | None = None
+        self.task: Task | None = None
+        self._episode_count = 0
+        self._event_index = 0
+        self._last_end_ns = 0
+        self._last_decision: DecisionDoc | None = None
+        self._decision_sent_at = 0.0
+        self._awaiting: VerificationRequestDoc | None = None  # lockstep: the step waits for this answer
+        self._request_first_sent = 0.0
+        self._request_last_sent = 0.0
+        self._finished_decision: DecisionDoc | None = None
+        self._finished_at = 0.0
+        self._end_state = FINISHED
+        self._started_wall = 0.0
+        self._publish_status(self.status)
+
+    # ------------------------------------------------------------------ episode control
+    def _on_command(self, msg: String) -> None:
+        try:
+            command = document_from_msg(msg, EpisodeCommand)
+        except SchemaError as exc:
+            self.get_logger().error(f"ignoring episode command: {exc}")
+            return
+        if command.command == START:
+            self._start_episode(command)
+        elif command.command in (STOP, ABORT):
+            if command.episode_id and command.episode_id != self.status.episode_id:
+                self.get_logger().warning(f"{command.command} for episode {command.episode_id!r} ignored: "
+                                          f"the current one is {self.status.episode_id!r}")
+                return
+            reason = command.reason or ("operator stop" if command.command == STOP else "operator abort")
+            self.end_episode(reason)
+
+    def _on_stop_service(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = self.end_episode("operator stop")
+        return response
+
+    def _on_abort_service(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = self.end_episode("operator abort")
+        return response
+
+    def _refuse(self, why: str) -> None:
+        self.get_logger().error(f"start refused: {why}")
+        self._publish_status(self._replace_status(message=f"start refused: {why}"))
+
+    def _start_episode(self, command: EpisodeCommand) -> None:
+        if self.status.state == RUNNING:
+            self._refuse(f"episode {self.status.episode_id} is running")
+            return
+        try:
+            task = self.suite.task(command.task_id)
+            variant = Variant.parse(command.variant or self.params["variant"])
+            if variant.needs_privileged_state and not self.lockstep:
+                raise LadderError("the privileged verifier needs a simulator (clock_mode lockstep)")
+            if command.layout >= task.layouts:
+                raise LadderError(f"layout {command.layout} is out of range: task {task.task_id} has "
+                                  f"{task.layouts} layouts")
+            budget = self.preset.budget.steps_for(task.horizon)
+            orchestrator = make_orchestrator(variant, self.preset, list(task.subgoals),
+                                             instruction=task.instruction, budget_steps=budget,
+                                             category=task.category)
+        except LadderError as exc:
+            self._refuse(str(exc))
+            return
+        self._episode_count += 1
+        now_ns = self.get_clock().now().nanoseconds
+        # Step stamps never run backwards across episodes, so a late message of a past episode can
+        # never pass for a step of this one (ladder_ros.nodes.step_sync).
+        origin = max(now_ns, self._last_end_ns + NS_PER_S)
+        episode_id = command.episode_id or (
+            f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self._episode_count:03d}-{task.task_id}")
+        self.task, self.orchestrator = task, orchestrator
+        self._event_index = 0
+        self._last_decision = None
+        self._awaiting = None
+        self._finished_decision = None
+        self._end_state = FINISHED
+        self._started_wall = time.monotonic()
+        required = {GRIPPER, PRIVILEGED} if variant.needs_privileged_state else {GRIPPER}
+        self.aligner.start(origin, self.preset.control_rate_hz, required)
+        self.status = EpisodeStatus(
+            episode_id=episode_id, state=RUNNING, seq=self.status.seq + 1, task=task.to_dict(),
+            variant=variant.value, preset=self.preset.name, layout=command.layout, seed=command.seed,
+            plan=[s.to_dict() for s in orchestrator.plan], budget_steps=budget, clock=self.params["clock_mode"],
+            rate_hz=self.preset.control_rate_hz, origin_ns=origin)
+        self._status_pub.publish(document_to_msg(self.status))
+        self.get_logger().info(f"episode {episode_id}: {task.task_id} ({variant.value}), layout {command.layout}, "
+                               f"seed {command.seed}, budget {budget} steps")
+
+    def end_episode(self, reason: str) -> tuple[bool, str]:
+        """Stop or abort the running episode from outside; the queue is kept in the record."""
+        if self.status.state != RUNNING or self.orchestrator is None:
+            return False, "no episode is running"
+        if self._finished_decision is not None:
+            return False, f"episode {self.status.episode_id} is already over"
+        self._awaiting = None
+        self._end_state = ABORTED
+        decision = self.orchestrator.abort(reason)
+        self._publish_events(decision)
+        self._finish(decision)
+        return True, f"episode {self.status.episode_id} ended: {reason}"
+
+    # ------------------------------------------------------------------ steps
+    def _on_gripper_events(self, msg: String) -> None:
+        try:
+            doc = document_from_msg(msg, GripperEventsDoc)
+            events = doc.gripper_events()
+        except SchemaError as exc:
+            self.get_logger().error(f"ignoring gripper events: {exc}")
+            return
+        if not self.lockstep:
+            if self.status.state == RUNNING and doc.episode_id == self.status.episode_id:
+                self._observe(doc.step, doc.stamp_ns, events, None)
+            return
+        self.aligner.add(doc.stamp_ns, GRIPPER, events)
+        self._process_ready()
+
+    def _on_privileged(self, msg: String) -> None:
+        if PRIVILEGED not in self.aligner.required:
+            return
+        try:
+            doc = document_from_msg(msg, PrivilegedStateDoc)
+        except SchemaError as exc:
+            self.get_logger().error(f"ignoring privileged state: {exc}")
+            return
+        self.aligner.add(doc.stamp_ns, PRIVILEGED, tuple(doc.goal_states))
+        self._process_ready()
+
+    def _process_ready(self) -> None:
+        for step, inputs in self.aligner.pop_ready():
+            self._observe(step, self.status.step_stamp_ns(step), inputs[GRIPPER], inputs.get(PRIVILEGED))
+
+    def _observe(self, step: int, stamp_ns: int, events, goal_states) -> None:
+        if self.orchestrator is None or self._finished_decision is not None or self._awaiting is not None:
+            return
+        try:
+            decision = self.orchestrator.observe(StepInput(step=step, gripper=events, goal_states=goal_states))
+        except LadderError as exc:
+            self.get_logger().error(f"step {step}: input refused: {exc}")
+            return
+        self._publish_events(decision)
+        if decision.request is not None and self._awaiting is None and (
+                self._last_decision is None or self._last_decision.pending_request != decision.request.request_id):
+            request = VerificationRequestDoc.of(self.status.episode_id, stamp_ns, decision.request)
+            self._send_request(request, first=True)
+            if self.lockstep:
+                self._awaiting = request
+                return
+        self._conclude(step, stamp_ns, decision)
+
+    def _conclude(self, step: int, stamp_ns: int, decision: Decision) -> None:
+        """Publish the step's final decision (and end the episode when it says so)."""
+        if decision.finished:
+            self._finish(decision)
+            return
+        self._publish_decision(step, stamp_ns, decision)
+
+    def _publish_decision(self, step: int, stamp_ns: int, decision: Decision, summary: dict | None = None) -> None:
+        assert self.orchestrator is not None
+        doc = DecisionDoc(episode_id=self.status.episode_id, step=step, stamp_ns=stamp_ns,
+                          instruction=decision.instruction, plan_index=self.orchestrator.queue.current,
+                          finished=decision.finished, finish_reason=decision.finish_reason,
+                          pending_request=None if decision.request is None else decision.request.request_id,
+                          summary=summary)
+        previous = self._last_decision
+        self._last_decision = doc
+        self._decision_pub.publish(document_to_msg(doc))
+        self._decision_sent_at = time.monotonic()
+        if previous is None or previous.instruction != doc.instruction:
+            self._subgoal_pub.publish(String(data=doc.instruction or ""))
+        if previous is None or (previous.plan_index, previous.pending_request, previous.instruction) != (
+                doc.plan_index, doc.pending_request, doc.instruction):
+            self._publish_status(self._replace_status(step=step, plan_index=doc.plan_index,
+                                                      instruction=doc.instruction,
+                                                      pending_request=doc.pending_request))
+
+    def _publish_events(self, decision: Decision) -> None:
+        for event in decision.events:
+            doc = EpisodeEventDoc(episode_id=self.status.episode_id, index=self._event_index, event=event.to_dict())
+            self._event_index += 1
+            self._events_pub.publish(document_to_msg(doc))
+
+    # ------------------------------------------------------------------ verification
+    def _send_request(self, request: VerificationRequestDoc, first: bool) -> None:
+        now = time.monotonic()
+        if first:
+            self._request_first_sent = now
+        self._request_last_sent = now
+        self._request_pub.publish(document_to_msg(request))
+
+    def _pending_request_doc(self) -> VerificationRequestDoc | None:
+        if self._awaiting is not None:
+            return self._awaiting
+        if self.orchestrator is not None and self.orchestrator.pending_request is not None:
+            request = self.orchestrator.pending_request
+            return VerificationRequestDoc.of(self.status.episode_id, self.status.step_stamp_ns(request.step), request)
+        return None
+
+    def _on_verification_result(self, msg: String) -> None:
+        try:
+            doc = document_from_msg(msg, VerificationResultDoc)
+            result = doc.verification_result()
+        except SchemaError as exc:
+            self.get_logger().error(f"ignoring verification result: {exc}")
+            return
+        orchestrator = self.orchestrator
+        if (orchestrator is None or doc.episode_id != self.status.episode_id or orchestrator.pending_request is None
+                or result.request_id != orchestrator.pending_request.request_id):
+            return  # a repeat, or an answer to a query that is no longer asked
+        if not self.status.verifier_available:
+            self.get_logger().info("the verifier answers again; the episode resumes")
+            self._publish_status(self._replace_status(verifier_available=True, message=""))
+        decision = orchestrator.resolve(result)
+        self._publish_events(decision)
+        awaiting, self._awaiting = self._awaiting, None
+        if awaiting is not None:  # lockstep: this completes the step the simulator is waiting on
+            self._conclude(awaiting.step, awaiting.stamp_ns, decision)
+        else:
+            self._conclude(orchestrator.last_step, self.status.step_stamp_ns(orchestrator.last_step), decision)
+
+    # ------------------------------------------------------------------ end of episode
+    def _finish(self, decision: Decision) -> None:
+        assert self.orchestrator is not None
+        step = max(self.orchestrator.last_step, 0)
+        stamp = self.status.step_stamp_ns(step)
+        self._publish_decision(step, stamp, decision, summary=self.orchestrator.summary())
+        self._finished_decision = self._last_decision
+        self._finished_at = time.monotonic()
+        self._last_end_ns = stamp
+        self.aligner.stop()
+        if not self.lockstep or self.params["score_timeout_s"] == 0.0:
+            self._publish_result(None)
+
+    def _on_score(self, msg: String) -> None:
+        try:
+            doc = document_from_msg(msg, EpisodeScoreDoc)
+        except SchemaError as exc:
+            self.get_logger().error(f"ignoring episode score: {exc}")
+            return
+        if self._finished_decision is not None and doc.episode_id == self.status.episode_id \
+                and self.status.state == RUNNING:
+            self._publish_result(doc.score)
+
+    def _publish_result(self, score: dict | None) -> None:
+        orchestrator, task = self.orchestrator, self.task
+        assert orchestrator is not None and task is not None
+        events = [e.to_dict() for e in orchestrator.events]
+        queries = sum(1 for e in orchestrator.events if e.kind == VERIFICATION_REQUESTED)
+        record = EpisodeRecord(
+            task_id=task.task_id, suite=task.suite, category=task.category.value, horizon=task.horizon,
+            variant=self.status.variant, layout=self.status.layout, seed=self.status.seed,
+            success=bool(score["success"]) if score else False,
+            subgoals_done=int(score["subgoals_done"]) if score else 0,
+            steps_used=int(score["steps_used"]) if score else max(orchestrator.last_step, 0),
+            budget_steps=self.status.budget_steps, finish_reason=orchestrator.finish_reason,
+            subgoals=list(score["subgoals"]) if score else [], violations=list(score["violations"]) if score else [],
+            events=events, verification_queries=queries,
+            verifier=None, policy="", simulator=str(score.get("simulator", "")) if score else "",
+            final_goal=dict(score["final_goal"]) if score else {}, orchestration=orchestrator.summary(),
+            wall_s=time.monotonic() - self._started_wall,
+            extra={"episode_id": self.status.episode_id, "scored": score is not None,
+                   "bridge": {k: score[k] for k in ("bridge_timing_s", "steps_taken") if k in score} if score else {}},
+        ).to_dict()
+        self._publish_status(self._replace_status(state=self._end_state, finish_reason=orchestrator.finish_reason,
+                                                  result=record, step=orchestrator.last_step, instruction=None,
+                                                  pending_request=None))
+        self.get_logger().info(f"episode {self.status.episode_id} over: {orchestrator.finish_reason}"
+                               + (f", success {record['success']}, {record['subgoals_done']}/{task.horizon} subgoals"
+                                  if score else " (no privileged score)"))
+
+    # ------------------------------------------------------------------ timers
+    def _watchdog(self) -> None:
+        if self.status.state != RUNNING:
+            return
+        now = time.monotonic()
+        if self._finished_decision is not None:
+            if now - self._finished_at >= self.params["score_timeout_s"]:
+                self.get_logger().warning("no score from the sim bridge; publishing the result without it")
+                self._publish_result(None)
+            elif now - self._decision_sent_at >= self.params["decision_resend_s"]:
+                self._republish_last_decision()
+            return
+        request = self._pending_request_doc()
+        if request is not None:
+            if now - self._request_first_sent >= self.params["verifier_abort_after_s"]:
+                self.get_logger().error(f"no verifier answer for {self.params['verifier_abort_after_s']} s; "
+                                        "aborting the episode")
+                self.end_episode("verifier unavailable")
+                return
+            if now - self._request_last_sent >= self.params["verifier_retry_s"]:
+                if self.status.verifier_available:
+                    self.get_logger().warning(f"query {request.request['request_id']} unanswered for "
+                                              f"{self.params['verifier_retry_s']} s: verifier unavailable; "
+                                              "the queue is kept, resending")
+                    self._publish_status(self._replace_status(verifier_available=False,
+                                                              message="verifier unavailable"))
+                self._send_request(request, first=False)
+        if self.lockstep and self._awaiting is None and self._last_decision is not None \
+                and now - self._decision_sent_at >= self.params["decision_resend_s"]:
+            self._republish_last_decision()
+
+    def _republish_last_decision(self) -> None:
+        if self._last_decision is not None:
+            self._decision_pub.publish(document_to_msg(self._last_decision))
+            self._decision_sent_at = time.monotonic()
+
+    # ------------------------------------------------------------------ status
+    def _replace_status(self, **changes) -> EpisodeStatus:
+        data = self.status.to_dict()
+        data.update(changes)
+        data["seq"] = self.status.seq + 1
+        return EpisodeStatus.from_dict(data)
+
+    def _publish_status(self, status: EpisodeStatus) -> None:
+        self.status = status
+        self._status_pub.publish(document_to_msg(status))
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    return run_node("orchestrator", OrchestratorNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,244 @@
+"""The simulator bridge: a simulator backend in place of the camera and the robot driver, in lockstep."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from geometry_msgs.msg import PoseStamped
+from rclpy.node import Node
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory
+
+from ladder_ros.core.errors import ConfigError, LadderError
+from ladder_ros.core.goals import GoalTracker
+from ladder_ros.core.metrics import score_episode
+from ladder_ros.core.presets import get_preset
+from ladder_ros.core.suite import TaskSuite, load_suite
+from ladder_ros.core.task import Task
+from ladder_ros.messages import (
+    LOCKSTEP,
+    DecisionDoc,
+    EpisodeScoreDoc,
+    EpisodeStatus,
+    PrivilegedStateDoc,
+    SchemaError,
+)
+from ladder_ros.nodes import topics
+from ladder_ros.nodes.parameters import SIM_BRIDGE
+from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, qos, run_node
+from ladder_ros.paths import share_path
+from ladder_ros.ros_conversions import (
+    action_from_msg,
+    document_from_msg,
+    document_to_msg,
+    image_to_msg,
+    joint_state_to_msg,
+    pose_to_msg,
+    stamp_to_ns,
+)
+from ladder_ros.sim.base import Observation, SimulatorBackend
+from ladder_ros.sim.registry import make_simulator
+
+
+def resolve_share_file(path: str) -> Path:
+    """An absolute path as given; a relative one in the package share folder (source tree or install)."""
+    candidate = Path(path)
+    if candidate.is_absolute() or candidate.exists():
+        return candidate
+    return share_path(*candidate.parts)
+
+
+class SimBridgeNode(Node):
+    """Runs a simulator backend in lockstep with the graph, replacing the camera and the robot driver.
+
+    Per step ``t`` it publishes the observation (image, joint state with the gripper aperture,
+    end-effector pose) and the privileged state (goal tracker predicates, object poses: what the
+    privileged verifier, the oracle verifier, the scripted expert and scoring read), all stamped
+    ``origin + t / rate``. It steps the simulator only when both the orchestrator's decision of step
+    ``t`` and the policy's action stamped ``t`` are in, so simulated time excludes computation
+    (paper Section 3). When the decision says the episode is over it scores the episode from its
+    goal tracker and publishes the score.
+
+    Topics (relative to the graph namespace):
+      publishes ``camera/image_raw`` (sensor_msgs/Image, sensor data QoS), ``joint_states``
+      (sensor_msgs/JointState: arm joints in rad/m plus ``gripper_aperture`` in [0, 1]),
+      ``ee_pose`` (geometry_msgs/PoseStamped, base frame, m), ``sim/privileged_state`` and
+      ``sim/episode_score`` (std_msgs/String JSON).
+      subscribes ``policy/action`` (trajectory_msgs/JointTrajectory, the 7-D action),
+      ``orchestrator/decision``, ``episode/status``.
+    Parameters: see ``SIM_BRIDGE`` in :mod:`ladder_ros.nodes.parameters` (simulator, suite, render,
+    image_size (px), base_frame, camera_frame, aperture_joint, resend_after_s (s), preset, clock_mode).
+    """
+
+    def __init__(self, *, simulator: SimulatorBackend | None = None, suite: TaskSuite | None = None,
+                 node_name: str = "sim_bridge", **node_options):
+        super().__init__(node_name, **node_options)
+        self.params = declare_parameters(self, SIM_BRIDGE)
+        if self.params["clock_mode"] != LOCKSTEP:
+            raise ConfigError(f"parameter {self.get_name()}.clock_mode: the sim bridge runs in lockstep only, "
+                              f"got {self.params['clock_mode']!r}")
+        self.preset = get_preset(self.params["preset"])
+        self.suite = suite if suite is not None else load_suite(resolve_share_file(self.params["suite"]))
+        self._owns_simulator = simulator is None
+        self.simulator = simulator if simulator is not None else make_simulator(
+            self.params["simulator"], self.suite, **self._simulator_options())
+        rate = float(self.simulator.control_rate_hz)
+        if abs(rate - self.preset.control_rate_hz) > 1e-9:
+            raise ConfigError(f"simulator {self.simulator.name} runs at {rate} Hz but preset "
+                              f"{self.preset.name} expects {self.preset.control_rate_hz} Hz")
+        self._image_pub = self.create_publisher(Image, topics.IMAGE.name, qos(topics.SENSOR))
+        self._joint_pub = self.create_publisher(JointState, topics.JOINT_STATES.name, qos(topics.STREAM))
+        self._pose_pub = self.create_publisher(PoseStamped, topics.EE_POSE.name, qos(topics.STREAM))
+        self._privileged_pub = self.create_publisher(String, topics.PRIVILEGED.name, qos(topics.STREAM))
+        self._score_pub = self.create_publisher(String, topics.SCORE.name, qos(topics.EVENTS))
+        self.create_subscription(JointTrajectory, topics.ACTION.name, self._on_action, qos(topics.STREAM))
+        self.create_subscription(String, topics.DECISION.name, self._on_decision, qos(topics.STREAM))
+        self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
+        self.create_timer(min(0.25, self.params["resend_after_s"] / 2), self._resend_if_stalled)
+        self.episode: EpisodeStatus | None = None
+        self.task: Task | None = None
+        self.tracker: GoalTracker | None = None
+        self.observation: Observation | None = None
+        self._action = None
+        self._decision: DecisionDoc | None = None
+        self._published_at = 0.0
+        self._done = True
+        self.steps_taken = 0
+        self.timing = {"sim_s": 0.0, "publish_s": 0.0}  # where the bridge's time goes (benchmarks)
+
+    def _simulator_options(self) -> dict[str, Any]:
+        if self.params["simulator"] == "mujoco_tabletop":
+            return {"render": self.params["render"], "image_size": self.params["image_size"]}
+        return {"render": self.params["render"]} if self.params["simulator"] == "maniskill_bridge" else {}
+
+    # ------------------------------------------------------------------ episode
+    def _on_episode_start(self, status: EpisodeStatus) -> None:
+        try:
+            task = Task.from_dict(status.task or {})
+            started = time.perf_counter()
+            observation = self.simulator.reset(task, status.layout, status.seed)
+            self.timing["sim_s"] += time.perf_counter() - started
+        except (LadderError, KeyError, TypeError, ValueError) as exc:
+            self.get_logger().error(f"episode {status.episode_id}: cannot reset the simulator: {exc}")
+            self._done = True
+            return
+        self.episode, self.task, self.tracker = status, task, GoalTracker(task)
+        self._done = False
+        self._publish(observation)
+        self.get_logger().info(f"episode {status.episode_id}: {task.task_id} layout {status.layout} "
+                               f"seed {status.seed} ({status.variant})")
+
+    def _on_episode_end(self, status: EpisodeStatus) -> None:
+        if self.episode is not None and status.episode_id == self.episode.episode_id:
+            self._done = True
+
+    # ------------------------------------------------------------------ lockstep
+    def _on_action(self, msg: JointTrajectory) -> None:
+        if self._done or self.episode is None or self.observation is None:
+            return
+        if stamp_to_ns(msg.header.stamp) != self.episode.step_stamp_ns(self.observation.step):
+            return  # an action for another step (a repeat, or a past episode)
+        try:
+            self._action = action_from_msg(msg)
+        except LadderError as exc:
+            self.get_logger().error(f"step {self.observation.step}: refusing the action: {exc}")
+            return
+        self._step_when_ready()
+
+    def _on_decision(self, msg: String) -> None:
+        if self._done or self.episode is None or self.observation is None:
+            return
+        try:
+            doc = document_from_msg(msg, DecisionDoc)
+        except SchemaError as exc:
+            self.get_logger().error(f"ignoring decision: {exc}")
+            return
+        if doc.episode_id != self.episode.episode_id:
+            return
+        if doc.finished and doc.step <= self.observation.step:
+            # The last decision, or an abort that came while this step's decision was still open.
+            self._finish(doc)
+        elif doc.step == self.observation.step:
+            self._decision = doc
+            self._step_when_ready()
+
+    def _step_when_ready(self) -> None:
+        if self._action is None or self._decision is None:
+            return
+        action, self._action, self._decision = self._action, None, None
+        started = time.perf_counter()
+        try:
+            observation = self.simulator.step(action)
+        except LadderError as exc:
+            self.get_logger().error(f"step {self.observation.step}: the simulator refused the action: {exc}")
+            return
+        self.timing["sim_s"] += time.perf_counter() - started
+        self.steps_taken += 1
+        self._publish(observation)
+
+    def _publish(self, observation: Observation) -> None:
+        started = time.perf_counter()
+        assert self.episode is not None and self.tracker is not None
+        if observation.privileged is None:
+            raise ConfigError(f"simulator {self.simulator.name} returned no privileged state")
+        self.observation = observation
+        goal_states = self.tracker.update(observation.privileged.goal, observation.step)
+        self._privileged_doc = PrivilegedStateDoc.of(
+            self.episode.episode_id, observation.step, self.episode.step_stamp_ns(observation.step),
+            observation.privileged, goal_states, ee_euler=observation.ee_euler,
+            target_position=observation.target_position)
+        self._send_observation()
+        self.timing["publish_s"] += time.perf_counter() - started
+
+    def _send_observation(self) -> None:
+        observation, episode = self.observation, self.episode
+        assert observation is not None and episode is not None
+        stamp = episode.step_stamp_ns(observation.step)
+        self._privileged_pub.publish(document_to_msg(self._privileged_doc))
+        if observation.image is not None:
+            self._image_pub.publish(image_to_msg(observation.image, stamp, self.params["camera_frame"]))
+        self._pose_pub.publish(pose_to_msg(observation.ee_position, observation.ee_euler, stamp,
+                                           self.params["base_frame"]))
+        # The joint state goes last: it completes the step for the gripper trigger and the policy.
+        self._joint_pub.publish(joint_state_to_msg(observation.joint_names, observation.joint_positions,
+                                                   observation.aperture, stamp, self.params["aperture_joint"]))
+        self._published_at = time.monotonic()
+
+    def _resend_if_stalled(self) -> None:
+        """Republish the current step when nothing came back for a while (a node restarted)."""
+        if self._done or self.observation is None:
+            return
+        if time.monotonic() - self._published_at >= self.params["resend_after_s"]:
+            self.get_logger().warning(f"step {self.observation.step}: no decision and action for "
+                                      f"{self.params['resend_after_s']} s; republishing the observation")
+            self._send_observation()
+
+    def _finish(self, decision: DecisionDoc) -> None:
+        assert self.task is not None and self.tracker is not None and self.observation is not None
+        self._done = True
+        summary = decision.summary or {}
+        score = score_episode(self.task, self.tracker, summary)
+        privileged = self.observation.privileged
+        doc = EpisodeScoreDoc(episode_id=decision.episode_id, step=self.observation.step, score={
+            "success": score.success, "subgoals_done": score.subgoals_done,
+            "subgoals": [o.to_dict() for o in score.outcomes], "violations": list(score.violations),
+            "final_goal": privileged.goal.to_dict() if privileged is not None else {},
+            "steps_used": self.observation.step, "simulator": self.simulator.name,
+            "bridge_timing_s": dict(self.timing), "steps_taken": self.steps_taken,
+        })
+        self._score_pub.publish(document_to_msg(doc))
+
+    def close(self) -> None:
+        if self._owns_simulator:
+            self.simulator.close()
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    return run_node("sim_bridge", SimBridgeNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

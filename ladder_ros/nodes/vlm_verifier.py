@@ -1,0 +1,163 @@
+"""The verifier node: answers count queries about one step's observation, off the callback thread."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+from geometry_msgs.msg import PoseStamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import String
+
+from ladder_ros.core.errors import LadderError
+from ladder_ros.core.verification import VerificationRequest, VerificationResult
+from ladder_ros.messages import (
+    PrivilegedStateDoc,
+    SchemaError,
+    VerificationRequestDoc,
+    VerificationResultDoc,
+)
+from ladder_ros.nodes import topics
+from ladder_ros.nodes.parameters import VLM_VERIFIER
+from ladder_ros.nodes.runtime import declare_parameters, qos, run_node
+from ladder_ros.ros_conversions import document_from_msg, document_to_msg, observation_from_msgs, stamp_to_ns
+
+JOINTS, POSE, IMAGE, PRIVILEGED = "joint_states", "ee_pose", "image", "privileged"
+OBSERVATIONS_KEPT = 64  # stamps of recent steps kept for queries (lockstep needs one; wall clock a few)
+
+
+class VerifierNode(Node):
+    """Answers :class:`VerificationRequest` documents with the configured count backend.
+
+    A query names the step it is about; the node answers from that step's observation (the
+    oracle reads its privileged goal state, a VLM its camera image), waiting up to
+    ``observation_wait_s`` for it to arrive. The backend runs in a worker thread, so a slow model
+    never blocks the subscriptions (CONVENTIONS.md 8); answers go out on ``verifier/result``. A
+    repeated query (the orchestrator resends unanswered ones) is answered again.
+
+    Topics: subscribes ``verifier/request``, ``joint_states``, ``ee_pose``, ``camera/image_raw``
+    (sensor QoS), ``sim/privileged_state``; publishes ``verifier/result`` (std_msgs/String JSON).
+    Parameters: preset, clock_mode, backend (oracle, gemini, local, replay), model, robot,
+    replay_path, record_path, aperture_joint, observation_wait_s (s).
+    """
+
+    def __init__(self, *, verifier=None, reads_pixels: bool | None = None, node_name: str = "vlm_verifier", **node_options):
+        """``verifier`` (a CountVerifier) and ``reads_pixels`` replace the configured backend (tests)."""
+        super().__init__(node_name, **node_options)
+        self.params = declare_parameters(self, VLM_VERIFIER)
+        self._components = None
+        if verifier is None:
+            from ladder_ros.vlm.config import VLMConfig
+            from ladder_ros.vlm.factory import make_components
+
+            config = VLMConfig.from_mapping({
+                "backend": self.params["backend"], "model": self.params["model"], "robot": self.params["robot"],
+                "replay_path": self.params["replay_path"], "record_path": self.params["record_path"]})
+            self._components = make_components(config)
+            verifier = self._components.verifier
+        self.verifier = verifier
+        if reads_pixels is None:
+            reads_pixels = bool(getattr(getattr(verifier, "backend", None), "reads_pixels", True))
+        self.needs = {JOINTS, POSE} | ({IMAGE} if reads_pixels else {PRIVILEGED})
+        self._observations: dict[int, dict[str, object]] = {}  # stamp -> inputs
+        self._pending: dict[tuple[str, int], tuple[VerificationRequestDoc, float]] = {}
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verifier")
+        self._result_pub = self.create_publisher(String, topics.VERIFY_RESULT.name, qos(topics.EVENTS))
+        inputs = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(String, topics.VERIFY_REQUEST.name, self._on_request, qos(topics.EVENTS),
+                                 callback_group=inputs)
+        self.create_subscription(JointState, topics.JOINT_STATES.name,
+                                 lambda m: self._on_input(JOINTS, stamp_to_ns(m.header.stamp), m),
+                                 qos(topics.STREAM), callback_group=inputs)
+        self.create_subscription(PoseStamped, topics.EE_POSE.name,
+                                 lambda m: self._on_input(POSE, stamp_to_ns(m.header.stamp), m),
+                                 qos(topics.STREAM), callback_group=inputs)
+        if IMAGE in self.needs:
+            self.create_subscription(Image, topics.IMAGE.name,
+                                     lambda m: self._on_input(IMAGE, stamp_to_ns(m.header.stamp), m),
+                                     qos(topics.SENSOR), callback_group=inputs)
+        self.create_subscription(String, topics.PRIVILEGED.name, self._on_privileged, qos(topics.STREAM),
+                                 callback_group=inputs)
+        self.create_timer(0.1, self._expire_waiting, callback_group=inputs)
+        self.answered = 0
+
+    def _on_privileged(self, msg: String) -> None:
+        try:
+            doc = document_from_msg(msg, PrivilegedStateDoc)
+        except SchemaError as exc:
+            self.get_logger().error(f"ignoring privileged state: {exc}")
+            return
+        self._on_input(PRIVILEGED, doc.stamp_ns, doc)
+
+    def _on_input(self, name: str, stamp_ns: int, msg: object) -> None:
+        self._observations.setdefault(stamp_ns, {})[name] = msg
+        while len(self._observations) > OBSERVATIONS_KEPT:
+            del self._observations[min(self._observations)]
+        self._dispatch_ready()
+
+    def _on_request(self, msg: String) -> None:
+        try:
+            doc = document_from_msg(msg, VerificationRequestDoc)
+            request = doc.verification_request()
+        except SchemaError as exc:
+            self.get_logger().error(f"ignoring verification request: {exc}")
+            return
+        self._pending[(doc.episode_id, request.request_id)] = (doc, time.monotonic())
+        self._dispatch_ready()
+
+    def _dispatch_ready(self) -> None:
+        for key, (doc, _) in list(self._pending.items()):
+            inputs = self._observations.get(doc.stamp_ns, {})
+            if self.needs.issubset(inputs):
+                del self._pending[key]
+                self._worker.submit(self._answer, doc, dict(inputs))
+
+    def _expire_waiting(self) -> None:
+        now = time.monotonic()
+        for key, (doc, since) in list(self._pending.items()):
+            if now - since >= self.params["observation_wait_s"]:
+                del self._pending[key]
+                request = doc.verification_request()
+                missing = sorted(self.needs - set(self._observations.get(doc.stamp_ns, {})))
+                self.get_logger().error(f"query {request.request_id} of step {doc.step}: no {', '.join(missing)} "
+                                        f"after {self.params['observation_wait_s']} s; answering with an error")
+                self._publish(doc, VerificationResult(request_id=request.request_id, count=None, source=self.name,
+                                                      error=f"no observation of step {doc.step}: missing "
+                                                            f"{', '.join(missing)}"))
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.verifier, "name", "verifier"))
+
+    def _answer(self, doc: VerificationRequestDoc, inputs: dict) -> None:
+        """Worker thread: build the step's observation and ask the backend (which never raises)."""
+        request: VerificationRequest = doc.verification_request()
+        try:
+            observation = observation_from_msgs(doc.step, inputs[JOINTS], inputs[POSE], self.params["aperture_joint"],
+                                                image=inputs.get(IMAGE), privileged=inputs.get(PRIVILEGED))
+            result = self.verifier.verify(request, observation)
+        except LadderError as exc:
+            result = VerificationResult(request_id=request.request_id, count=None, source=self.name,
+                                        error=f"bad input: {exc}")
+        self._publish(doc, result)
+
+    def _publish(self, doc: VerificationRequestDoc, result: VerificationResult) -> None:
+        self._result_pub.publish(document_to_msg(VerificationResultDoc.of(doc.episode_id, doc.step, result)))
+        self.answered += 1
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=True, cancel_futures=True)
+        if self._components is not None:
+            self._components.close()
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    return run_node("vlm_verifier", VerifierNode, args, executor_factory=lambda: MultiThreadedExecutor(num_threads=2))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

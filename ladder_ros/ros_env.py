@@ -1,0 +1,128 @@
+"""The network-safe ROS 2 environment every graph the project starts runs in.
+
+With the PyPI ROS 2 wheels, ``ROS_LOCALHOST_ONLY=1`` is silently ignored; without
+``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` Fast DDS announces itself by multicast on every network
+the machine has (DESIGN.md section 4). So before any rclpy use, tests, CI, demos, benchmarks and
+``ladder-ros up`` set:
+
+* ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` (ROS 2 Iron and newer) and ``ROS_LOCALHOST_ONLY=1``
+  (what ROS 2 Humble reads; newer distributions warn about it and keep the range setting);
+* a ``ROS_DOMAIN_ID`` that no other ladder_ros process on this machine holds (claimed with a lock
+  file, so two test runs side by side never see each other's topics);
+* ``FASTDDS_DEFAULT_PROFILES_FILE`` (``FASTRTPS_DEFAULT_PROFILES_FILE`` on Humble) pointing at ``config/fastdds_localhost.xml`` (transports
+  restricted to shared memory and 127.0.0.1, and a shared-memory segment large enough for images);
+* ``RMW_IMPLEMENTATION=rmw_fastrtps_cpp``, the middleware that profile is written for.
+
+This module never imports rclpy: it must run before rclpy loads.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+from typing import Mapping, MutableMapping
+
+from ladder_ros.core.errors import ConfigError
+from ladder_ros.paths import share_path
+
+PROFILE_NAME = "fastdds_localhost.xml"
+# Fast DDS maps domain ids to UDP ports; on Linux ids 0-101 leave room for the ephemeral port
+# range (ROS 2 docs, "The ROS_DOMAIN_ID"). 0 is everyone's default, so it is never claimed here.
+DOMAIN_ID_MIN = 1
+DOMAIN_ID_MAX = 101
+_LOCK_DIR = Path(tempfile.gettempdir()) / "ladder_ros_domains"
+_held_locks: dict[int, int] = {}  # domain id -> open lock file descriptor, held for the process's life
+
+
+def fastdds_profile() -> Path:
+    """The project's loopback-only Fast DDS profile (source tree or installed share folder)."""
+    return share_path("config", PROFILE_NAME)
+
+
+def _try_claim(domain_id: int) -> bool:
+    _LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(_LOCK_DIR / f"domain_{domain_id}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _held_locks[domain_id] = fd
+    return True
+
+
+def claim_domain_id() -> int:
+    """A domain id that no other process on this machine has claimed; held until this process exits.
+
+    The lock is an advisory ``flock`` that the kernel drops when the process dies, so a crashed run
+    never leaves an id claimed. Child processes inherit the id through the environment.
+    """
+    if _held_locks:
+        return next(iter(_held_locks))
+    start = DOMAIN_ID_MIN + os.getpid() % (DOMAIN_ID_MAX - DOMAIN_ID_MIN + 1)
+    span = DOMAIN_ID_MAX - DOMAIN_ID_MIN + 1
+    for offset in range(span):
+        candidate = DOMAIN_ID_MIN + (start - DOMAIN_ID_MIN + offset) % span
+        if _try_claim(candidate):
+            return candidate
+    raise ConfigError(f"every ROS domain id {DOMAIN_ID_MIN}-{DOMAIN_ID_MAX} is claimed by another process")
+
+
+def network_safe_environment(base: Mapping[str, str] | None = None, *,
+                             domain_id: int | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) with the loopback-only ROS settings added.
+
+    A ``ROS_DOMAIN_ID`` already in ``base`` is kept only when ``domain_id`` is None and it is a
+    valid id; otherwise a free one is claimed.
+    """
+    env = dict(os.environ if base is None else base)
+    if domain_id is None:
+        existing = env.get("ROS_DOMAIN_ID", "")
+        if existing.isdigit() and DOMAIN_ID_MIN <= int(existing) <= DOMAIN_ID_MAX \
+                and env.get("LADDER_ROS_NETWORK_SAFE") == "1":
+            domain_id = int(existing)  # already set up by a parent ladder_ros process
+        else:
+            domain_id = claim_domain_id()
+    if not DOMAIN_ID_MIN <= domain_id <= DOMAIN_ID_MAX:
+        raise ConfigError(f"ROS_DOMAIN_ID must be in [{DOMAIN_ID_MIN}, {DOMAIN_ID_MAX}], got {domain_id}")
+    env.update({
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+        "ROS_LOCALHOST_ONLY": "1",
+        "ROS_DOMAIN_ID": str(domain_id),
+        "FASTDDS_DEFAULT_PROFILES_FILE": str(fastdds_profile()),
+        "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp",
+        "LADDER_ROS_NETWORK_SAFE": "1",
+    })
+    # Fast DDS 3 (Jazzy and newer, and the PyPI wheels) reads FASTDDS_…; it still reads the old
+    # FASTRTPS_… name but logs a deprecation warning in every node. Fast DDS 2.6 (Humble) reads
+    # only the old name.
+    if env.get("ROS_DISTRO", "").lower() == "humble":
+        env["FASTRTPS_DEFAULT_PROFILES_FILE"] = env["FASTDDS_DEFAULT_PROFILES_FILE"]
+    else:
+        env.pop("FASTRTPS_DEFAULT_PROFILES_FILE", None)
+    env.pop("ROS_STATIC_PEERS", None)  # static peers could name another machine
+    env.pop("ROS_DISCOVERY_SERVER", None)
+    return env
+
+
+def apply_network_safe_environment(target: MutableMapping[str, str] | None = None, *,
+                                   domain_id: int | None = None) -> dict[str, str]:
+    """Write the loopback-only settings into ``target`` (default ``os.environ``); call before rclpy loads."""
+    target = os.environ if target is None else target
+    safe = network_safe_environment(target, domain_id=domain_id)
+    target.update(safe)
+    for key in ("ROS_STATIC_PEERS", "ROS_DISCOVERY_SERVER", "FASTRTPS_DEFAULT_PROFILES_FILE"):
+        if key in safe:
+            continue
+        target.pop(key, None)
+    return safe
+
+
+def is_network_safe(env: Mapping[str, str] | None = None) -> bool:
+    """True when ``env`` keeps ROS traffic on this machine."""
+    env = os.environ if env is None else env
+    return (env.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST"
+            and bool(env.get("FASTDDS_DEFAULT_PROFILES_FILE") or env.get("FASTRTPS_DEFAULT_PROFILES_FILE"))
+            and env.get("ROS_DOMAIN_ID", "").isdigit())

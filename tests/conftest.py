@@ -1,0 +1,19 @@
+"""Test-session setup: every ROS 2 participant any test creates stays on this machine.
+
+Before any test module can import rclpy, the session environment gets
+``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, ``ROS_LOCALHOST_ONLY=1``, a ``ROS_DOMAIN_ID`` claimed
+for this test process alone (two test runs side by side never see each other), and the loopback-only
+Fast DDS profile ``config/fastdds_localhost.xml`` (DESIGN.md section 4). Graph processes that tests
+start inherit this environment. See :mod:`ladder_ros.ros_env`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ladder_ros.ros_env import apply_network_safe_environment
+
+# Set at import time, not in a fixture: pytest imports conftest.py before collecting any test
+# module, and a module that imports rclpy at the top would otherwise load it first.
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+apply_network_safe_environment(os.environ)

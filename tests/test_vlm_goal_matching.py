@@ -27,6 +27,7 @@ from ladder_ros.vlm.goal_matching import goal_key, head_noun, is_valid_next, mat
     ("eggplant", "eggplant"),
     ("the cookies", "cookie"),
     ("", ""),
+    ("the", ""),  # a truncated phrase has no noun
 ])
 def test_head_noun(phrase, noun):
     assert head_noun(phrase) == noun

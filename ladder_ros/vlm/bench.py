@@ -39,7 +39,7 @@ import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.core.task import Subgoal

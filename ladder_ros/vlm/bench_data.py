@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -166,6 +167,9 @@ def _image_bytes(value: Any) -> bytes | None:
 
 
 def _load_config(path: str, config: str, cache_dir: str | None) -> Any:
+    # A local directory needs no hub; make sure nothing tries (effective when datasets loads here first).
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     import datasets
 
     try:

@@ -49,9 +49,12 @@ class EpisodeClient(Node):
         except SchemaError as exc:
             self.get_logger().error(f"ignoring episode status: {exc}")
 
-    def spin_until(self, executor: Executor, condition, timeout_s: float, what: str) -> None:
+    def spin_until(self, executor: Executor, condition, timeout_s: float, what: str, check=None) -> None:
+        """Spin until ``condition()``; ``check()`` runs each turn and may raise (a node died)."""
         deadline = time.monotonic() + timeout_s
         while not condition():
+            if check is not None:
+                check()
             if time.monotonic() > deadline:
                 raise EpisodeTimeout(f"timed out after {timeout_s:.0f} s waiting for {what}")
             executor.spin_once(timeout_sec=0.05)
@@ -64,7 +67,7 @@ class EpisodeClient(Node):
                         timeout_s, "the orchestrator")
 
     def run_episode(self, executor: Executor, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0,
-                    timeout_s: float = 600.0) -> EpisodeOutcome:
+                    timeout_s: float = 600.0, check=None) -> EpisodeOutcome:
         """Start an episode and spin until it is over; returns its final status and result."""
         self._count += 1
         episode_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{self._count:03d}-{task_id}-{variant or 'default'}-s{seed}"
@@ -80,7 +83,7 @@ class EpisodeClient(Node):
             return s is not None and s.episode_id == episode_id and s.state in (FINISHED, ABORTED) \
                 and s.result is not None
 
-        self.spin_until(executor, over, timeout_s, f"episode {episode_id}")
+        self.spin_until(executor, over, timeout_s, f"episode {episode_id}", check)
         assert self.status is not None and self.status.result is not None
         return EpisodeOutcome(episode_id=episode_id, state=self.status.state, result=self.status.result,
                               wall_s=time.monotonic() - started)

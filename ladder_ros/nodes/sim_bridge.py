@@ -51,6 +51,13 @@ def resolve_share_file(path: str) -> Path:
     return share_path(*candidate.parts)
 
 
+def simulator_options(params: dict[str, Any]) -> dict[str, Any]:
+    """The backend options the bridge's parameters give (the parity check builds its simulator the same way)."""
+    if params["simulator"] == "mujoco_tabletop":
+        return {"render": params["render"], "image_size": params["image_size"]}
+    return {"render": params["render"]} if params["simulator"] == "maniskill_bridge" else {}
+
+
 class SimBridgeNode(Node):
     """Runs a simulator backend in lockstep with the graph, replacing the camera and the robot driver.
 
@@ -84,7 +91,7 @@ class SimBridgeNode(Node):
         self.suite = suite if suite is not None else load_suite(resolve_share_file(self.params["suite"]))
         self._owns_simulator = simulator is None
         self.simulator = simulator if simulator is not None else make_simulator(
-            self.params["simulator"], self.suite, **self._simulator_options())
+            self.params["simulator"], self.suite, **simulator_options(self.params))
         rate = float(self.simulator.control_rate_hz)
         if abs(rate - self.preset.control_rate_hz) > 1e-9:
             raise ConfigError(f"simulator {self.simulator.name} runs at {rate} Hz but preset "
@@ -108,11 +115,6 @@ class SimBridgeNode(Node):
         self._done = True
         self.steps_taken = 0
         self.timing = {"sim_s": 0.0, "publish_s": 0.0}  # where the bridge's time goes (benchmarks)
-
-    def _simulator_options(self) -> dict[str, Any]:
-        if self.params["simulator"] == "mujoco_tabletop":
-            return {"render": self.params["render"], "image_size": self.params["image_size"]}
-        return {"render": self.params["render"]} if self.params["simulator"] == "maniskill_bridge" else {}
 
     # ------------------------------------------------------------------ episode
     def _on_episode_start(self, status: EpisodeStatus) -> None:

@@ -1,0 +1,292 @@
+"""Graph descriptions: which nodes a deployment runs, with which parameters, remappings and namespace.
+
+One YAML file per deployment under ``config/graphs/`` is read both by the launch files (on a robot
+with ``ros2 launch``) and by ``ladder-ros up`` (wherever ``ros2 launch`` is not installed, as on
+CI). Its format (``schema_version: 1``)::
+
+    graph: widowx                      # the name ``ladder-ros up widowx`` finds it by
+    description: one line
+    namespace: widowx                  # every node and topic lives under /widowx
+    params_file: widowx_params.yaml    # ROS params YAML, relative to config/
+    nodes:                             # name -> executable (ladder_ros.nodes.<executable>)
+      orchestrator: {executable: orchestrator, remappings: {from: to}}
+    remappings: {}                     # applied to every node
+    modes:                             # real versus simulation: a launch argument, not a code branch
+      sim:  {clock_mode: lockstep,   nodes: [sim_bridge, policy, ...]}
+      real: {clock_mode: wall_clock, nodes: [policy, ...], requires: [robot driver ...]}
+
+Every error names the file and the key. The params file is checked against the nodes' parameter
+specs (:mod:`ladder_ros.nodes.parameters`) before any process starts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from ladder_ros.core.errors import ConfigError
+from ladder_ros.messages import CLOCK_MODES
+from ladder_ros.nodes.parameters import NODE_PARAMETERS, check_node_parameters
+from ladder_ros.paths import share_path
+
+GRAPH_SCHEMA_VERSION = 1
+MODES = ("sim", "real")
+
+
+@dataclass(frozen=True)
+class NodeEntry:
+    name: str
+    executable: str
+    remappings: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ModeEntry:
+    clock_mode: str
+    nodes: tuple[str, ...]
+    requires: tuple[str, ...] = ()  # nodes from other packages this mode needs (robot driver, camera)
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """One node of a brought-up graph: its name, module and ``--ros-args``."""
+
+    name: str
+    executable: str
+    ros_args: tuple[str, ...]
+
+    def command(self, python: str = sys.executable) -> list[str]:
+        return [python, "-m", f"ladder_ros.nodes.{self.executable}", "--ros-args", *self.ros_args]
+
+
+@dataclass(frozen=True)
+class GraphDescription:
+    name: str
+    source: str
+    description: str
+    namespace: str
+    params_file: Path
+    nodes: Mapping[str, NodeEntry]
+    modes: Mapping[str, ModeEntry]
+    remappings: tuple[tuple[str, str], ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def mode(self, mode: str) -> ModeEntry:
+        if mode not in self.modes:
+            raise ConfigError(f"graph {self.name!r} has no mode {mode!r}; it has: {', '.join(sorted(self.modes))}",
+                              source=self.source)
+        return self.modes[mode]
+
+    def node_parameters(self, mode: str, params_file: Path | None = None,
+                        overrides: Mapping[str, Mapping[str, Any]] | None = None,
+                        namespace: str | None = None) -> dict[str, dict[str, Any]]:
+        """Each node's checked parameters for ``mode`` (params file, then mode clock, then overrides)."""
+        entry = self.mode(mode)
+        params_file = params_file or self.params_file
+        sections = read_params_file(params_file)
+        ns = (self.namespace if namespace is None else namespace).strip("/")
+        overrides = overrides or {}
+        unknown = sorted(set(overrides) - set(entry.nodes))
+        if unknown:
+            raise ConfigError(f"no node {unknown[0]!r} in mode {mode} of graph {self.name}; "
+                              f"nodes: {', '.join(entry.nodes)}")
+        result = {}
+        for name in entry.nodes:
+            node = self.nodes[name]
+            known = {s.name for s in NODE_PARAMETERS[node.executable]}
+            values: dict[str, Any] = {}
+            for key in ("/**",):
+                values.update({k: v for k, v in sections.get(key, {}).items() if k in known})
+            for key in (f"/**/{name}", name, f"/{name}", f"/{ns}/{name}", f"{ns}/{name}"):
+                section = sections.get(key)
+                if section is not None:
+                    values.update(section)
+            values["clock_mode"] = entry.clock_mode
+            values.update(overrides.get(name, {}))
+            try:
+                result[name] = check_node_parameters(node.executable, values, name)
+            except ConfigError as exc:
+                raise ConfigError(str(exc), source=str(params_file)) from None
+        return result
+
+    def launches(self, mode: str, params_file: Path | None = None,
+                 overrides: Mapping[str, Mapping[str, Any]] | None = None,
+                 namespace: str | None = None) -> list[NodeLaunch]:
+        """The nodes of ``mode`` as ``--ros-args`` command lines; the parameters are checked first."""
+        entry = self.mode(mode)
+        params_file = params_file or self.params_file
+        self.node_parameters(mode, params_file, overrides, namespace)
+        ns = (self.namespace if namespace is None else namespace).strip("/")
+        launches = []
+        for name in entry.nodes:
+            node = self.nodes[name]
+            args = ["-r", f"__node:={name}"]
+            if ns:
+                args += ["-r", f"__ns:=/{ns}"]
+            args += ["--params-file", str(params_file), "-p", f"clock_mode:={entry.clock_mode}"]
+            for key, value in (overrides or {}).get(name, {}).items():
+                args += ["-p", f"{key}:={format_parameter(value)}"]
+            for src, dst in (*self.remappings, *node.remappings):
+                args += ["-r", f"{src}:={dst}"]
+            launches.append(NodeLaunch(name=name, executable=node.executable, ros_args=tuple(args)))
+        return launches
+
+
+def format_parameter(value: Any) -> str:
+    """A value as ``-p name:=value`` reads it (YAML)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict, str)):
+        return json.dumps(value)  # JSON is YAML: strings stay strings ("true" is not a bool)
+    return str(value)
+
+
+def _load_yaml(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found", source=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what}: {exc.strerror}", source=str(path)) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ConfigError(f"{where}invalid YAML: {getattr(exc, 'problem', None) or exc}", source=str(path)) from None
+
+
+def read_params_file(path: Path) -> dict[str, dict[str, Any]]:
+    """A ROS params file as {node key: {parameter: value}}; malformed files are named errors."""
+    data = _load_yaml(Path(path), "params file")
+    if not isinstance(data, dict):
+        raise ConfigError("a params file maps node names to {ros__parameters: {...}}", source=str(path))
+    sections = {}
+    for key, body in data.items():
+        if not isinstance(body, dict) or "ros__parameters" not in body or not isinstance(body["ros__parameters"], dict):
+            raise ConfigError("expected a mapping with a 'ros__parameters' mapping", source=str(path), key=str(key))
+        sections[str(key)] = _flatten(body["ros__parameters"])
+    return sections
+
+
+def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in params.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def graph_names() -> list[str]:
+    try:
+        folder = share_path("config", "graphs")
+    except ConfigError:
+        return []
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def find_graph(name_or_path: str) -> Path:
+    """A graph by name (``config/graphs/<name>.yaml``) or by path; unknown names list the valid ones."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml"):
+        if not path.is_file():
+            raise ConfigError("graph description not found", source=str(path))
+        return path
+    names = graph_names()
+    if name_or_path not in names:
+        raise ConfigError(f"unknown graph {name_or_path!r}; valid: {', '.join(names) or '(none found)'}")
+    return share_path("config", "graphs", f"{name_or_path}.yaml")
+
+
+def _pairs(value: Any, source: str, key: str) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ConfigError("expected a mapping from topic to topic", source=source, key=key)
+    return tuple(value.items())
+
+
+def load_graph(name_or_path: str) -> GraphDescription:
+    """Read and validate a graph description."""
+    path = find_graph(name_or_path)
+    source = str(path)
+    data = _load_yaml(path, "graph description")
+    if not isinstance(data, dict):
+        raise ConfigError("a graph description is a mapping", source=source)
+    unknown = sorted(set(data) - {"schema_version", "graph", "description", "namespace", "params_file", "nodes",
+                                  "remappings", "modes"})
+    if unknown:
+        raise ConfigError("unknown key", source=source, key=unknown[0])
+    if data.get("schema_version") != GRAPH_SCHEMA_VERSION:
+        raise ConfigError(f"unsupported schema_version {data.get('schema_version')!r}; this version reads "
+                          f"{GRAPH_SCHEMA_VERSION}", source=source, key="schema_version")
+    for key in ("graph", "params_file"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise ConfigError("missing or not a string", source=source, key=key)
+    namespace = data.get("namespace", "")
+    if not isinstance(namespace, str):
+        raise ConfigError("must be a string", source=source, key="namespace")
+    raw_nodes = data.get("nodes")
+    if not isinstance(raw_nodes, dict) or not raw_nodes:
+        raise ConfigError("expected a mapping of node name to {executable: ...}", source=source, key="nodes")
+    nodes = {}
+    for name, body in raw_nodes.items():
+        where = f"nodes.{name}"
+        if not isinstance(body, dict) or not isinstance(body.get("executable"), str):
+            raise ConfigError("expected {executable: NAME}", source=source, key=where)
+        if body["executable"] not in NODE_PARAMETERS:
+            raise ConfigError(f"unknown executable {body['executable']!r}; valid: {', '.join(sorted(NODE_PARAMETERS))}",
+                              source=source, key=f"{where}.executable")
+        nodes[str(name)] = NodeEntry(name=str(name), executable=body["executable"],
+                                     remappings=_pairs(body.get("remappings"), source, f"{where}.remappings"))
+    raw_modes = data.get("modes")
+    if not isinstance(raw_modes, dict) or not raw_modes:
+        raise ConfigError("expected a mapping with sim and/or real", source=source, key="modes")
+    modes = {}
+    for mode, body in raw_modes.items():
+        where = f"modes.{mode}"
+        if mode not in MODES:
+            raise ConfigError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}", source=source, key=where)
+        if not isinstance(body, dict) or body.get("clock_mode") not in CLOCK_MODES:
+            raise ConfigError(f"clock_mode must be one of {', '.join(CLOCK_MODES)}", source=source,
+                              key=f"{where}.clock_mode")
+        listed = body.get("nodes")
+        if not isinstance(listed, list) or not listed:
+            raise ConfigError("expected a list of node names", source=source, key=f"{where}.nodes")
+        for n in listed:
+            if n not in nodes:
+                raise ConfigError(f"unknown node {n!r}; the graph has: {', '.join(nodes)}", source=source,
+                                  key=f"{where}.nodes")
+        requires = body.get("requires", [])
+        if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+            raise ConfigError("expected a list of strings", source=source, key=f"{where}.requires")
+        modes[mode] = ModeEntry(clock_mode=body["clock_mode"], nodes=tuple(listed), requires=tuple(requires))
+    params = Path(data["params_file"])
+    if not params.is_absolute():
+        params = path.parent.parent / params  # relative to config/
+    return GraphDescription(name=data["graph"], source=source, description=str(data.get("description", "")),
+                            namespace=namespace.strip("/"), params_file=params, nodes=nodes, modes=modes,
+                            remappings=_pairs(data.get("remappings"), source, "remappings"), raw=data)
+
+
+def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``node.param=value`` strings (values read as YAML) into {node: {param: value}}."""
+    result: dict[str, dict[str, Any]] = {}
+    for item in items:
+        target, sep, text = item.partition("=")
+        node, dot, param = target.partition(".")
+        if not sep or not dot or not node or not param:
+            raise ConfigError(f"--set expects NODE.PARAM=VALUE, got {item!r}")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        result.setdefault(node, {})[param] = value
+    return result

@@ -1,0 +1,179 @@
+"""``ladder-ros up GRAPH``: start a graph's nodes as processes where ``ros2 launch`` is not installed.
+
+Each node is ``python -m ladder_ros.nodes.<executable> --ros-args -r __node:=… -r __ns:=…
+--params-file … -p clock_mode:=…`` (what the launch files start on a robot, from the same graph
+description and params file). Before anything starts, the description and the params file are
+checked against every node's parameter specs: a bad value is one error line and exit 2, with
+nothing left running. The nodes run in the network-safe environment (:mod:`ladder_ros.ros_env`)
+unless ``--allow-network`` is given (a multi-machine robot setup).
+
+Ctrl-C (or SIGTERM) is forwarded to every node as SIGINT; nodes that have not exited after
+``--stop-timeout`` seconds are killed. When any node dies on its own, the others are stopped and
+``up`` exits non-zero naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ladder_ros.bringup.graph import GraphDescription, NodeLaunch, load_graph, parse_overrides
+from ladder_ros.core.errors import ConfigError, LadderError
+from ladder_ros.ros_env import network_safe_environment
+
+DEFAULT_STOP_TIMEOUT_S = 10.0
+
+
+class NodeDied(LadderError):
+    """A node of the graph exited while the graph was meant to run."""
+
+
+class GraphProcesses:
+    """The processes of one brought-up graph."""
+
+    def __init__(self, launches: Sequence[NodeLaunch], env: Mapping[str, str], log_dir: Path | None = None):
+        self.launches = list(launches)
+        self.env = dict(env)
+        self.log_dir = log_dir
+        self.processes: dict[str, subprocess.Popen] = {}
+        self._logs: list = []
+
+    def start(self) -> None:
+        for launch in self.launches:
+            stdout = stderr = None
+            if self.log_dir is not None:
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+                log = open(self.log_dir / f"{launch.name}.log", "wb")
+                self._logs.append(log)
+                stdout, stderr = log, subprocess.STDOUT
+            # Own process group: a terminal's Ctrl-C reaches only `up`, which forwards it in order.
+            self.processes[launch.name] = subprocess.Popen(launch.command(), env=self.env, stdout=stdout,
+                                                           stderr=stderr, start_new_session=True)
+
+    def dead(self) -> dict[str, int]:
+        """Nodes that have exited, with their exit codes."""
+        return {name: p.returncode for name, p in self.processes.items() if p.poll() is not None}
+
+    def check_alive(self) -> None:
+        dead = self.dead()
+        if dead:
+            name, code = next(iter(dead.items()))
+            raise NodeDied(f"node {name} exited with code {code}{self._last_error(name)}")
+
+    def _last_error(self, name: str) -> str:
+        if self.log_dir is None:
+            return ""
+        try:
+            lines = (self.log_dir / f"{name}.log").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        errors = [line for line in lines if "error" in line.lower()]
+        return f": {(errors or lines or [''])[-1].strip()}"
+
+    def signal(self, name: str, sig: int) -> None:
+        process = self.processes[name]
+        if process.poll() is None:
+            process.send_signal(sig)
+
+    def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> dict[str, int]:
+        """SIGINT every node, wait, SIGKILL the rest; returns each node's exit code."""
+        for name in self.processes:
+            self.signal(name, signal.SIGINT)
+        deadline = time.monotonic() + timeout_s
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for log in self._logs:
+            log.close()
+        self._logs = []
+        return {name: p.returncode for name, p in self.processes.items()}
+
+    def __enter__(self) -> "GraphProcesses":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def prepare(graph_name: str, mode: str, params_file: str | None, overrides: list[str],
+            namespace: str | None) -> tuple[GraphDescription, list[NodeLaunch]]:
+    """Load and check everything a bringup needs; raises ConfigError before anything starts."""
+    graph = load_graph(graph_name)
+    params = Path(params_file) if params_file else None
+    if params is not None and not params.is_file():
+        raise ConfigError("params file not found", source=str(params))
+    return graph, graph.launches(mode, params, parse_overrides(overrides), namespace)
+
+
+def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("graph", help="graph name (config/graphs/NAME.yaml) or path to a graph description")
+    parser.add_argument("--mode", default="sim", choices=("sim", "real"),
+                        help="sim: the sim bridge in lockstep; real: the robot's drivers on the wall clock")
+    parser.add_argument("--params-file", default=None, help="ROS params YAML replacing the graph's own")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="NODE.PARAM=VALUE",
+                        help="override one node parameter (repeatable)")
+    parser.add_argument("--namespace", default=None, help="replace the graph's namespace")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("up", help="start a graph's nodes as processes (no ros2 launch needed)",
+                              description=__doc__.split("\n\n")[0])
+    add_graph_arguments(p)
+    p.add_argument("--allow-network", action="store_true",
+                   help="use this shell's ROS network settings instead of loopback only (multi-machine robot)")
+    p.add_argument("--log-dir", default=None, help="write each node's output to DIR/NODE.log instead of here")
+    p.add_argument("--stop-timeout", type=float, default=DEFAULT_STOP_TIMEOUT_S,
+                   help="seconds nodes get to exit after Ctrl-C before they are killed")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    graph, launches = prepare(args.graph, args.mode, args.params_file, args.overrides, args.namespace)
+    env = dict(os.environ) if args.allow_network else network_safe_environment()
+    requires = graph.mode(args.mode).requires
+    print(f"ladder-ros up: graph {graph.name} ({args.mode}), namespace /{(args.namespace or graph.namespace)}, "
+          f"ROS_DOMAIN_ID {env.get('ROS_DOMAIN_ID', '0')}"
+          + ("" if args.allow_network else ", loopback only"), flush=True)
+    if requires:
+        print(f"ladder-ros up: this mode also needs: {'; '.join(requires)}", flush=True)
+    stop_requested = []
+
+    def on_signal(signum, _frame) -> None:
+        stop_requested.append(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    graph_processes = GraphProcesses(launches, env, Path(args.log_dir) if args.log_dir else None)
+    try:
+        graph_processes.start()
+        print(f"ladder-ros up: started {', '.join(l.name for l in launches)}; Ctrl-C stops them", flush=True)
+        while not stop_requested:
+            dead = graph_processes.dead()
+            if dead:
+                name, code = next(iter(dead.items()))
+                print(f"ladder-ros up: error: node {name} exited with code {code}; stopping the graph",
+                      file=sys.stderr, flush=True)
+                graph_processes.stop(args.stop_timeout)
+                return 1
+            time.sleep(0.1)
+        codes = graph_processes.stop(args.stop_timeout)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if any(p.poll() is None for p in graph_processes.processes.values()):
+            graph_processes.stop(args.stop_timeout)
+    failed = {n: c for n, c in codes.items() if c not in (0, -signal.SIGINT)}
+    if failed:
+        print(f"ladder-ros up: nodes did not stop cleanly: {failed}", file=sys.stderr)
+        return 1
+    print("ladder-ros up: all nodes stopped", flush=True)
+    return 0

@@ -72,22 +72,29 @@ def plot_success_vs_horizon(summary: Mapping[str, Mapping], path: str | Path, ti
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
-    for v in ordered_variants(summary):
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    variants = ordered_variants(summary)
+    styles = ("-", "--", "-.", ":", "-")
+    all_h: set[int] = set()
+    for i, v in enumerate(variants):
         by_h = sorted((int(h), b) for h, b in summary[v]["by_horizon"].items())
-        xs = [h for h, _ in by_h]
+        all_h.update(h for h, _ in by_h)
+        # a small sideways offset per variant keeps equal values from hiding each other
+        offset = 0.06 * (i - (len(variants) - 1) / 2)
+        xs = [h + offset for h, _ in by_h]
         ys = [100 * b["success_rate"] for _, b in by_h]
         lo = [100 * b["ci95"][0] for _, b in by_h]
         hi = [100 * b["ci95"][1] for _, b in by_h]
-        (line,) = ax.plot(xs, ys, marker="o", label=v.replace("_", " "))
+        (line,) = ax.plot(xs, ys, marker="o", linestyle=styles[i % len(styles)], label=v.replace("_", " "))
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+    ax.set_xticks(sorted(all_h))
     ax.set_xlabel("task horizon (subgoals)")
     ax.set_ylabel("task success (%)")
     ax.set_ylim(-2, 102)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=8, wrap=True)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

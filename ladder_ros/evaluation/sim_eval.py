@@ -211,8 +211,9 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
                                    report.format_paired(pairs) if pairs else "") if x)
     (out / "table.txt").write_text(text + "\n", encoding="utf-8")
     report.plot_success_vs_horizon(summary, out / "success_vs_horizon.png",
-                                   title=f"{suite.name} on {config.simulator}, policy {config.policy} "
-                                         f"(noise {config.noise}), verifier: {verifier_label(config.verifier)}")
+                                   title=f"suite {suite.name} on {config.simulator}, {config.policy} "
+                                         f"(noise {config.noise})\nverifier: {verifier_label(config.verifier)}; "
+                                         f"bands: 95% Wilson intervals")
     return {"summary": summary, "text": text}
 
 

@@ -1,0 +1,643 @@
+"""A scripted pick-and-place expert: a test instrument for simulators, not a robot policy.
+
+It reads ``observation.privileged`` (object poses, container footprints, what is grasped) and so
+runs only in simulation. It serves three purposes:
+
+* **Layout validation.** With noise off and one single-subgoal instruction at a time it completes
+  every subgoal of every layout (the paper validates each layout with scripted policies, Section 3
+  'Scene construction'), so a failing layout is a broken layout.
+* **A stand-in low-level policy** for loop tests. Seeded execution noise (:class:`ExpertNoise`)
+  makes retries, regressions (a subgoal completed, then undone) and failures happen for real:
+  missed grasps (the gripper closes on air above the object, the aperture drops to ~0, it reopens
+  and retries), early releases (the object drops in transit), knocking an already placed object off
+  its container, and aimless wandering (Section 5.2: policies spend the budget 'moving aimlessly').
+* **The no-orchestrator baseline.** Given a task's full compound instruction it fails the way a
+  Bridge policy does as the horizon grows (Section 5.1: ~85 % on one subgoal, near zero by five):
+  each attempt it attends to one mentioned object at random, so it revisits objects it already
+  placed and, with ``retake_placed``, takes them out again; it reads the destination from the words
+  after the object and confuses destinations with ``destination_confusion``, so it never sees a
+  relay's second leg or a revisit's return and mixes up split and transfer targets; it ignores
+  'first ... then' order; it does not understand negation, so 'everything except the eggplant'
+  makes the eggplant as likely a pick as any other object; and it drifts more as more objects are
+  mentioned (``drift_per_extra_object``). No success rate is written down anywhere: the rates come
+  out of these behaviours, the physics and the step budget.
+
+A *stale* single instruction (its subgoal already holds, e.g. the periodic trigger stays on the
+last subgoal) makes it hover, or with ``retake_placed`` grasp the object again and re-place it
+(dropping it on the way with ``early_release``).
+
+Determinism: one ``numpy`` generator seeded at construction and drawn from in a fixed order (the
+choices of an attempt when it starts, wander waypoints as they come), so the actions depend only on
+the seed and the sequence of observations and instructions. ``reset(instruction)`` ends the current attempt (as a chunking policy drops the rest
+of its chunk); an instruction that changes without a reset is treated as a reset.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, fields
+from typing import Generator, Iterable
+
+import numpy as np
+
+from ladder_ros.core.errors import ConfigError, InvalidInputError, unknown_name
+from ladder_ros.core.task import Task
+from ladder_ros.sim.base import ContainerInfo, Observation, PrivilegedState
+
+# Motion limits per 5 Hz step. With them a noise-free pick-and-place takes ~25-35 steps, close to
+# the 27 steps the privileged verifier needs per subgoal on the WidowX suites (Section 5: the
+# periodic interval is set to that median).
+MAX_XY_STEP_M = 0.04
+MAX_Z_STEP_M = 0.03
+MAX_YAW_STEP_RAD = 0.35
+TRAVEL_HEIGHT_M = 0.10  # above the table: clears bin walls (<= 0.06 m) with an object in hand
+MISSED_GRASP_HEIGHT_M = 0.045  # a premature close this far above the grasp height holds nothing
+RELEASE_CLEARANCE_M = 0.02  # the object's underside stops this far above the surface, then drops
+CLOSE_STEPS = 2  # closed and still before lifting; lifting keeps it closed, so a close lasts >= 3 steps
+OPEN_STEPS = 2
+ARRIVAL_TOLERANCE_M = 0.008
+MOVE_TIMEOUT_STEPS = 40
+BLOCKED_LAG_M = 0.015  # the gripper trails its target by this much: it is pressing on something
+BLOCKED_STEPS = 3
+WALLED_CONTAINER_MARGIN_M = 0.045  # a bin: keep the open pads (+-43 mm) off its walls
+FLAT_CONTAINER_MARGIN_M = 0.02  # a plate or cloth: the object's centre stays this far inside
+SPOT_GRID_M = 0.01
+SEGMENT_HALF_LENGTH_M = 0.045  # about half the length of the longest tabletop objects (carrot, banana)
+OBJECT_SEPARATION_M = 0.04  # between two objects' axes: two radii (<= 17 mm) and slack
+OPEN_PAD_REACH_M = 0.047  # open pad centre from the grasp axis: 35 mm travel + half an 8 mm pad + slack
+PAD_HALF_WIDTH_M = 0.01
+PAD_SEPARATION_M = 0.025  # between an open pad and a neighbour's axis: a radius, half a pad, slack
+KNOCK_LEAD_IN_M = 0.07
+KNOCK_FOLLOW_THROUGH_M = 0.12
+WANDER_REGION = ((0.18, 0.46), (-0.20, 0.20), (0.05, 0.16))  # inside the tabletop workspace
+
+
+def _probability(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{name} must be a probability in [0, 1], got {value!r}")
+
+
+def _step_range(name: str, value: tuple[int, int]) -> None:
+    ok = (isinstance(value, tuple) and len(value) == 2
+          and all(isinstance(v, int) and not isinstance(v, bool) for v in value) and 1 <= value[0] <= value[1])
+    if not ok:
+        raise ConfigError(f"{name} must be a pair (low, high) of step counts with 1 <= low <= high, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ExpertNoise:
+    """Execution noise and instruction-following failures, as probabilities per attempt.
+
+    All zero (the default, :meth:`off`) gives the noise-free expert that validates layouts.
+    """
+
+    missed_grasp: float = 0.0  # closes on air above the object
+    early_release: float = 0.0  # opens in transit (also when re-placing on a stale instruction)
+    knock_placed: float = 0.0  # sweeps an object resting on a container off it while reaching
+    wander: float = 0.0  # moves aimlessly for ``wander_steps`` before the attempt
+    destination_confusion: float = 0.0  # compound instruction: heads to another mentioned destination
+    retake_placed: float = 0.0  # the attended object already rests there: grasp and re-place it (else hover)
+    drift_per_extra_object: float = 0.0  # compound: extra chance to wander per mentioned object beyond one
+    wander_steps: tuple[int, int] = (6, 18)
+    hover_steps: tuple[int, int] = (8, 20)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name.endswith("_steps"):
+                _step_range(f.name, getattr(self, f.name))
+            else:
+                _probability(f.name, getattr(self, f.name))
+
+    @classmethod
+    def off(cls) -> "ExpertNoise":
+        """No noise: the layout validator."""
+        return cls()
+
+    @classmethod
+    def bridge_like(cls) -> "ExpertNoise":
+        """Noise under which one-subgoal tasks succeed about as often as the paper's Bridge policy.
+
+        Chosen (not fitted) so that a single subgoal within its 100-step budget succeeds in
+        roughly 85 % of episodes (Section 5.1: 85.4 % for the low-level policy on one-subgoal
+        tasks); ``scripts/validate_tabletop_layouts.py --noise bridge_like`` measures it.
+        """
+        return cls(missed_grasp=0.25, early_release=0.1, knock_placed=0.1, wander=0.15,
+                   destination_confusion=0.25, retake_placed=0.5, drift_per_extra_object=0.08)
+
+
+def expert_noise(name: str) -> ExpertNoise:
+    """A named noise model (``off`` or ``bridge_like``), for command lines and configs."""
+    presets = {"off": ExpertNoise.off, "bridge_like": ExpertNoise.bridge_like}
+    if name not in presets:
+        raise unknown_name("expert noise model", name, list(presets))
+    return presets[name]()
+
+
+@dataclass(frozen=True)
+class InstructionReading:
+    """What the expert takes from an instruction: objects, destinations and their pairing."""
+
+    objects: tuple[str, ...]  # kinds, in order of mention
+    destinations: tuple[str, ...]  # containers it should go to, in order (sources excluded)
+    paired: dict = field(default_factory=dict)  # kind -> destination read after (or before) it
+    everything: bool = False  # 'everything', 'all the objects' ...
+
+    @property
+    def is_single(self) -> bool:
+        return len(self.objects) == 1 and len(set(self.destinations)) == 1 and not self.everything
+
+
+_SOURCE_WORDS = ("from", "off", "out of")
+_EVERYTHING = re.compile(r"\b(everything|all (the )?(objects|items|things))\b")
+
+
+def _phrase_pattern(name: str) -> re.Pattern:
+    words = name.lower().replace("_", " ").split()
+    return re.compile(r"\b" + r"\s+".join(map(re.escape, words)) + r"(?:e?s)?\b")
+
+
+def read_instruction(instruction: str, kinds: Iterable[str], containers: Iterable[str]) -> InstructionReading:
+    """Find the object kinds and destinations an instruction names, as a language model reads it."""
+    text = " ".join(instruction.lower().split())
+    mentions: list[tuple[int, int, str, str]] = []  # (start, end, 'object'|'container', name)
+    for kind_of, names in (("object", kinds), ("container", containers)):
+        for name in sorted(set(names), key=lambda n: -len(n)):
+            for m in _phrase_pattern(name).finditer(text):
+                if not any(s <= m.start() < e or s < m.end() <= e for s, e, _, _ in mentions):
+                    mentions.append((m.start(), m.end(), kind_of, name))
+    mentions.sort()
+    objects: list[str] = []
+    destinations: list[str] = []
+    dest_positions: list[tuple[int, str]] = []
+    for start, _end, kind_of, name in mentions:
+        if kind_of == "object":
+            if name not in objects:
+                objects.append(name)
+            continue
+        before = text[:start].rstrip()
+        before = re.sub(r"\b(the|a|an)$", "", before).rstrip()
+        if any(before.endswith(w) for w in _SOURCE_WORDS):
+            continue  # 'from the plate': a source, not a destination
+        destinations.append(name)
+        dest_positions.append((start, name))
+    paired: dict[str, str] = {}
+    for start, _end, kind_of, name in mentions:
+        if kind_of != "object" or name in paired:
+            continue
+        after = [d for pos, d in dest_positions if pos > start]
+        before = [d for pos, d in dest_positions if pos < start]
+        if after:
+            paired[name] = after[0]
+        elif before:
+            paired[name] = before[-1]
+    return InstructionReading(objects=tuple(objects), destinations=tuple(destinations), paired=paired,
+                              everything=bool(_EVERYTHING.search(text)))
+
+
+def _yaw_of(quaternion: np.ndarray) -> float:
+    w, x, y, z = (float(v) for v in quaternion)
+    return math.atan2(2 * (x * y + w * z), 1 - 2 * (y * y + z * z))
+
+
+def _wrap_half(angle: float) -> float:
+    """An axis direction's angle in [-pi/2, pi/2): a segment looks the same turned by pi."""
+    return (angle + math.pi / 2) % math.pi - math.pi / 2
+
+
+def _target_of(obs: Observation) -> np.ndarray:
+    """The controller target (deltas add to it); the measured pose where a robot reports none."""
+    return obs.target_position if obs.target_position is not None else obs.ee_position
+
+
+def _wrap(angle: float) -> float:
+    return (angle + math.pi) % (2 * math.pi) - math.pi
+
+
+Plan = Generator[np.ndarray, Observation, None]
+
+
+class ScriptedExpert:
+    """Pick-and-place from privileged state, with seeded noise; see the module docstring.
+
+    ``table_z`` is the table top's height in the base frame (0 on the built-in tabletop); the
+    expert uses it to tell how high an object stands above what it rests on.
+    """
+
+    name = "scripted_expert"
+
+    def __init__(self, task: Task, seed: int = 0, noise: ExpertNoise | None = None, *, table_z: float = 0.0):
+        if not isinstance(task, Task):
+            raise ConfigError(f"task must be a Task, got {type(task).__name__}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise ConfigError(f"seed must be an integer, got {seed!r}")
+        noise = ExpertNoise() if noise is None else noise
+        if not isinstance(noise, ExpertNoise):
+            raise ConfigError(f"noise must be an ExpertNoise, got {type(noise).__name__}")
+        if not math.isfinite(table_z):
+            raise ConfigError(f"table_z must be finite, got {table_z!r}")
+        self.task = task
+        self.seed = int(seed)
+        self.noise = noise
+        self.table_z = float(table_z)
+        self._rng = np.random.default_rng(self.seed)
+        self._instruction: str | None = None
+        self._reading: InstructionReading | None = None
+        self._plan: Plan | None = None
+        self.attempts = 0  # attempts started since construction (for tests and logs)
+        self.last_attempt = ""  # what the current attempt does, for logs
+
+    # -- LowLevelPolicy ---------------------------------------------------------------
+
+    def reset(self, instruction: str) -> None:
+        """Drop the current attempt; the next ``act`` starts a new one for ``instruction``."""
+        if not isinstance(instruction, str) or not instruction.strip():
+            raise InvalidInputError(f"instruction must be a non-empty string, got {instruction!r}")
+        self._instruction = instruction
+        self._reading = None
+        self._plan = None
+
+    def act(self, observation: Observation, instruction: str) -> np.ndarray:
+        """The next 7-D action (translation delta, Euler XYZ delta, gripper +1 open / -1 closed)."""
+        if observation.privileged is None:
+            raise InvalidInputError(
+                "ScriptedExpert reads the simulator's privileged state (object poses), but the observation "
+                "has privileged=None: it is a simulator test instrument, not a robot policy")
+        if instruction != self._instruction:
+            self.reset(instruction)
+        if self._reading is None:
+            self._reading = self._read(instruction, observation.privileged)
+        for _ in range(4):  # a plan may end at once (nothing to do); start the next one
+            if self._plan is None:
+                self._plan = self._next_attempt(observation)
+                self.attempts += 1
+                try:
+                    return next(self._plan)
+                except StopIteration:
+                    self._plan = None
+                    continue
+            try:
+                return self._plan.send(observation)
+            except StopIteration:
+                self._plan = None
+        return self._hold(observation, gripper_open=True)
+
+    # -- choosing what to do -----------------------------------------------------------
+
+    def _read(self, instruction: str, priv: PrivilegedState) -> InstructionReading:
+        for sg in self.task.subgoals:
+            if instruction.strip() == sg.text.strip():
+                return InstructionReading(objects=(sg.object,), destinations=(sg.destination,),
+                                          paired={sg.object: sg.destination})
+        kinds = {s.object for s in self.task.subgoals} | set(self.task.distractors)
+        kinds |= {pose.kind for pose in priv.objects.values()}
+        containers = {s.destination for s in self.task.subgoals} | set(priv.containers)
+        return read_instruction(instruction, kinds, containers)
+
+    def _next_attempt(self, obs: Observation) -> Plan:
+        reading = self._reading
+        assert reading is not None
+        priv = obs.privileged
+        assert priv is not None
+        if not reading.objects and not reading.everything or not reading.destinations:
+            self.last_attempt = "wander (no object or destination understood)"
+            return self._wander(obs, self._draw_steps(self.noise.wander_steps))
+        if reading.is_single:
+            kind, destination = reading.objects[0], reading.destinations[0]
+            extra_objects = 0
+        else:
+            candidates = sorted({p.kind for p in priv.objects.values()}) if reading.everything else list(reading.objects)
+            kind = candidates[int(self._rng.integers(len(candidates)))]
+            destination = reading.paired.get(kind, reading.destinations[0])
+            if self._rng.random() < self.noise.destination_confusion:
+                options = sorted(set(reading.destinations))
+                destination = options[int(self._rng.integers(len(options)))]
+            extra_objects = len(candidates) - 1
+        # Draw every random choice of the attempt now, in a fixed order.
+        p_wander = 1 - (1 - self.noise.wander) * (1 - self.noise.drift_per_extra_object) ** extra_objects
+        wander = self._rng.random() < p_wander
+        wander_steps = self._draw_steps(self.noise.wander_steps)
+        knock = self._rng.random() < self.noise.knock_placed
+        knock_pick = self._rng.random()
+        missed = self._rng.random() < self.noise.missed_grasp
+        release = self._rng.random() < self.noise.early_release
+        release_at = float(self._rng.uniform(0.25, 0.75))
+        retake = self._rng.random() < self.noise.retake_placed
+        hover_steps = self._draw_steps(self.noise.hover_steps)
+        return self._attempt(obs, kind, destination, wander=wander, wander_steps=wander_steps, knock=knock,
+                             knock_pick=knock_pick, missed=missed, release_at=release_at if release else None,
+                             retake=retake, hover_steps=hover_steps)
+
+    def _draw_steps(self, bounds: tuple[int, int]) -> int:
+        return int(self._rng.integers(bounds[0], bounds[1] + 1))
+
+    def _attempt(self, obs: Observation, kind: str, destination: str, *, wander: bool, wander_steps: int,
+                 knock: bool, knock_pick: float, missed: bool, release_at: float | None, retake: bool,
+                 hover_steps: int) -> Plan:
+        if wander:
+            obs = yield from self._wander(obs, wander_steps)
+        if knock:
+            victim = self._knock_victim(obs.privileged, kind, knock_pick)
+            if victim is not None:
+                obs = yield from self._knock(obs, victim)
+        priv = obs.privileged
+        if destination not in priv.containers:
+            self.last_attempt = f"hover (no {destination} in the scene)"
+            yield from self._hover(obs, hover_steps)
+            return
+        instance = self._choose_instance(priv, kind, destination, obs.ee_position)
+        stale = False
+        if instance is None:
+            placed = self._on_container(priv, kind, destination)
+            if not placed or not retake:
+                self.last_attempt = f"hover ({kind} already on the {destination})"
+                yield from self._hover(obs, hover_steps)
+                return
+            instance = min(placed, key=lambda n: float(np.linalg.norm(priv.objects[n].position[:2]
+                                                                     - obs.ee_position[:2])))
+            stale = True
+        self.last_attempt = (f"{'re-place' if stale else 'pick'} {instance} -> {destination}"
+                             f"{' (missed grasp)' if missed else ''}"
+                             f"{' (early release)' if release_at is not None else ''}")
+        yield from self._pick_and_place(obs, instance, destination, missed=missed, release_at=release_at)
+
+    # -- scene reading -----------------------------------------------------------------
+
+    @staticmethod
+    def _normalised_distance(pos: np.ndarray, c: ContainerInfo) -> float:
+        d = (pos[:2] - c.position[:2]) / np.maximum(c.half_extents[:2], 1e-6)
+        return float(np.hypot(d[0], d[1]))
+
+    def _on_container(self, priv: PrivilegedState, kind: str, container: str) -> list[str]:
+        """Instances of ``kind`` resting on ``container``: the simulator's count, nearest the centre."""
+        n = priv.goal.count(kind, container)
+        if n <= 0 or container not in priv.containers:
+            return []
+        c = priv.containers[container]
+        names = [name for name, pose in priv.objects.items() if pose.kind == kind and name not in priv.grasped]
+        names.sort(key=lambda name: (self._normalised_distance(priv.objects[name].position, c), name))
+        return names[:n]
+
+    def _choose_instance(self, priv: PrivilegedState, kind: str, destination: str,
+                         ee: np.ndarray) -> str | None:
+        """One instance of ``kind`` not resting on ``destination`` (a held one first), nearest the gripper."""
+        done = set(self._on_container(priv, kind, destination))
+        candidates = [name for name, pose in priv.objects.items()
+                      if pose.kind == kind and name not in done and pose.position[2] > self.table_z - 0.05]
+        if not candidates:
+            return None
+        held = [n for n in candidates if n in priv.grasped]
+        if held:
+            return held[0]
+        return min(candidates, key=lambda n: (float(np.linalg.norm(priv.objects[n].position[:2] - ee[:2])), n))
+
+    def _support_z(self, priv: PrivilegedState, instance: str) -> float:
+        kind = priv.objects[instance].kind
+        for name in priv.containers:
+            if instance in self._on_container(priv, kind, name):
+                return float(priv.containers[name].surface_z)
+        return self.table_z
+
+    def _knock_victim(self, priv: PrivilegedState, target_kind: str, pick: float) -> tuple[str, str] | None:
+        placed = []
+        for (kind, container), n in sorted(priv.goal.resting.items()):
+            if n > 0 and container in priv.containers:
+                placed += [(name, container) for name in self._on_container(priv, kind, container)]
+        if not placed:
+            return None
+        return placed[min(int(pick * len(placed)), len(placed) - 1)]
+
+    def _free_spot(self, priv: PrivilegedState, destination: str, holding: str) -> tuple[np.ndarray, float]:
+        """Where on the container, and turned by how much, the held object lands clear of the rest.
+
+        The expert knows poses, not shapes, so every object counts as a segment of
+        ``SEGMENT_HALF_LENGTH_M`` along its own x axis (the long side of elongated objects), and
+        the pads, which open across the held object's axis, count too. Turning the held object
+        parallel or across a neighbour lets elongated objects lie side by side or end to end, and
+        keeps a release from pushing a neighbour away. Returns the point and the yaw change.
+        """
+        c = priv.containers[destination]
+        walled = c.half_extents[2] * 2 > c.surface_z + 0.01
+        margin = WALLED_CONTAINER_MARGIN_M if walled else FLAT_CONTAINER_MARGIN_M
+        ax = max(float(c.half_extents[0]) - margin, 0.0)
+        ay = max(float(c.half_extents[1]) - margin, 0.0)
+        xs = np.arange(-ax, ax + 1e-9, SPOT_GRID_M) if ax > 0 else np.zeros(1)
+        ys = np.arange(-ay, ay + 1e-9, SPOT_GRID_M) if ay > 0 else np.zeros(1)
+        gx, gy = np.meshgrid(xs, ys, indexing="ij")
+        offsets = np.stack([gx.ravel(), gy.ravel()], axis=1)
+        inside = (offsets[:, 0] / max(ax, 1e-6)) ** 2 + (offsets[:, 1] / max(ay, 1e-6)) ** 2 <= 1.0 + 1e-9
+        offsets = offsets[inside] if inside.any() else np.zeros((1, 2))
+        points = c.position[:2] + offsets
+        centre_distance = np.linalg.norm(offsets, axis=1)
+        near = [p for n, p in sorted(priv.objects.items())
+                if n != holding and n not in priv.grasped
+                and abs(p.position[0] - c.position[0]) < c.half_extents[0] + 0.08
+                and abs(p.position[1] - c.position[1]) < c.half_extents[1] + 0.08]
+        if not near:
+            return points[int(np.argmin(centre_distance))], 0.0
+        ts = np.linspace(-SEGMENT_HALF_LENGTH_M, SEGMENT_HALF_LENGTH_M, 7)
+        others = np.concatenate([p.position[:2] + ts[:, None] * self._axis(_yaw_of(p.quaternion)) for p in near])
+        held_yaw = _yaw_of(priv.objects[holding].quaternion)
+        turns = [0.0]
+        for p in near:
+            for extra in (0.0, math.pi / 2):
+                turn = _wrap_half(_yaw_of(p.quaternion) + extra - held_yaw)
+                if all(abs(turn - t) > 0.05 for t in turns):
+                    turns.append(turn)
+        best: tuple | None = None
+        for turn in turns:
+            along = self._axis(held_yaw + turn)
+            across = np.array([-along[1], along[0]])
+            body = ts[:, None] * along
+            pads = np.array([side * OPEN_PAD_REACH_M * across + w * along
+                             for side in (-1.0, 1.0) for w in (-PAD_HALF_WIDTH_M, 0.0, PAD_HALF_WIDTH_M)])
+            score = np.minimum(self._clearance(points, body, others) - OBJECT_SEPARATION_M,
+                               self._clearance(points, pads, others) - PAD_SEPARATION_M)
+            score = np.round(np.minimum(score, 0.0), 4)  # clear enough everywhere: the centre is best
+            k = int(np.lexsort((centre_distance, -score))[0])
+            key = (-score[k], abs(turn) > 0, centre_distance[k])
+            if best is None or key < best[0]:
+                best = (key, points[k], turn)
+        return best[1], best[2]
+
+    @staticmethod
+    def _clearance(points: np.ndarray, shape: np.ndarray, others: np.ndarray) -> np.ndarray:
+        """Smallest distance from ``shape`` placed at each point to any of ``others``."""
+        placed = points[:, None, :] + shape[None, :, :]
+        return np.linalg.norm(placed[:, :, None, :] - others[None, None, :, :], axis=3).min(axis=(1, 2))
+
+    @staticmethod
+    def _axis(yaw: float) -> np.ndarray:
+        return np.array([math.cos(yaw), math.sin(yaw)])
+
+    # -- motions -------------------------------------------------------------------------
+
+    @staticmethod
+    def _hold(obs: Observation, gripper_open: bool) -> np.ndarray:
+        return np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0 if gripper_open else -1.0])
+
+    def _action(self, obs: Observation, goal: np.ndarray, gripper_open: bool, yaw: float | None) -> np.ndarray:
+        delta = np.asarray(goal, dtype=np.float64) - _target_of(obs)
+        xy = np.linalg.norm(delta[:2])
+        if xy > MAX_XY_STEP_M:
+            delta[:2] *= MAX_XY_STEP_M / xy
+        delta[2] = float(np.clip(delta[2], -MAX_Z_STEP_M, MAX_Z_STEP_M))
+        roll, pitch, current_yaw = (float(v) for v in obs.ee_euler)
+        dyaw = 0.0 if yaw is None else float(np.clip(_wrap(yaw - current_yaw), -MAX_YAW_STEP_RAD, MAX_YAW_STEP_RAD))
+        return np.array([delta[0], delta[1], delta[2], -roll, -pitch, dyaw, 1.0 if gripper_open else -1.0])
+
+    def _move(self, obs: Observation, goal_of, gripper_open: bool, yaw_of=None,
+              timeout: int = MOVE_TIMEOUT_STEPS) -> Generator[np.ndarray, Observation, tuple[Observation, bool]]:
+        """Servo the target to ``goal_of(obs)`` (re-read every step); True on arrival.
+
+        A goal outside the workspace is reached when the controller stops moving the target
+        towards it (the target is clipped to the workspace bounds).
+        """
+        previous_target: np.ndarray | None = None
+        blocked = 0
+        for _ in range(timeout):
+            goal = goal_of(obs)
+            if goal is None:
+                return obs, False
+            yaw = yaw_of(obs) if yaw_of is not None else None
+            target = _target_of(obs)
+            clipped = previous_target is not None and np.linalg.norm(target - previous_target) < 2e-4
+            aligned = yaw is None or abs(_wrap(yaw - float(obs.ee_euler[2]))) < 0.1
+            lag = float(np.linalg.norm(target - obs.ee_position))
+            if aligned and lag < ARRIVAL_TOLERANCE_M and (np.linalg.norm(goal - target) < 0.002 or clipped):
+                return obs, True
+            blocked = blocked + 1 if lag > BLOCKED_LAG_M else 0
+            if blocked >= BLOCKED_STEPS:
+                return obs, False  # something is in the way (a rim, a wall, another object)
+            previous_target = target.copy()
+            obs = yield self._action(obs, goal, gripper_open, yaw)
+        return obs, False
+
+    def _hold_for(self, obs: Observation, steps: int, gripper_open: bool) -> Generator:
+        for _ in range(steps):
+            obs = yield self._hold(obs, gripper_open)
+        return obs
+
+    def _hover(self, obs: Observation, steps: int) -> Generator:
+        return (yield from self._hold_for(obs, steps, gripper_open=True))
+
+    def _rise(self, obs: Observation, gripper_open: bool) -> Generator:
+        """Straight up to travel height when low, so reaching never drags through objects."""
+        if obs.ee_position[2] < self.table_z + TRAVEL_HEIGHT_M - 0.02:
+            here = _target_of(obs)
+            above = np.array([here[0], here[1], self.table_z + TRAVEL_HEIGHT_M])
+            obs, _ = yield from self._move(obs, lambda o: above, gripper_open)
+        return obs
+
+    def _grasp_yaw(self, obs: Observation, instance: str) -> float | None:
+        pose = obs.privileged.objects.get(instance)
+        if pose is None:
+            return None
+        yaw = _yaw_of(pose.quaternion)  # fingers close across the object's x axis (its long side)
+        current = float(obs.ee_euler[2])
+        options = [yaw + k * math.pi for k in (-2, -1, 0, 1, 2) if abs(yaw + k * math.pi) < math.pi - 0.2]
+        return min(options, key=lambda a: abs(a - current)) if options else _wrap(yaw)
+
+    def _pick_and_place(self, obs: Observation, instance: str, destination: str, *,
+                        missed: bool, release_at: float | None) -> Generator:
+        travel = self.table_z + TRAVEL_HEIGHT_M
+        already_held = instance in obs.privileged.grasped
+        if not already_held:
+            start = obs.privileged.objects[instance]
+            rest_height = max(float(start.position[2]) - self._support_z(obs.privileged, instance), 0.005)
+            obs = yield from self._rise(obs, gripper_open=True)
+
+            def above(o: Observation):
+                pose = o.privileged.objects.get(instance)
+                return None if pose is None else np.array([pose.position[0], pose.position[1], travel])
+
+            yaw_of = lambda o: self._grasp_yaw(o, instance)  # noqa: E731
+            obs, ok = yield from self._move(obs, above, True, yaw_of)
+            if not ok:
+                return
+
+            def grasp_point(o: Observation):
+                pose = o.privileged.objects.get(instance)
+                if pose is None:
+                    return None
+                z = float(pose.position[2]) + (MISSED_GRASP_HEIGHT_M if missed else 0.0)
+                return np.array([pose.position[0], pose.position[1], z])
+
+            obs, ok = yield from self._move(obs, grasp_point, True, yaw_of)
+            if not ok:
+                return
+            obs = yield from self._hold_for(obs, CLOSE_STEPS, gripper_open=False)
+            lift = _target_of(obs).copy()
+            lift[2] = travel
+            obs, _ = yield from self._move(obs, lambda o: lift, False)
+            if instance not in obs.privileged.grasped:
+                return  # missed: the next attempt opens the gripper and tries again
+        else:
+            start = obs.privileged.objects[instance]
+            rest_height = 0.015
+        hang = float(obs.privileged.objects[instance].position[2] - obs.ee_position[2])
+        spot, turn = self._free_spot(obs.privileged, destination, instance)
+        place_yaw = float(obs.ee_euler[2]) + turn
+        if abs(place_yaw) > math.pi - 0.2:
+            place_yaw = _wrap(place_yaw + math.pi)  # the same placement, with the wrist in range
+        container = obs.privileged.containers[destination]
+        over = np.array([spot[0], spot[1], travel])
+        begin = obs.ee_position[:2].copy()
+        path = float(np.linalg.norm(over[:2] - begin))
+        for _ in range(MOVE_TIMEOUT_STEPS):
+            if instance not in obs.privileged.grasped:
+                return  # dropped in transit
+            if (np.linalg.norm(over - _target_of(obs)) < 0.002
+                    and np.linalg.norm(over - obs.ee_position) < ARRIVAL_TOLERANCE_M
+                    and abs(_wrap(place_yaw - float(obs.ee_euler[2]))) < 0.1):
+                break
+            if release_at is not None and path > 0 and \
+                    np.linalg.norm(obs.ee_position[:2] - begin) >= release_at * path:
+                obs = yield from self._hold_for(obs, OPEN_STEPS, gripper_open=True)
+                return  # early release: the object falls wherever it is
+            obs = yield self._action(obs, over, False, place_yaw)
+        else:
+            return
+        release_z = container.surface_z + rest_height + RELEASE_CLEARANCE_M - hang
+        obs, _ = yield from self._move(obs, lambda o: np.array([spot[0], spot[1], release_z]), False,
+                                       lambda o: place_yaw)
+        obs = yield from self._hold_for(obs, OPEN_STEPS, gripper_open=True)
+        yield from self._move(obs, lambda o: np.array([spot[0], spot[1], travel]), True)
+
+    def _knock(self, obs: Observation, victim: tuple[str, str]) -> Generator:
+        """Reach low past a placed object and sweep it off its container (a clumsy reach)."""
+        name, container = victim
+        priv = obs.privileged
+        pos = priv.objects[name].position
+        centre = priv.containers[container].position
+        direction = pos[:2] - centre[:2]
+        norm = float(np.linalg.norm(direction))
+        direction = direction / norm if norm > 1e-3 else np.array([1.0, 0.0])
+        yaw = _wrap(math.atan2(direction[1], direction[0]) - math.pi / 2)  # a pad leads the sweep
+        if abs(yaw) > math.pi / 2:
+            yaw = _wrap(yaw + math.pi)
+        travel = self.table_z + TRAVEL_HEIGHT_M
+        low = float(pos[2]) + 0.005
+        start = pos[:2] - KNOCK_LEAD_IN_M * direction
+        end = pos[:2] + KNOCK_FOLLOW_THROUGH_M * direction
+        self.last_attempt = f"knock {name} off the {container}"
+        obs = yield from self._rise(obs, gripper_open=True)
+        obs, ok = yield from self._move(obs, lambda o: np.array([start[0], start[1], travel]), True, lambda o: yaw)
+        if not ok:
+            return obs
+        obs, _ = yield from self._move(obs, lambda o: np.array([start[0], start[1], low]), True, lambda o: yaw)
+        obs, _ = yield from self._move(obs, lambda o: np.array([end[0], end[1], low]), True, lambda o: yaw)
+        obs, _ = yield from self._move(obs, lambda o: np.array([end[0], end[1], travel]), True)
+        return obs
+
+    def _wander(self, obs: Observation, steps: int) -> Generator:
+        """Aimless reaching: random waypoints for ``steps`` steps, gripper open."""
+        (x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi) = WANDER_REGION
+        remaining = steps
+        while remaining > 0:
+            goal = np.array([self._rng.uniform(x_lo, x_hi), self._rng.uniform(y_lo, y_hi),
+                             self.table_z + self._rng.uniform(z_lo, z_hi)])
+            for _ in range(min(remaining, 6)):
+                obs = yield self._action(obs, goal, True, None)
+                remaining -= 1
+        return obs

@@ -1,0 +1,531 @@
+"""The built-in MuJoCo tabletop: a WidowX-like gripper over a table of objects and containers.
+
+Why a floating gripper and not an arm: the suite must run its 24 layouts per task on a 2-core CPU
+in CI, and nothing may be downloaded (no robot model packages). The stand-in is a gantry: three
+slide joints and three hinges (roll, pitch, yaw, chained so the body rotation is
+``Rx(roll) Ry(pitch) Rz(yaw)``) carry a palm with two slide fingers. Position servos track the
+controller target, so a step costs a few milliseconds. What the loop sees is the WidowX Bridge
+contract of SimplerEnv / ManiSkill3 (DESIGN.md §4), not the arm's dynamics:
+
+* control at 5 Hz; 0.2 s of physics per step (ManiSkill3 Bridge: ``control_freq=5``);
+* the 7-D action ``[dx, dy, dz, droll, dpitch, dyaw, gripper]``: the translation (metres, base
+  frame) is added to the previous *target* position, not the measured one; the rotation delta is
+  Euler XYZ, ``R = Rx Ry Rz``, applied in the base frame to the previous target orientation
+  (ManiSkill3 ``pd_ee_target_delta_pose`` with ``root_translation:root_aligned_body_rotation``);
+  the target is clipped to the workspace bounds (Bridge practice);
+* the gripper command is binarised as Bridge policies do, ``open = gripper > 0`` (``2*(g>0)-1``):
+  +1 opens, -1 (or 0) closes; there is no sticky gripper;
+* ``joint_positions`` are 6 gantry joints + 2 fingers, like ``agent/qpos`` (6 arm joints + 2
+  fingers); the aperture normalises the mean finger position from 0.010-0.035 m (Interbotix
+  WidowX) to [0, 1], 1 = open;
+* the end-effector frame is the tool centre point between the pads; identity orientation points
+  the fingers down, so ``ee_euler`` is (0, 0, yaw) for a top-down gripper;
+* a 3rd-person camera image (256x256 RGB by default), or none when ``render=False``.
+
+Privileged facts (``Observation.privileged``) come from poses and contacts: an instance is
+*grasped* when both pads touch it; it *rests* on a container when it touches no part of the
+gripper, its centre lies over the container's resting surface (a plate's disc, a cloth's sheet, a
+bin's floor inside its walls), its centre is no lower than that surface and at most one object
+height above it (a pile counts), and it moves slower than 0.1 m/s.
+
+Determinism: no wall clock and no global random state; the model and data are rebuilt from the
+task, the layout index and the actions only, so the same inputs give bit-identical observations
+(MuJoCo is deterministic for identical inputs on one machine). ``seed`` is accepted by ``reset``
+for the interface's sake; layouts depend on the task id and the layout index only, so a layout
+validated once stays valid for every seed.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+if "MUJOCO_GL" not in os.environ:
+    # Offscreen rendering on a headless CPU: EGL (Mesa llvmpipe) when present, else OSMesa.
+    os.environ["MUJOCO_GL"] = "egl" if ctypes.util.find_library("EGL") else "osmesa"
+
+import mujoco  # noqa: E402  (MUJOCO_GL must be set before the import)
+
+from ladder_ros.core.errors import ConfigError, InvalidInputError  # noqa: E402
+from ladder_ros.core.goals import GoalState  # noqa: E402
+from ladder_ros.core.suite import TaskSuite  # noqa: E402
+from ladder_ros.core.task import Task  # noqa: E402
+from ladder_ros.sim.base import (  # noqa: E402
+    ContainerInfo,
+    ObjectPose,
+    Observation,
+    PrivilegedState,
+    validate_action,
+)
+from ladder_ros.sim.tabletop_scene import (  # noqa: E402
+    BIN_FLOOR_HALF_THICKNESS_M,
+    BIN_WALL_HALF_THICKNESS_M,
+    CLOTH_HALF_THICKNESS_M,
+    FINGER_MAX_M,
+    FINGER_MIN_M,
+    PLATE_HALF_HEIGHT_M,
+    WORKSPACE_HIGH,
+    WORKSPACE_LOW,
+    Layout,
+    PlacedContainer,
+    SceneSpec,
+    parse_scenes,
+    sample_layout,
+)
+
+CONTROL_RATE_HZ = 5.0  # SimplerEnv / ManiSkill3 Bridge envs: control_freq=5 (DESIGN.md §4)
+PHYSICS_TIMESTEP_S = 0.004  # 250 Hz; ManiSkill3 uses 500 Hz, this model is stable at 250 Hz and twice as fast
+SUBSTEPS = int(round(1.0 / (CONTROL_RATE_HZ * PHYSICS_TIMESTEP_S)))
+SETTLE_STEPS_AT_RESET = 75  # 0.3 s of physics so objects come to rest before step 0
+
+JOINT_NAMES = ("gantry_x", "gantry_y", "gantry_z", "gantry_roll", "gantry_pitch", "gantry_yaw",
+               "left_finger", "right_finger")
+HOME_TCP = np.array([0.25, 0.0, 0.15])  # above the table, fingers down, like Bridge start poses
+# Wrist limits of the stand-in: roll and pitch within +-45 degrees of pointing down, yaw one turn.
+EULER_LOW = np.array([-math.pi / 4, -math.pi / 4, -math.pi])
+EULER_HIGH = np.array([math.pi / 4, math.pi / 4, math.pi])
+FINGER_OPEN_TARGET_M = FINGER_MAX_M + 0.002  # push against the travel limit: fully open
+FINGER_CLOSED_TARGET_M = 0.0  # below the travel limit, so a closed finger squeezes what it holds
+RESTING_MAX_SPEED_M_S = 0.1
+RESTING_STACK_ALLOWANCE_M = 0.04  # one object height: an object on top of another still rests
+FALLEN_Z_M = -0.05  # below the table top: fell off the table
+
+# Pads: 20 mm wide, 8 mm thick, 30 mm tall; the TCP sits 8 mm above the pads' lower edge.
+PAD_HALF = (0.010, 0.004, 0.015)
+PAD_CENTRE_Z = 0.007
+PALM_HALF = (0.016, 0.05, 0.008)
+PALM_CENTRE_Z = 0.040
+
+DEFAULT_IMAGE_SIZE = 256
+CAMERA_POSITION = np.array([0.02, -0.34, 0.42])  # behind and left of the base, like Bridge's 3rd view
+CAMERA_TARGET = np.array([0.33, 0.0, 0.0])
+
+
+# ----------------------------------------------------------------------------- rotations
+
+
+def euler_xyz_to_matrix(euler: np.ndarray) -> np.ndarray:
+    """``Rx(a) @ Ry(b) @ Rz(c)``: ManiSkill3's ``euler_angles_to_matrix(e, "XYZ")`` (pytorch3d)."""
+    a, b, c = (float(v) for v in euler)
+    ca, sa, cb, sb, cc, sc = math.cos(a), math.sin(a), math.cos(b), math.sin(b), math.cos(c), math.sin(c)
+    return np.array([
+        [cb * cc, -cb * sc, sb],
+        [ca * sc + sa * sb * cc, ca * cc - sa * sb * sc, -sa * cb],
+        [sa * sc - ca * sb * cc, sa * cc + ca * sb * sc, ca * cb],
+    ])
+
+
+def matrix_to_euler_xyz(rot: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`euler_xyz_to_matrix` (pitch in [-pi/2, pi/2])."""
+    r = np.asarray(rot, dtype=np.float64).reshape(3, 3)
+    pitch = math.asin(max(-1.0, min(1.0, float(r[0, 2]))))
+    roll = math.atan2(-float(r[1, 2]), float(r[2, 2]))
+    yaw = math.atan2(-float(r[0, 1]), float(r[0, 0]))
+    return np.array([roll, pitch, yaw])
+
+
+def _lookat_xyaxes(position: np.ndarray, target: np.ndarray) -> str:
+    forward = target - position
+    forward /= np.linalg.norm(forward)
+    x_axis = np.cross(forward, np.array([0.0, 0.0, 1.0]))
+    x_axis /= np.linalg.norm(x_axis)
+    y_axis = np.cross(x_axis, forward)
+    return " ".join(f"{v:.6f}" for v in (*x_axis, *y_axis))
+
+
+# ----------------------------------------------------------------------------- MJCF
+
+
+def _fmt(values: Any) -> str:
+    return " ".join(f"{float(v):.6g}" for v in np.atleast_1d(values))
+
+
+def _container_xml(c: PlacedContainer) -> str:
+    name, rgba = c.spec.name, _fmt(c.spec.rgba)
+    parts = [f'<body name="container_{name}" mocap="true" pos="{_fmt(c.position)}">']
+    if c.spec.type == "plate":
+        parts.append(f'<geom name="container_{name}" type="cylinder" size="{c.size[0]:.6g} {PLATE_HALF_HEIGHT_M}" '
+                     f'pos="0 0 {PLATE_HALF_HEIGHT_M}" rgba="{rgba}"/>')
+    elif c.spec.type == "cloth":
+        parts.append(f'<geom name="container_{name}" type="box" size="{c.size[0]:.6g} {c.size[1]:.6g} '
+                     f'{CLOTH_HALF_THICKNESS_M}" pos="0 0 {CLOTH_HALF_THICKNESS_M}" rgba="{rgba}"/>')
+    else:
+        hx, hy, wall_h = c.size[0], c.size[1], c.spec.wall_height
+        t = BIN_WALL_HALF_THICKNESS_M
+        parts.append(f'<geom name="container_{name}" type="box" size="{hx:.6g} {hy:.6g} '
+                     f'{BIN_FLOOR_HALF_THICKNESS_M}" pos="0 0 {BIN_FLOOR_HALF_THICKNESS_M}" rgba="{rgba}"/>')
+        for i, (px, py, sx, sy) in enumerate(((hx - t, 0, t, hy), (-hx + t, 0, t, hy),
+                                              (0, hy - t, hx, t), (0, -hy + t, hx, t))):
+            parts.append(f'<geom name="container_{name}_wall{i}" type="box" size="{sx:.6g} {sy:.6g} '
+                         f'{wall_h / 2:.6g}" pos="{px:.6g} {py:.6g} {wall_h / 2:.6g}" rgba="{rgba}"/>')
+    parts.append("</body>")
+    return "\n".join(parts)
+
+
+def _object_xml(name: str, shape: str, size: tuple[float, ...], rgba: tuple[float, ...], mass: float) -> str:
+    # Torsional and rolling friction (condim 6) keep capsules and cylinders from rolling away.
+    common = f'name="{name}" mass="{mass:.6g}" rgba="{_fmt(rgba)}" condim="6" friction="1.0 0.005 0.002"'
+    if shape == "box":
+        geom = f'<geom type="box" size="{_fmt(size)}" {common}/>'
+    elif shape == "cylinder":
+        geom = f'<geom type="cylinder" size="{_fmt(size)}" {common}/>'
+    else:
+        r, half = size
+        geom = f'<geom type="capsule" fromto="{-half:.6g} 0 0 {half:.6g} 0 0" size="{r:.6g}" {common}/>'
+    return f'<body name="{name}"><freejoint name="{name}"/>{geom}</body>'
+
+
+def build_mjcf(layout: Layout, image_size: int) -> str:
+    """The MJCF of one task's scene; object poses and container positions are set at reset."""
+    pad = _fmt(PAD_HALF)
+    containers = "\n".join(_container_xml(c) for c in layout.containers)
+    objects = "\n".join(_object_xml(o.name, o.spec.shape, o.spec.size, o.spec.rgba, o.spec.mass)
+                        for o in layout.objects)
+    offscreen = max(image_size, 64)
+    return f"""
+<mujoco model="ladder_tabletop">
+  <compiler angle="radian" autolimits="true"/>
+  <option timestep="{PHYSICS_TIMESTEP_S}" integrator="implicitfast" cone="elliptic" impratio="5"/>
+  <visual>
+    <global offwidth="{offscreen}" offheight="{offscreen}"/>
+    <quality shadowsize="0"/>
+  </visual>
+  <worldbody>
+    <light name="sun" directional="true" pos="0.3 -0.2 1.5" dir="0 0.15 -1" castshadow="false"/>
+    <geom name="floor" type="plane" pos="0 0 -0.75" size="2 2 0.1" rgba="0.35 0.33 0.3 1"/>
+    <geom name="table" type="box" pos="0.32 0 -0.02" size="0.30 0.38 0.02" rgba="0.62 0.5 0.38 1"/>
+    <geom name="robot_base" type="cylinder" pos="0 0 0.03" size="0.05 0.03" rgba="0.1 0.1 0.1 1"
+          contype="0" conaffinity="0"/>
+    <camera name="3rd_view" pos="{_fmt(CAMERA_POSITION)}"
+            xyaxes="{_lookat_xyaxes(CAMERA_POSITION, CAMERA_TARGET)}" fovy="55"/>
+    <body name="gripper" gravcomp="1">
+      <joint name="gantry_x" type="slide" axis="1 0 0" armature="0.5"/>
+      <joint name="gantry_y" type="slide" axis="0 1 0" armature="0.5"/>
+      <joint name="gantry_z" type="slide" axis="0 0 1" armature="0.5"/>
+      <joint name="gantry_roll" type="hinge" axis="1 0 0" armature="0.01"/>
+      <joint name="gantry_pitch" type="hinge" axis="0 1 0" armature="0.01"/>
+      <joint name="gantry_yaw" type="hinge" axis="0 0 1" armature="0.01"/>
+      <inertial pos="0 0 0.05" mass="0.6" diaginertia="0.001 0.001 0.001"/>
+      <site name="tcp" pos="0 0 0" size="0.004" rgba="1 0 0 0"/>
+      <geom name="palm" type="box" size="{_fmt(PALM_HALF)}" pos="0 0 {PALM_CENTRE_Z}" rgba="0.15 0.15 0.15 1"/>
+      <geom name="wrist" type="cylinder" size="0.02 0.05" pos="0 0 0.1" rgba="0.15 0.15 0.15 1"
+            contype="0" conaffinity="0"/>
+      <body name="left_finger" gravcomp="1">
+        <joint name="left_finger" type="slide" axis="0 1 0" range="{FINGER_MIN_M} {FINGER_MAX_M}" armature="0.01"/>
+        <geom name="left_pad" type="box" size="{pad}" pos="0 {PAD_HALF[1]} {PAD_CENTRE_Z}" mass="0.02"
+              friction="1.5 0.01 0.001" condim="4" rgba="0.3 0.3 0.3 1"/>
+      </body>
+      <body name="right_finger" gravcomp="1">
+        <joint name="right_finger" type="slide" axis="0 -1 0" range="{FINGER_MIN_M} {FINGER_MAX_M}" armature="0.01"/>
+        <geom name="right_pad" type="box" size="{pad}" pos="0 {-PAD_HALF[1]} {PAD_CENTRE_Z}" mass="0.02"
+              friction="1.5 0.01 0.001" condim="4" rgba="0.3 0.3 0.3 1"/>
+      </body>
+    </body>
+    {containers}
+    {objects}
+  </worldbody>
+  <actuator>
+    <position name="act_x" joint="gantry_x" kp="1500" kv="90" forcerange="-80 80"/>
+    <position name="act_y" joint="gantry_y" kp="1500" kv="90" forcerange="-80 80"/>
+    <position name="act_z" joint="gantry_z" kp="1500" kv="90" forcerange="-80 80"/>
+    <position name="act_roll" joint="gantry_roll" kp="20" kv="1.2" forcerange="-10 10"/>
+    <position name="act_pitch" joint="gantry_pitch" kp="20" kv="1.2" forcerange="-10 10"/>
+    <position name="act_yaw" joint="gantry_yaw" kp="20" kv="1.2" forcerange="-10 10"/>
+    <position name="act_left" joint="left_finger" kp="600" kv="10" forcerange="-15 15"/>
+    <position name="act_right" joint="right_finger" kp="600" kv="10" forcerange="-15 15"/>
+  </actuator>
+</mujoco>
+"""
+
+
+# ----------------------------------------------------------------------------- the backend
+
+
+@dataclass
+class _BuiltScene:
+    """A compiled model with the index tables the step loop needs."""
+
+    model: mujoco.MjModel
+    object_names: tuple[str, ...]
+    object_kinds: tuple[str, ...]
+    object_qpos: np.ndarray  # (n, 7) qpos addresses of each free joint
+    object_qvel: np.ndarray  # (n,) first qvel address of each free joint
+    object_bodies: np.ndarray
+    object_max_half_extent: np.ndarray
+    geom_to_object: np.ndarray  # geom id -> object index or -1
+    pad_geoms: tuple[int, int]
+    gripper_geoms: np.ndarray
+    joint_qpos: np.ndarray
+    tcp_site: int
+    container_mocap: dict[str, int]
+
+
+def _compile(layout: Layout, image_size: int) -> _BuiltScene:
+    model = mujoco.MjModel.from_xml_string(build_mjcf(layout, image_size))
+    names = tuple(o.name for o in layout.objects)
+    qpos = np.array([[model.jnt_qposadr[model.joint(n).id] + i for i in range(7)] for n in names],
+                    dtype=np.int64).reshape(len(names), 7)
+    qvel = np.array([model.jnt_dofadr[model.joint(n).id] for n in names], dtype=np.int64)
+    bodies = np.array([model.body(n).id for n in names], dtype=np.int64)
+    geom_to_object = np.full(model.ngeom, -1, dtype=np.int64)
+    for i, n in enumerate(names):
+        geom_to_object[model.geom(n).id] = i
+    max_half = np.array([max(o.spec.size) if o.spec.shape == "box" else
+                         (max(o.spec.size) if o.spec.shape == "cylinder" else o.spec.size[0] + o.spec.size[1])
+                         for o in layout.objects])
+    pads = (model.geom("left_pad").id, model.geom("right_pad").id)
+    gripper = np.array([model.geom("palm").id, *pads], dtype=np.int64)
+    return _BuiltScene(
+        model=model, object_names=names, object_kinds=tuple(o.spec.kind for o in layout.objects),
+        object_qpos=qpos, object_qvel=qvel, object_bodies=bodies, object_max_half_extent=max_half,
+        geom_to_object=geom_to_object, pad_geoms=pads, gripper_geoms=gripper,
+        joint_qpos=np.array([model.jnt_qposadr[model.joint(j).id] for j in JOINT_NAMES], dtype=np.int64),
+        tcp_site=model.site("tcp").id,
+        container_mocap={c.spec.name: int(model.body_mocapid[model.body(f"container_{c.spec.name}").id])
+                         for c in layout.containers},
+    )
+
+
+def _yaw_quaternion(yaw: float) -> np.ndarray:
+    return np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
+
+
+class MujocoTabletop:
+    """The tabletop simulator behind :class:`~ladder_ros.sim.base.SimulatorBackend`.
+
+    ``render`` turns the camera image on or off (evaluation with a privileged verifier needs no
+    image); ``image_size`` is the square image's side in pixels.
+    """
+
+    name = "mujoco_tabletop"
+    control_rate_hz = CONTROL_RATE_HZ
+
+    def __init__(self, suite: TaskSuite, *, render: bool = True, image_size: int = DEFAULT_IMAGE_SIZE):
+        if not isinstance(render, bool):
+            raise ConfigError(f"render must be true or false, got {render!r}")
+        if isinstance(image_size, bool) or not isinstance(image_size, int) or not 16 <= image_size <= 2048:
+            raise ConfigError(f"image_size must be an integer in [16, 2048] pixels, got {image_size!r}")
+        self.suite = suite
+        self.scenes: dict[str, SceneSpec] = parse_scenes(suite.scenes)
+        self.render = render
+        self.image_size = image_size
+        self._cache: dict[tuple, _BuiltScene] = {}
+        self._built: _BuiltScene | None = None
+        self._data: mujoco.MjData | None = None
+        self._renderer: Any = None
+        self._renderer_model: mujoco.MjModel | None = None
+        self._layout: Layout | None = None
+        self._task: Task | None = None
+        self._target_pos = HOME_TCP.copy()
+        self._target_euler = np.zeros(3)
+        self._step = 0
+        self._containers: dict[str, ContainerInfo] = {}
+        self._placed_containers: tuple[PlacedContainer, ...] = ()
+
+    # -- SimulatorBackend -------------------------------------------------------------
+
+    def reset(self, task: Task, layout: int, seed: int) -> Observation:
+        """Build ``task``'s scene in layout ``layout``; ``seed`` is recorded, layouts ignore it."""
+        if task.scene not in self.scenes:
+            raise ConfigError(f"task {task.task_id!r} uses scene {task.scene!r}, which suite "
+                              f"{self.suite.name!r} does not define; valid: {', '.join(sorted(self.scenes))}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise InvalidInputError(f"seed must be an integer, got {seed!r}")
+        scene = self.scenes[task.scene]
+        placed = sample_layout(scene, task, layout)
+        key = (task.scene, tuple(o.name for o in placed.objects),
+               tuple((c.spec.name, c.size) for c in placed.containers))
+        if key not in self._cache:
+            self._cache[key] = _compile(placed, self.image_size)
+        built = self._cache[key]
+        self._built, self._layout, self._task = built, placed, task
+        model = built.model
+        data = mujoco.MjData(model)
+        for c in placed.containers:
+            data.mocap_pos[built.container_mocap[c.spec.name]] = c.position
+        for i, o in enumerate(placed.objects):
+            data.qpos[built.object_qpos[i, :3]] = o.position
+            data.qpos[built.object_qpos[i, 3:]] = _yaw_quaternion(o.yaw)
+        self._target_pos = HOME_TCP.copy()
+        self._target_euler = np.zeros(3)
+        data.qpos[built.joint_qpos[:3]] = self._target_pos
+        data.qpos[built.joint_qpos[6:]] = FINGER_MAX_M
+        self._apply_targets(data, gripper_open=True)
+        mujoco.mj_forward(model, data)
+        mujoco.mj_step(model, data, nstep=SETTLE_STEPS_AT_RESET)
+        self._data = data
+        self._step = 0
+        self._placed_containers = placed.containers
+        self._containers = {
+            c.spec.name: ContainerInfo(name=c.spec.name, position=c.position.copy(),
+                                       half_extents=c.half_extents, surface_z=c.surface_z)
+            for c in placed.containers
+        }
+        if self.render:
+            self._ensure_renderer(model)
+        return self._observe()
+
+    def step(self, action: np.ndarray) -> Observation:
+        """Apply one action for 0.2 s of physics and return the next observation."""
+        if self._data is None or self._built is None:
+            raise InvalidInputError("step() called before reset()")
+        act = validate_action(action)
+        self._target_pos = np.clip(self._target_pos + act[:3], WORKSPACE_LOW, WORKSPACE_HIGH)
+        rotation = euler_xyz_to_matrix(act[3:6]) @ euler_xyz_to_matrix(self._target_euler)
+        self._target_euler = np.clip(matrix_to_euler_xyz(rotation), EULER_LOW, EULER_HIGH)
+        self._apply_targets(self._data, gripper_open=bool(act[6] > 0.0))
+        mujoco.mj_step(self._built.model, self._data, nstep=SUBSTEPS)
+        self._step += 1
+        return self._observe()
+
+    def close(self) -> None:
+        """Free the renderer's GL context and the compiled models."""
+        if self._renderer is not None:
+            self._renderer.close()
+        self._renderer = None
+        self._renderer_model = None
+        self._cache.clear()
+        self._built = None
+        self._data = None
+
+    # -- extras for tests, scripts and the bridge ---------------------------------------
+
+    @property
+    def layout(self) -> Layout | None:
+        """The layout built by the last reset."""
+        return self._layout
+
+    @property
+    def model(self) -> mujoco.MjModel:
+        if self._built is None:
+            raise InvalidInputError("no scene is built yet; call reset() first")
+        return self._built.model
+
+    @property
+    def data(self) -> mujoco.MjData:
+        if self._data is None:
+            raise InvalidInputError("no scene is built yet; call reset() first")
+        return self._data
+
+    def render_image(self) -> np.ndarray:
+        """Render the camera now (also when ``render=False``, e.g. for a video of one episode)."""
+        self._ensure_renderer(self.model)
+        self._renderer.update_scene(self.data, camera="3rd_view")
+        return np.array(self._renderer.render(), dtype=np.uint8, copy=True)
+
+    def __enter__(self) -> "MujocoTabletop":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _ensure_renderer(self, model: mujoco.MjModel) -> None:
+        if self._renderer is not None and self._renderer_model is model:
+            return
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+        try:
+            self._renderer = mujoco.Renderer(model, self.image_size, self.image_size)
+        except Exception as exc:  # the GL backend raises several unrelated types
+            raise InvalidInputError(
+                f"cannot create an offscreen renderer with MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}: {exc}; "
+                "install Mesa EGL (libegl1) or OSMesa, or run with render=False") from exc
+        self._renderer_model = model
+
+    def _apply_targets(self, data: mujoco.MjData, gripper_open: bool) -> None:
+        finger = FINGER_OPEN_TARGET_M if gripper_open else FINGER_CLOSED_TARGET_M
+        data.ctrl[:] = (*self._target_pos, *self._target_euler, finger, finger)
+
+    def _observe(self) -> Observation:
+        built, data = self._built, self._data
+        assert built is not None and data is not None
+        joints = data.qpos[built.joint_qpos].copy()
+        fingers = joints[6:]
+        aperture = float(np.clip((fingers.mean() - FINGER_MIN_M) / (FINGER_MAX_M - FINGER_MIN_M), 0.0, 1.0))
+        image = None
+        if self.render:
+            self._renderer.update_scene(data, camera="3rd_view")
+            image = np.array(self._renderer.render(), dtype=np.uint8, copy=True)
+        return Observation(
+            step=self._step,
+            image=image,
+            aperture=aperture,
+            ee_position=data.site_xpos[built.tcp_site].copy(),
+            ee_euler=matrix_to_euler_xyz(data.site_xmat[built.tcp_site]),
+            joint_names=JOINT_NAMES,
+            joint_positions=joints,
+            target_position=self._target_pos.copy(),
+            privileged=self._privileged(),
+        )
+
+    def _contacts(self) -> tuple[set[int], set[int], set[int]]:
+        """Objects touching the left pad, the right pad, and any gripper geom."""
+        built, data = self._built, self._data
+        n = data.ncon
+        left: set[int] = set()
+        right: set[int] = set()
+        gripper: set[int] = set()
+        if n == 0:
+            return left, right, gripper
+        geoms = np.array([data.contact.geom1[:n], data.contact.geom2[:n]]).T
+        objects = built.geom_to_object[geoms]
+        grip_mask = np.isin(geoms, built.gripper_geoms)
+        for k in range(n):
+            for side in (0, 1):
+                obj, other = objects[k, side], geoms[k, 1 - side]
+                if obj < 0 or not grip_mask[k, 1 - side]:
+                    continue
+                gripper.add(int(obj))
+                if other == built.pad_geoms[0]:
+                    left.add(int(obj))
+                elif other == built.pad_geoms[1]:
+                    right.add(int(obj))
+        return left, right, gripper
+
+    def _privileged(self) -> PrivilegedState:
+        built, data = self._built, self._data
+        left, right, touching = self._contacts()
+        grasped = left & right
+        positions = data.qpos[built.object_qpos[:, :3]]
+        quats = data.qpos[built.object_qpos[:, 3:]]
+        speeds = np.linalg.norm(data.qvel[built.object_qvel[:, None] + np.arange(3)], axis=1) \
+            if len(built.object_names) else np.zeros(0)
+        resting: dict[tuple[str, str], int] = {}
+        for i, kind in enumerate(built.object_kinds):
+            if i in touching or speeds[i] > RESTING_MAX_SPEED_M_S:
+                continue
+            pos = positions[i]
+            for c in self._placed_containers:
+                if not c.contains_xy(pos[:2]):
+                    continue
+                height = pos[2] - c.surface_z
+                if 0.0 <= height <= built.object_max_half_extent[i] + RESTING_STACK_ALLOWANCE_M:
+                    key = (kind, c.spec.name)
+                    resting[key] = resting.get(key, 0) + 1
+                    break
+        objects = {name: ObjectPose(kind=built.object_kinds[i], position=positions[i].copy(),
+                                    quaternion=quats[i].copy())
+                   for i, name in enumerate(built.object_names)}
+        return PrivilegedState(
+            goal=GoalState(resting=resting, held=frozenset(built.object_kinds[i] for i in grasped)),
+            objects=objects,
+            containers=dict(self._containers),
+            grasped=tuple(built.object_names[i] for i in sorted(grasped)),
+        )
+
+
+def make_backend(suite: TaskSuite, **options: Any) -> MujocoTabletop:
+    """Registry factory (``ladder_ros.sim.registry``): options are ``render`` and ``image_size``."""
+    allowed = {"render", "image_size"}
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise ConfigError(f"unknown mujoco_tabletop option {unknown[0]!r}; valid: {', '.join(sorted(allowed))}")
+    return MujocoTabletop(suite, **options)

@@ -1,0 +1,550 @@
+"""Scenes of the built-in tabletop: the schema of a suite's ``scenes:`` entry, and seeded layouts.
+
+This module is pure numpy (no MuJoCo), so the suite tests and the layout sampler run anywhere.
+
+A scene lists object *kinds* and *containers*; a task uses the kinds its subgoals and distractors
+name, each with all its instances (``count``), and the containers of the scene::
+
+    scenes:
+      kitchen:
+        region: {x: [0.15, 0.50], y: [-0.26, 0.26]}   # objects lie inside it (base frame, m)
+        container_jitter: 0.02                        # containers move by up to this per layout (m)
+        objects:
+          carrot: {shape: capsule, size: [0.013, 0.035], rgba: [0.95, 0.45, 0.1, 1]}
+          corn:   {shape: capsule, size: [0.015, 0.035], count: 2}
+          lemon:  {shape: cylinder, size: [0.017, 0.014], start: plate}
+        containers:
+          plate:  {type: plate, position: [0.33, 0.10], size: 0.07, size_by_load: {4: 0.10}}
+          towel:  {type: cloth, position: [0.30, -0.12], size: [0.07, 0.06]}
+          basket: {type: bin, position: [0.40, 0.0], size: [0.07, 0.07], wall_height: 0.035}
+
+Object shapes (sizes in metres): ``box`` ``[hx, hy, hz]`` half extents (the long side is laid
+along x), ``cylinder`` ``[radius, half_height]`` standing upright, ``capsule`` ``[radius,
+half_length]`` lying along x. ``start`` is ``table`` (default) or a container name: objects that a
+task moves *from* a container (transfer tasks) start in it. Container types: ``plate`` (a disc,
+``size`` = radius), ``cloth`` (a flat sheet, ``size`` = ``[hx, hy]``) and ``bin`` (a tray with
+walls, ``size`` = outer ``[hx, hy]``, ``wall_height``). ``size_by_load`` maps a load (the number
+of objects a task sends to or starts in the container) to a larger size: a longer task gets a
+larger container while object sizes stay the same (Section 3, 'Scene construction').
+
+Layouts: :func:`sample_layout` draws layout ``k`` of a task from a generator seeded with the task
+id and ``k`` only, so a layout is the same in every process and on every run (SimplerEnv-Long
+draws 24 seeded layouts per task, Appendix D). Placements do not overlap, keep a finger's width
+of clearance, and lie inside the region, which lies inside the reachable workspace.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from ladder_ros.core.errors import ConfigError
+from ladder_ros.core.task import Task
+
+# Workspace of the WidowX stand-in (base frame, metres): the WidowX 250 reaches 650 mm
+# (Trossen Robotics WidowX 250 6DOF spec); Bridge setups keep the objects well inside it, in a
+# patch in front of the base. Targets are clipped to these bounds (Bridge practice, DESIGN.md §4).
+WORKSPACE_LOW = np.array([0.12, -0.28, 0.010])
+WORKSPACE_HIGH = np.array([0.52, 0.28, 0.30])
+DEFAULT_REGION = ((0.15, 0.50), (-0.26, 0.26))
+
+# WidowX finger travel: 0.010-0.035 m per finger (Interbotix, DESIGN.md §4). The gripper closes to
+# 2 x 0.010 m between the pads and opens to 2 x 0.035 m; a graspable width lies in between.
+FINGER_MIN_M = 0.010
+FINGER_MAX_M = 0.035
+MIN_GRASP_WIDTH_M = 2 * FINGER_MIN_M + 0.002
+MAX_GRASP_WIDTH_M = 2 * FINGER_MAX_M - 0.012
+
+PLATE_HALF_HEIGHT_M = 0.006
+CLOTH_HALF_THICKNESS_M = 0.002
+BIN_FLOOR_HALF_THICKNESS_M = 0.004
+BIN_WALL_HALF_THICKNESS_M = 0.003
+
+OBJECT_SHAPES = ("box", "cylinder", "capsule")
+CONTAINER_TYPES = ("plate", "cloth", "bin")
+# Clearance between placed footprints. An open pad's outer face is 43 mm from the grasp axis
+# (35 mm finger travel + 8 mm pad), and the thinnest graspable object is 22 mm wide, so a 32 mm gap
+# keeps a top-down grasp of one object from landing a pad on its neighbour.
+PLACEMENT_GAP_M = 0.032
+CONTAINER_GAP_M = 0.02  # between containers
+INSIDE_MARGIN_M = 0.012  # an object that starts in a container stays this far inside its edge
+MAX_PLACEMENT_TRIES = 4000
+MAX_LAYOUT_RESTARTS = 40
+
+_OBJECT_KEYS = {"shape", "size", "rgba", "count", "mass", "start"}
+_CONTAINER_KEYS = {"type", "position", "size", "size_by_load", "wall_height", "rgba"}
+_SCENE_KEYS = {"objects", "containers", "region", "container_jitter", "description"}
+
+
+@dataclass(frozen=True)
+class ObjectSpec:
+    """One object kind of a scene; ``count`` identical instances of it exist."""
+
+    kind: str
+    shape: str
+    size: tuple[float, ...]
+    rgba: tuple[float, float, float, float]
+    count: int = 1
+    mass: float = 0.05
+    start: str = "table"
+
+    @property
+    def footprint_half_extents(self) -> tuple[float, float]:
+        """Half extents of the rectangle that covers the object from above, in its own frame."""
+        if self.shape == "box":
+            return self.size[0], self.size[1]
+        if self.shape == "cylinder":
+            return self.size[0], self.size[0]
+        return self.size[0] + self.size[1], self.size[0]  # capsule along x: radius + half length
+
+    @property
+    def footprint_radius(self) -> float:
+        """Radius of a circle that covers the object from above."""
+        return math.hypot(*self.footprint_half_extents) if self.shape != "cylinder" else self.size[0]
+
+    @property
+    def rest_half_height(self) -> float:
+        """Height of the centre above its support when it lies as placed."""
+        if self.shape == "capsule":
+            return self.size[0]
+        return self.size[2] if self.shape == "box" else self.size[1]
+
+    @property
+    def grasp_width(self) -> float:
+        """Width between the pads of a top-down grasp across the short side."""
+        if self.shape == "box":
+            return 2 * min(self.size[0], self.size[1])
+        return 2 * self.size[0]
+
+    def instance_names(self) -> list[str]:
+        return [f"{self.kind}_{i}" for i in range(self.count)]
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """A destination of a scene; its size may grow with the task's load."""
+
+    name: str
+    type: str
+    position: tuple[float, float]
+    size: tuple[float, ...]
+    size_by_load: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    wall_height: float = 0.0
+    rgba: tuple[float, float, float, float] = (0.9, 0.9, 0.9, 1.0)
+
+    def size_for_load(self, load: int) -> tuple[float, ...]:
+        """The size for ``load`` objects: the entry with the largest load not above it."""
+        size = self.size
+        for threshold, entry in self.size_by_load:
+            if load >= threshold:
+                size = entry
+        return size
+
+
+@dataclass(frozen=True)
+class SceneSpec:
+    """A validated scene: kinds, containers, the placement region and container jitter."""
+
+    name: str
+    objects: Mapping[str, ObjectSpec]
+    containers: Mapping[str, ContainerSpec]
+    region: tuple[tuple[float, float], tuple[float, float]] = DEFAULT_REGION
+    container_jitter: float = 0.02
+
+    def kinds_for(self, task: Task) -> list[str]:
+        """Kinds present in ``task``'s scene: those its subgoals or distractors name, in scene order."""
+        named = {s.object for s in task.subgoals} | set(task.distractors)
+        missing = sorted(named - set(self.objects))
+        if missing:
+            raise ConfigError(f"task {task.task_id!r} names objects not in scene {self.name!r}: {missing}")
+        return [k for k in self.objects if k in named]
+
+    def container_loads(self, task: Task) -> dict[str, int]:
+        """Objects a task sends to, or starts in, each container."""
+        loads = {name: 0 for name in self.containers}
+        for s in task.subgoals:
+            loads[s.destination] = loads.get(s.destination, 0) + 1
+        starting = {name: 0 for name in self.containers}
+        for kind in self.kinds_for(task):
+            spec = self.objects[kind]
+            if spec.start != "table":
+                starting[spec.start] += spec.count
+        return {name: max(loads[name], starting[name]) for name in self.containers}
+
+
+@dataclass(frozen=True)
+class PlacedContainer:
+    """A container as built for one task and layout."""
+
+    spec: ContainerSpec
+    position: np.ndarray  # centre (x, y, 0), base frame
+    size: tuple[float, ...]
+
+    @property
+    def surface_z(self) -> float:
+        if self.spec.type == "plate":
+            return 2 * PLATE_HALF_HEIGHT_M
+        if self.spec.type == "cloth":
+            return 2 * CLOTH_HALF_THICKNESS_M
+        return 2 * BIN_FLOOR_HALF_THICKNESS_M
+
+    @property
+    def half_extents(self) -> np.ndarray:
+        """Footprint half extents and half height (a plate reports its radius twice)."""
+        if self.spec.type == "plate":
+            return np.array([self.size[0], self.size[0], PLATE_HALF_HEIGHT_M])
+        if self.spec.type == "cloth":
+            return np.array([self.size[0], self.size[1], CLOTH_HALF_THICKNESS_M])
+        return np.array([self.size[0], self.size[1], self.spec.wall_height / 2])
+
+    def inner_half_extents(self) -> tuple[float, float]:
+        """Half extents of the surface an object can rest on (inside a bin's walls)."""
+        if self.spec.type == "bin":
+            wall = 2 * BIN_WALL_HALF_THICKNESS_M
+            return self.size[0] - wall, self.size[1] - wall
+        if self.spec.type == "plate":
+            return self.size[0], self.size[0]
+        return self.size[0], self.size[1]
+
+    def contains_xy(self, xy: np.ndarray, margin: float = 0.0) -> bool:
+        """Whether ``xy`` lies on the resting surface, at least ``margin`` inside its edge."""
+        dx, dy = float(xy[0] - self.position[0]), float(xy[1] - self.position[1])
+        if self.spec.type == "plate":
+            return math.hypot(dx, dy) <= self.size[0] - margin
+        hx, hy = self.inner_half_extents()
+        return abs(dx) <= hx - margin and abs(dy) <= hy - margin
+
+    def clearance_to(self, xy: np.ndarray) -> float:
+        """Distance from ``xy`` to the container's outer footprint (negative inside it)."""
+        dx, dy = float(xy[0] - self.position[0]), float(xy[1] - self.position[1])
+        if self.spec.type == "plate":
+            return math.hypot(dx, dy) - self.size[0]
+        qx, qy = abs(dx) - self.size[0], abs(dy) - self.size[1]
+        outside = math.hypot(max(qx, 0.0), max(qy, 0.0))
+        return outside if outside > 0 else max(qx, qy)
+
+
+@dataclass(frozen=True)
+class PlacedObject:
+    """One object instance as placed for a layout: centre position and yaw (rad)."""
+
+    name: str
+    spec: ObjectSpec
+    position: np.ndarray
+    yaw: float
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Everything needed to build one task's scene in one layout."""
+
+    task_id: str
+    index: int
+    containers: tuple[PlacedContainer, ...]
+    objects: tuple[PlacedObject, ...]
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _fail(scene: str, key: str, message: str) -> ConfigError:
+    return ConfigError(message, key=f"scenes.{scene}.{key}")
+
+
+def _number_list(scene: str, key: str, value: Any, length: int | tuple[int, ...]) -> tuple[float, ...]:
+    lengths = (length,) if isinstance(length, int) else length
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 1 in lengths:
+        value = [value]
+    if not isinstance(value, (list, tuple)) or len(value) not in lengths:
+        raise _fail(scene, key, f"expected a list of {' or '.join(map(str, lengths))} numbers, got {value!r}")
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise _fail(scene, key, f"expected finite numbers, got {value!r}")
+        out.append(float(v))
+    return tuple(out)
+
+
+def _positive(scene: str, key: str, values: tuple[float, ...]) -> tuple[float, ...]:
+    if any(v <= 0 for v in values):
+        raise _fail(scene, key, f"sizes must be positive, got {list(values)!r}")
+    return values
+
+
+def _rgba(scene: str, key: str, value: Any, default: tuple[float, ...]) -> tuple[float, float, float, float]:
+    if value is None:
+        return tuple(default)  # type: ignore[return-value]
+    rgba = _number_list(scene, key, value, (3, 4))
+    if len(rgba) == 3:
+        rgba = rgba + (1.0,)
+    if any(not 0.0 <= c <= 1.0 for c in rgba):
+        raise _fail(scene, key, f"colour components must be in [0, 1], got {list(rgba)!r}")
+    return rgba  # type: ignore[return-value]
+
+
+def _check_keys(scene: str, where: str, raw: Mapping, allowed: set[str]) -> None:
+    unknown = sorted(set(map(str, raw)) - allowed)
+    if unknown:
+        raise _fail(scene, f"{where}.{unknown[0]}" if where else unknown[0],
+                    f"unknown key; valid: {', '.join(sorted(allowed))}")
+
+
+def _parse_object(scene: str, kind: str, raw: Any, containers: Mapping[str, Any]) -> ObjectSpec:
+    where = f"objects.{kind}"
+    if not isinstance(raw, Mapping):
+        raise _fail(scene, where, f"expected a mapping, got {type(raw).__name__}")
+    _check_keys(scene, where, raw, _OBJECT_KEYS)
+    shape = raw.get("shape")
+    if shape not in OBJECT_SHAPES:
+        raise _fail(scene, f"{where}.shape", f"unknown shape {shape!r}; valid: {', '.join(OBJECT_SHAPES)}")
+    size = _positive(scene, f"{where}.size", _number_list(
+        scene, f"{where}.size", raw.get("size"), 3 if shape == "box" else 2))
+    if shape == "box" and size[1] > size[0]:
+        size = (size[1], size[0], size[2])  # lay the long side along x, where grasps expect it
+    count = raw.get("count", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise _fail(scene, f"{where}.count", f"count must be a positive integer, got {count!r}")
+    mass = raw.get("mass", 0.05)
+    if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not (0 < mass <= 1.0):
+        raise _fail(scene, f"{where}.mass", f"mass must be in (0, 1] kg, got {mass!r}")
+    start = str(raw.get("start", "table"))
+    if start != "table" and start not in containers:
+        raise _fail(scene, f"{where}.start", f"unknown start {start!r}; valid: table, {', '.join(containers)}")
+    spec = ObjectSpec(kind=kind, shape=shape, size=size, rgba=_rgba(scene, f"{where}.rgba", raw.get("rgba"),
+                      (0.6, 0.6, 0.6, 1.0)), count=count, mass=float(mass), start=start)
+    if not MIN_GRASP_WIDTH_M <= spec.grasp_width <= MAX_GRASP_WIDTH_M:
+        raise _fail(scene, f"{where}.size", f"grasp width {spec.grasp_width:.3f} m is outside what the WidowX "
+                    f"fingers hold ({MIN_GRASP_WIDTH_M:.3f}-{MAX_GRASP_WIDTH_M:.3f} m)")
+    if spec.rest_half_height > 0.025:
+        raise _fail(scene, f"{where}.size", f"objects stand at most 0.05 m tall, got {2 * spec.rest_half_height:.3f}")
+    return spec
+
+
+def _parse_container_size(scene: str, key: str, ctype: str, value: Any) -> tuple[float, ...]:
+    return _positive(scene, key, _number_list(scene, key, value, 1 if ctype == "plate" else 2))
+
+
+def _parse_container(scene: str, name: str, raw: Any) -> ContainerSpec:
+    where = f"containers.{name}"
+    if not isinstance(raw, Mapping):
+        raise _fail(scene, where, f"expected a mapping, got {type(raw).__name__}")
+    _check_keys(scene, where, raw, _CONTAINER_KEYS)
+    ctype = raw.get("type")
+    if ctype not in CONTAINER_TYPES:
+        raise _fail(scene, f"{where}.type", f"unknown container type {ctype!r}; valid: {', '.join(CONTAINER_TYPES)}")
+    position = _number_list(scene, f"{where}.position", raw.get("position"), 2)
+    if "size" not in raw:
+        raise _fail(scene, f"{where}.size", "missing required key")
+    size = _parse_container_size(scene, f"{where}.size", ctype, raw["size"])
+    by_load_raw = raw.get("size_by_load", {}) or {}
+    if not isinstance(by_load_raw, Mapping):
+        raise _fail(scene, f"{where}.size_by_load", "expected a mapping from load to size")
+    by_load = []
+    for load, entry in by_load_raw.items():
+        if isinstance(load, bool) or not isinstance(load, int) or load < 1:
+            raise _fail(scene, f"{where}.size_by_load", f"loads are positive integers, got {load!r}")
+        by_load.append((load, _parse_container_size(scene, f"{where}.size_by_load.{load}", ctype, entry)))
+    wall = 0.0
+    if ctype == "bin":
+        wall = raw.get("wall_height", 0.035)
+        if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not 0.015 <= wall <= 0.06:
+            raise _fail(scene, f"{where}.wall_height", f"wall_height must be in [0.015, 0.06] m, got {wall!r}")
+    elif "wall_height" in raw:
+        raise _fail(scene, f"{where}.wall_height", f"only a bin has walls, not a {ctype}")
+    default_rgba = {"plate": (0.93, 0.93, 0.9, 1.0), "cloth": (0.25, 0.45, 0.8, 1.0), "bin": (0.55, 0.4, 0.25, 1.0)}
+    return ContainerSpec(name=name, type=ctype, position=position, size=size,
+                         size_by_load=tuple(sorted(by_load)), wall_height=float(wall),
+                         rgba=_rgba(scene, f"{where}.rgba", raw.get("rgba"), default_rgba[ctype]))
+
+
+def parse_scene(name: str, raw: Any) -> SceneSpec:
+    """Validate one entry of a suite's ``scenes:`` mapping; errors name the scene and the key."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"expected a mapping, got {type(raw).__name__}", key=f"scenes.{name}")
+    _check_keys(name, "", raw, _SCENE_KEYS)
+    containers_raw = raw.get("containers")
+    objects_raw = raw.get("objects")
+    if not isinstance(containers_raw, Mapping) or not containers_raw:
+        raise _fail(name, "containers", "expected a non-empty mapping of containers")
+    if not isinstance(objects_raw, Mapping) or not objects_raw:
+        raise _fail(name, "objects", "expected a non-empty mapping of objects")
+    containers = {str(k): _parse_container(name, str(k), v) for k, v in containers_raw.items()}
+    objects = {str(k): _parse_object(name, str(k), v, containers) for k, v in objects_raw.items()}
+    both = sorted(set(containers) & set(objects))
+    if both:
+        raise _fail(name, "objects", f"names used for both an object and a container: {both}")
+    region = DEFAULT_REGION
+    if "region" in raw:
+        reg = raw["region"]
+        if not isinstance(reg, Mapping) or set(reg) != {"x", "y"}:
+            raise _fail(name, "region", f"expected {{x: [lo, hi], y: [lo, hi]}}, got {reg!r}")
+        rx = _number_list(name, "region.x", reg["x"], 2)
+        ry = _number_list(name, "region.y", reg["y"], 2)
+        for axis, (lo, hi), i in (("x", rx, 0), ("y", ry, 1)):
+            if not (WORKSPACE_LOW[i] <= lo < hi <= WORKSPACE_HIGH[i]):
+                raise _fail(name, f"region.{axis}", f"must satisfy {WORKSPACE_LOW[i]} <= lo < hi <= "
+                            f"{WORKSPACE_HIGH[i]} (the workspace), got [{lo}, {hi}]")
+        region = (rx, ry)  # type: ignore[assignment]
+    jitter = raw.get("container_jitter", 0.02)
+    if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0.0 <= jitter <= 0.1:
+        raise _fail(name, "container_jitter", f"must be in [0, 0.1] m, got {jitter!r}")
+    for cname, c in containers.items():
+        for i, axis in enumerate("xy"):
+            if not region[i][0] <= c.position[i] <= region[i][1]:
+                raise _fail(name, f"containers.{cname}.position",
+                            f"{axis}={c.position[i]} lies outside the region {list(region[i])}")
+    return SceneSpec(name=name, objects=objects, containers=containers, region=region,
+                     container_jitter=float(jitter))
+
+
+def parse_scenes(scenes: Mapping[str, Any]) -> dict[str, SceneSpec]:
+    return {str(name): parse_scene(str(name), raw) for name, raw in scenes.items()}
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+def layout_seed(task_id: str, layout: int) -> list[int]:
+    """Seed material for layout ``layout`` of ``task_id`` (stable across processes, unlike ``hash``)."""
+    return [zlib.crc32(task_id.encode("utf-8")), int(layout)]
+
+
+def _corners(center: np.ndarray, half: tuple[float, float], yaw: float) -> np.ndarray:
+    c, s = math.cos(yaw), math.sin(yaw)
+    local = np.array([[half[0], half[1]], [half[0], -half[1]], [-half[0], half[1]], [-half[0], -half[1]]])
+    return center[:2] + local @ np.array([[c, s], [-s, c]])
+
+
+def _separated(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
+    """Separating-axis test of two convex polygons (corner arrays) with a gap between them."""
+    for poly in (a, b):
+        hull = poly[[0, 1, 3, 2]]  # corners in order around the rectangle
+        for i in range(4):
+            edge = hull[(i + 1) % 4] - hull[i]
+            axis = np.array([-edge[1], edge[0]])
+            norm = np.linalg.norm(axis)
+            if norm < 1e-12:
+                continue
+            axis /= norm
+            pa, pb = a @ axis, b @ axis
+            if pa.max() + gap <= pb.min() or pb.max() + gap <= pa.min():
+                return True
+    return False
+
+
+def _object_clear_of_container(corners: np.ndarray, c: PlacedContainer, gap: float) -> bool:
+    if c.spec.type == "plate":
+        # distance from the plate's centre to the rectangle, in the rectangle's frame
+        centre = corners.mean(axis=0)
+        ex = (corners[0] - corners[2]) / 2
+        ey = (corners[0] - corners[1]) / 2
+        hx, hy = np.linalg.norm(ex), np.linalg.norm(ey)
+        d = c.position[:2] - centre
+        lx, ly = d @ (ex / hx), d @ (ey / hy)
+        outside = math.hypot(max(abs(lx) - hx, 0.0), max(abs(ly) - hy, 0.0))
+        return outside >= c.size[0] + gap
+    box = _corners(c.position, (c.size[0], c.size[1]), 0.0)
+    return _separated(corners, box, gap)
+
+
+def _object_inside_container(corners: np.ndarray, c: PlacedContainer, margin: float) -> bool:
+    return all(c.contains_xy(p, margin=margin) for p in corners)
+
+
+def _try_layout(scene: SceneSpec, task: Task, rng: np.random.Generator) -> Layout | str:
+    """A layout, or the name of what could not be placed."""
+    loads = scene.container_loads(task)
+    (x_lo, x_hi), (y_lo, y_hi) = scene.region
+    containers: list[PlacedContainer] = []
+    for name, spec in scene.containers.items():
+        jitter = rng.uniform(-scene.container_jitter, scene.container_jitter, size=2)
+        xy = np.array(spec.position) + jitter
+        placed = PlacedContainer(spec=spec, position=np.array([xy[0], xy[1], 0.0]),
+                                 size=spec.size_for_load(loads[name]))
+        if any(_containers_overlap(placed, other) for other in containers):
+            return f"container {name!r} (overlaps another container)"
+        if not _inside_region(placed, scene.region):
+            return f"container {name!r} (leaves the workspace)"
+        containers.append(placed)
+    by_name = {c.spec.name: c for c in containers}
+    objects: list[PlacedObject] = []
+    footprints: list[np.ndarray] = []
+    for kind in scene.kinds_for(task):
+        spec = scene.objects[kind]
+        half = spec.footprint_half_extents
+        for inst in spec.instance_names():
+            placed_obj = None
+            for _ in range(MAX_PLACEMENT_TRIES):
+                yaw = float(rng.uniform(-math.pi, math.pi))
+                if spec.start == "table":
+                    xy = np.array([rng.uniform(x_lo, x_hi), rng.uniform(y_lo, y_hi)])
+                    corners = _corners(xy, half, yaw)
+                    if (corners[:, 0].min() < x_lo or corners[:, 0].max() > x_hi
+                            or corners[:, 1].min() < y_lo or corners[:, 1].max() > y_hi):
+                        continue
+                    # an open pad must not land on a plate's rim or a bin's wall either
+                    if not all(_object_clear_of_container(corners, c, PLACEMENT_GAP_M) for c in containers):
+                        continue
+                    base_z = 0.0
+                else:
+                    c = by_name[spec.start]
+                    hx, hy = c.inner_half_extents()
+                    xy = c.position[:2] + np.array([rng.uniform(-hx, hx), rng.uniform(-hy, hy)])
+                    corners = _corners(xy, half, yaw)
+                    if not _object_inside_container(corners, c, INSIDE_MARGIN_M):
+                        continue
+                    base_z = c.surface_z
+                if not all(_separated(corners, other, PLACEMENT_GAP_M) for other in footprints):
+                    continue
+                pos = np.array([xy[0], xy[1], base_z + spec.rest_half_height])
+                placed_obj = PlacedObject(name=inst, spec=spec, position=pos, yaw=yaw)
+                break
+            if placed_obj is None:
+                return f"object {inst!r}"
+            objects.append(placed_obj)
+            footprints.append(corners)
+    return Layout(task_id=task.task_id, index=-1, containers=tuple(containers), objects=tuple(objects))
+
+
+def _inside_region(c: PlacedContainer, region: tuple[tuple[float, float], tuple[float, float]]) -> bool:
+    """A container's footprint stays inside the workspace (its centre inside the region)."""
+    hx, hy = c.half_extents[0], c.half_extents[1]
+    x, y = c.position[0], c.position[1]
+    return bool(WORKSPACE_LOW[0] <= x - hx and x + hx <= WORKSPACE_HIGH[0]
+                and WORKSPACE_LOW[1] <= y - hy and y + hy <= WORKSPACE_HIGH[1]
+                and region[0][0] <= x <= region[0][1] and region[1][0] <= y <= region[1][1])
+
+
+def _containers_overlap(a: PlacedContainer, b: PlacedContainer) -> bool:
+    gap = CONTAINER_GAP_M
+    if a.spec.type == "plate" and b.spec.type == "plate":
+        return np.linalg.norm(a.position[:2] - b.position[:2]) < a.size[0] + b.size[0] + gap
+    if a.spec.type == "plate" or b.spec.type == "plate":
+        plate, other = (a, b) if a.spec.type == "plate" else (b, a)
+        return other.clearance_to(plate.position[:2]) < plate.size[0] + gap
+    ax, ay = a.size[0], a.size[1]
+    bx, by = b.size[0], b.size[1]
+    d = np.abs(a.position[:2] - b.position[:2])
+    return bool(d[0] < ax + bx + gap and d[1] < ay + by + gap)
+
+
+def sample_layout(scene: SceneSpec, task: Task, layout: int) -> Layout:
+    """Layout ``layout`` (0-based) of ``task``: deterministic, non-overlapping, inside the region."""
+    if isinstance(layout, bool) or not isinstance(layout, (int, np.integer)) or not 0 <= layout < task.layouts:
+        raise ConfigError(f"layout must be an integer in [0, {task.layouts - 1}] for task {task.task_id!r}, "
+                          f"got {layout!r}")
+    rng = np.random.default_rng(layout_seed(task.task_id, int(layout)))
+    failed = ""
+    for _ in range(MAX_LAYOUT_RESTARTS):
+        placed = _try_layout(scene, task, rng)
+        if isinstance(placed, Layout):
+            return Layout(task_id=task.task_id, index=int(layout), containers=placed.containers,
+                          objects=placed.objects)
+        failed = placed
+    raise ConfigError(f"cannot place the objects of task {task.task_id!r} without overlap in scene "
+                      f"{scene.name!r} (layout {layout}; last failure: {failed}); enlarge the region "
+                      "or move or shrink the containers", key=f"scenes.{scene.name}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 
-import numpy as np
 import pytest
 
 from ladder_ros import cli

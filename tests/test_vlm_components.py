@@ -45,7 +45,8 @@ def test_verifier_is_a_count_verifier_and_applies_the_count_rule():
     assert Verifier.is_complete(result, request(required=1))
     assert not Verifier.is_complete(result, request(required=2))  # a duplicate needs two
     assert result.raw_reply.endswith('{"count": 1}')
-    assert result.usage["input_tokens"] == 100 and result.usage["cost_usd"] == pytest.approx((100 * 0.3 + 10 * 2.5) / 1e6)
+    assert result.usage["input_tokens"] == 100
+    assert result.usage["cost_usd"] == pytest.approx((100 * 0.3 + 10 * 2.5) / 1e6)
     sent = backend.requests[0]
     assert sent.purpose is Purpose.VERIFY and sent.max_output_tokens == 2048
     assert sent.parts[0].startswith(load_prompt("verification.txt"))

@@ -113,8 +113,8 @@ class FakeGeminiServer:
             block_on_close = False
 
         self._httpd = Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                         daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._timer = threading.Timer(self.lifetime_s, self.stop)
         self._timer.daemon = True
         self._stopped = False

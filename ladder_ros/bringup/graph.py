@@ -21,8 +21,8 @@ specs (:mod:`ladder_ros.nodes.parameters`) before any process starts.
 
 from __future__ import annotations
 
-import json
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -116,34 +116,36 @@ class GraphDescription:
 
     def launches(self, mode: str, params_file: Path | None = None,
                  overrides: Mapping[str, Mapping[str, Any]] | None = None,
-                 namespace: str | None = None) -> list[NodeLaunch]:
-        """The nodes of ``mode`` as ``--ros-args`` command lines; the parameters are checked first."""
+                 namespace: str | None = None, work_dir: Path | None = None) -> list[NodeLaunch]:
+        """The nodes of ``mode`` as ``--ros-args`` command lines; the parameters are checked first.
+
+        The mode's clock and the overrides go into a second params file written to ``work_dir``
+        (default: a new temporary folder), given after the graph's own: of two params files the
+        later wins, whereas a ``-p`` override does not beat a node's section in a params file.
+        """
         entry = self.mode(mode)
         params_file = params_file or self.params_file
         self.node_parameters(mode, params_file, overrides, namespace)
         ns = (self.namespace if namespace is None else namespace).strip("/")
+        work_dir = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="ladder_graph_"))
+        work_dir.mkdir(parents=True, exist_ok=True)
+        layer = {"/**": {"ros__parameters": {"clock_mode": entry.clock_mode}}}
+        for name, values in (overrides or {}).items():
+            if values:
+                layer[f"/**/{name}"] = {"ros__parameters": dict(values)}
+        layer_file = work_dir / f"{self.name}_{mode}_overrides.yaml"
+        layer_file.write_text(yaml.safe_dump(layer, sort_keys=True), encoding="utf-8")
         launches = []
         for name in entry.nodes:
             node = self.nodes[name]
             args = ["-r", f"__node:={name}"]
             if ns:
                 args += ["-r", f"__ns:=/{ns}"]
-            args += ["--params-file", str(params_file), "-p", f"clock_mode:={entry.clock_mode}"]
-            for key, value in (overrides or {}).get(name, {}).items():
-                args += ["-p", f"{key}:={format_parameter(value)}"]
+            args += ["--params-file", str(params_file), "--params-file", str(layer_file)]
             for src, dst in (*self.remappings, *node.remappings):
                 args += ["-r", f"{src}:={dst}"]
             launches.append(NodeLaunch(name=name, executable=node.executable, ros_args=tuple(args)))
         return launches
-
-
-def format_parameter(value: Any) -> str:
-    """A value as ``-p name:=value`` reads it (YAML)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict, str)):
-        return json.dumps(value)  # JSON is YAML: strings stay strings ("true" is not a bool)
-    return str(value)
 
 
 def _load_yaml(path: Path, what: str) -> Any:

@@ -97,7 +97,8 @@ def read_bag(path: str | Path, decode_topics: Iterable[str] = ()) -> tuple[BagSu
         counts = {c.topic: c.msgcount for c in reader.connections}
         custom = bag_custom_data(path)
         connections = [c for c in reader.connections if c.topic in wanted]
-        for connection, timestamp, raw in reader.messages(connections=connections):
+        # An empty connection list means "all" to rosbags: read only when something is wanted.
+        for connection, timestamp, raw in reader.messages(connections=connections) if connections else ():
             decoded[connection.topic].append(reader.deserialize(raw, connection.msgtype))
         summary = BagSummary(path=str(path), messages=sum(counts.values()), topics=counts,
                              custom_data=dict(custom), start_ns=reader.start_time, end_ns=reader.end_time)

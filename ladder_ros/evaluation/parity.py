@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     if params_file is not None and not params_file.is_file():
         raise ConfigError("params file not found", source=str(params_file))
     params = graph.node_parameters("sim", params_file, overrides, args.namespace)
-    launches = graph.launches("sim", params_file, overrides, args.namespace)
+    launches = graph.launches("sim", params_file, overrides, args.namespace, work_dir=out / "logs")
     suite = load_suite(resolve_share_file(params["orchestrator"]["suite"]))
     episodes = plan_episodes(suite, _csv(args.tasks) or None, _csv(args.variants), seeds, args.episodes)
     print(f"parity: {len(episodes)} episodes on graph {graph.name} ({', '.join(l.name for l in launches)} as "

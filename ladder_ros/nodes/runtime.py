@@ -23,6 +23,7 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.callback_groups import CallbackGroup
 from rclpy.executors import ExternalShutdownException, Executor, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
@@ -73,7 +74,9 @@ def declare_parameters(node: Node, specs: Sequence[ParamSpec]) -> dict[str, Any]
     values: dict[str, Any] = {}
     for spec in specs:
         try:
-            param = node.declare_parameter(spec.name, spec.default, _descriptor(spec))
+            # An empty list has no element type, so a string list is declared by its type.
+            default = Parameter.Type.STRING_ARRAY if spec.type == STR_LIST and not spec.default else spec.default
+            param = node.declare_parameter(spec.name, default, _descriptor(spec))
         except Exception as exc:  # rclpy raises several exception types for a bad override
             raise ParameterError(f"parameter {node.get_name()}.{spec.name}: {exc}") from None
         value = param.value

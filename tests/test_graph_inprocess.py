@@ -1,0 +1,167 @@
+"""The graph in one process (all nodes in one executor) against the in-process reference loop.
+
+Tier two of CONVENTIONS.md 13: the real nodes with parameter overrides and an episode client in one
+executor, spun until each episode is over (bounded by a timeout). Every variant on the toy world
+of tests/fakes.py, and more tasks of the built-in MuJoCo tabletop with the scripted expert and the
+oracle verifier than the process-level parity check runs. Episodes must be identical step for step.
+"""
+
+import itertools
+
+import pytest
+
+pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
+
+import rclpy  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+
+from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
+from ladder_ros.bringup.graph import load_graph  # noqa: E402
+from ladder_ros.bringup.recording import read_bag  # noqa: E402
+from ladder_ros.core.presets import WIDOWX  # noqa: E402
+from ladder_ros.core.suite import parse_suite  # noqa: E402
+from ladder_ros.evaluation.episode import run_episode  # noqa: E402
+from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare_records  # noqa: E402
+from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode  # noqa: E402
+from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
+from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
+from ladder_ros.nodes.policy import PolicyNode  # noqa: E402
+from ladder_ros.nodes.sim_bridge import SimBridgeNode  # noqa: E402
+from ladder_ros.nodes.vlm_verifier import VerifierNode  # noqa: E402
+from tests.fakes import OracleCounter, ToyPolicy, ToyWorld  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+TOY_SUITE = parse_suite({
+    "schema_version": 1, "suite": "toy", "embodiment": "widowx",
+    "scenes": {"toy": {"objects": {"carrot": {}, "spoon": {}}, "containers": {"plate": {}, "bowl": {}}}},
+    "tasks": [
+        {"id": "toy2", "scene": "toy", "category": "single_destination",
+         "instruction": "put the carrot and the spoon on the plate",
+         "subgoals": [{"object": "carrot", "destination": "plate", "text": "put the carrot on the plate"},
+                      {"object": "spoon", "destination": "plate", "text": "put the spoon on the plate"}]},
+        {"id": "toy_split", "scene": "toy", "category": "split_destinations",
+         "instruction": "put the carrot on the plate and the spoon in the bowl",
+         "subgoals": [{"object": "carrot", "destination": "plate", "text": "put the carrot on the plate"},
+                      {"object": "spoon", "destination": "bowl", "text": "put the spoon in the bowl"}]},
+    ]})
+MISS_RATE = 0.3
+
+
+class Graph:
+    """All six nodes and a client in one executor."""
+
+    def __init__(self, namespace, nodes):
+        self.nodes = nodes
+        self.client = EpisodeClient(namespace=namespace)
+        self.executor = SingleThreadedExecutor()
+        for node in [*nodes, self.client]:
+            self.executor.add_node(node)
+        self.client.wait_for_graph(self.executor, timeout_s=20)
+
+    def run(self, task_id, variant, seed, layout=0):
+        return self.client.run_episode(self.executor, task_id, variant=variant, layout=layout, seed=seed,
+                                       timeout_s=120)
+
+    def close(self):
+        for node in [*self.nodes, self.client]:
+            getattr(node, "close", lambda: None)()
+            self.executor.remove_node(node)
+            node.destroy_node()
+
+
+@pytest.fixture(scope="module")
+def ros():
+    rclpy.init()
+    yield
+    rclpy.shutdown()
+
+
+@pytest.fixture(scope="module")
+def toy_graph(ros, tmp_path_factory):
+    ns = "toy"
+    graph = Graph(ns, [
+        SimBridgeNode(simulator=ToyWorld(), suite=TOY_SUITE, namespace=ns),
+        GripperTriggerNode(namespace=ns),
+        OrchestratorNode(suite=TOY_SUITE, namespace=ns),
+        PolicyNode(policy_factory=lambda task, seed: ToyPolicy(task, seed, MISS_RATE), reads=frozenset(),
+                   namespace=ns),
+        VerifierNode(verifier=OracleCounter(), reads_pixels=False, namespace=ns),
+        EpisodeRecorderNode(namespace=ns, parameter_overrides=[
+            Parameter("output_dir", value=str(tmp_path_factory.mktemp("recordings")))]),
+    ])
+    yield graph
+    graph.close()
+
+
+VARIANTS = ("low_level_policy", "periodic_trigger", "proprio_trigger", "proprio_verifier", "privileged_verifier")
+
+
+@pytest.mark.parametrize("task_id,variant,seed", [
+    *itertools.product(["toy2"], VARIANTS, [0, 1]),
+    *itertools.product(["toy_split"], ["proprio_verifier", "privileged_verifier"], [2]),
+])
+def test_toy_world_graph_equals_the_reference_loop(toy_graph, task_id, variant, seed):
+    task = TOY_SUITE.task(task_id)
+    reference = run_episode(ToyWorld(), ToyPolicy(task, seed, MISS_RATE), task, variant, WIDOWX, layout=0,
+                            seed=seed, verifier=OracleCounter()).to_dict()
+    outcome = toy_graph.run(task_id, variant, seed)
+    assert outcome.state == "finished"
+    assert compare_records(reference, outcome.result) is None
+    assert outcome.result["events"][0]["kind"] == "episode_started"
+
+
+def test_the_recording_holds_every_topic_of_the_episode(toy_graph):
+    outcome = toy_graph.run("toy2", "proprio_verifier", 4)
+    recorder = toy_graph.nodes[-1]
+    deadline_spins = 200
+    while outcome.episode_id not in " ".join(recorder.closed) and deadline_spins:
+        toy_graph.executor.spin_once(timeout_sec=0.05)
+        deadline_spins -= 1
+    bag = next(p for p in recorder.closed if p.endswith(outcome.episode_id))
+    summary, decoded = read_bag(bag, ["/toy/orchestrator/events"])
+    steps = outcome.result["steps_used"]
+    assert summary.topics["/toy/joint_states"] == steps + 1
+    assert summary.topics["/toy/policy/action"] == steps  # no action on the last step
+    assert summary.topics["/toy/orchestrator/decision"] == steps + 1
+    assert len(decoded["/toy/orchestrator/events"]) == len(outcome.result["events"])
+    assert summary.custom_data["episode_id"] == outcome.episode_id
+    assert summary.custom_data["variant"] == "proprio_verifier"
+
+
+@pytest.fixture(scope="module")
+def tabletop_graph(ros, tmp_path_factory):
+    pytest.importorskip("mujoco", reason="the built-in tabletop needs MuJoCo (requirements/core.txt)")
+    graph = load_graph("widowx")
+    overrides = {"sim_bridge": {"render": False}}
+    params = graph.node_parameters("sim", overrides=overrides)
+    ns = "tabletop"
+    nodes = [
+        SimBridgeNode(namespace=ns, parameter_overrides=[Parameter("render", value=False)]),
+        GripperTriggerNode(namespace=ns), OrchestratorNode(namespace=ns), PolicyNode(namespace=ns),
+        VerifierNode(namespace=ns),
+        EpisodeRecorderNode(namespace=ns, parameter_overrides=[
+            Parameter("output_dir", value=str(tmp_path_factory.mktemp("tabletop_recordings")))]),
+    ]
+    reference = ReferenceRunner(params, nodes[0].suite)
+    yield Graph(ns, nodes), reference
+    reference.close()
+
+
+# Tasks of every category the in-process test covers beyond the process-level parity check.
+TABLETOP_EPISODES = [
+    ("transfer_2", "privileged_verifier", 0), ("relay_2", "proprio_verifier", 1),
+    ("revisit_3", "proprio_trigger", 2), ("exclusion_2", "proprio_verifier", 3),
+    ("ordered_2", "privileged_verifier", 4), ("duplicates_2", "proprio_verifier", 5),
+    ("sorting_split_2", "low_level_policy", 6),
+]
+
+
+@pytest.mark.parametrize("task_id,variant,seed", TABLETOP_EPISODES)
+def test_tabletop_graph_equals_the_reference_loop(tabletop_graph, task_id, variant, seed):
+    graph, reference_runner = tabletop_graph
+    layout = seed % reference_runner.suite.task(task_id).layouts
+    reference = reference_runner.run(ParityEpisode(task_id, variant, layout, seed))
+    outcome = graph.run(task_id, variant, seed, layout)
+    assert compare_records(reference, outcome.result) is None

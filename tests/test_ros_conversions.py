@@ -1,0 +1,103 @@
+"""Round trips between ROS messages and numpy/core types (ladder_ros/ros_conversions.py)."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
+
+from ladder_ros.core.errors import InvalidInputError  # noqa: E402
+from ladder_ros.core.goals import GoalState  # noqa: E402
+from ladder_ros.messages import EpisodeCommand, PrivilegedStateDoc  # noqa: E402
+from ladder_ros.ros_conversions import (  # noqa: E402
+    ACTION_AXES,
+    action_from_msg,
+    action_to_msg,
+    document_from_msg,
+    document_to_msg,
+    euler_xyz_to_quaternion,
+    image_from_msg,
+    image_to_msg,
+    joint_state_from_msg,
+    joint_state_to_msg,
+    ns_to_stamp,
+    observation_from_msgs,
+    pose_from_msg,
+    pose_to_msg,
+    quaternion_to_euler_xyz,
+    stamp_to_ns,
+)
+from ladder_ros.sim.base import ObjectPose, PrivilegedState  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+
+def test_stamps():
+    for ns in (0, 1, 999_999_999, 1_000_000_000, 1_795_968_317_990_646_888):
+        assert stamp_to_ns(ns_to_stamp(ns)) == ns
+    with pytest.raises(InvalidInputError):
+        ns_to_stamp(-1)
+
+
+def test_image_round_trip_and_bgr():
+    image = np.random.default_rng(1).integers(0, 255, size=(48, 64, 3), dtype=np.uint8)
+    msg = image_to_msg(image, 5, "cam")
+    assert msg.encoding == "rgb8" and msg.step == 64 * 3 and msg.header.frame_id == "cam"
+    assert np.array_equal(image_from_msg(msg), image)
+    msg.encoding = "bgr8"
+    assert np.array_equal(image_from_msg(msg), image[:, :, ::-1])
+    with pytest.raises(InvalidInputError):
+        image_to_msg(image.astype(np.float32), 0, "cam")
+
+
+def test_joint_state_carries_the_aperture_entry():
+    positions = np.array([0.1, -0.2, 0.30000000000000004])
+    msg = joint_state_to_msg(("a", "b", "c"), positions, 0.625, 7, "gripper_aperture")
+    names, back, aperture = joint_state_from_msg(msg, "gripper_aperture")
+    assert names == ("a", "b", "c") and np.array_equal(back, positions) and aperture == 0.625
+    with pytest.raises(InvalidInputError, match="no 'finger' entry"):
+        joint_state_from_msg(msg, "finger")
+
+
+def test_pose_and_euler_conventions():
+    rng = np.random.default_rng(2)
+    for _ in range(50):
+        euler = rng.uniform([-3, -1.5, -3], [3, 1.5, 3])
+        assert np.allclose(quaternion_to_euler_xyz(euler_xyz_to_quaternion(euler)), euler, atol=1e-12)
+    # The same convention as the simulators: R = Rz(yaw) Ry(pitch) Rx(roll).
+    q = euler_xyz_to_quaternion(np.array([0.0, 0.0, np.pi / 2]))
+    assert np.allclose(q, [np.cos(np.pi / 4), 0, 0, np.sin(np.pi / 4)])
+    position = np.array([0.3, -0.1, 0.12])
+    back_position, back_euler = pose_from_msg(pose_to_msg(position, np.array([0.1, 0.2, 0.3]), 0, "base"))
+    assert np.array_equal(back_position, position) and np.allclose(back_euler, [0.1, 0.2, 0.3], atol=1e-12)
+
+
+def test_action_round_trip_and_validation():
+    action = np.array([0.01, -0.02, 0.03, 0.0, 0.1, -0.1, -1.0])
+    msg = action_to_msg(action, 11)
+    assert tuple(msg.joint_names) == ACTION_AXES and stamp_to_ns(msg.header.stamp) == 11
+    assert np.array_equal(action_from_msg(msg), action)
+    msg.joint_names = list(reversed(ACTION_AXES))
+    with pytest.raises(InvalidInputError, match="action axes"):
+        action_from_msg(msg)
+    with pytest.raises(InvalidInputError, match="non-finite"):
+        action_to_msg(np.array([np.nan] * 7), 0)
+
+
+def test_documents_travel_in_strings():
+    command = EpisodeCommand(command="start", task_id="kitchen_single_1", seed=3)
+    assert document_from_msg(document_to_msg(command), EpisodeCommand) == command
+
+
+def test_observation_rebuilt_exactly_with_the_privileged_document():
+    rng = np.random.default_rng(3)
+    euler, target = rng.uniform([-3, -1.5, -3], [3, 1.5, 3]), rng.normal(size=3)
+    privileged = PrivilegedState(goal=GoalState(resting={("carrot", "plate"): 1}),
+                                 objects={"carrot_0": ObjectPose("carrot", rng.normal(size=3), rng.normal(size=4))})
+    doc = PrivilegedStateDoc.of("e", 4, 9, privileged, (True,), euler, target)
+    joints = joint_state_to_msg(("j",), np.array([0.5]), 0.25, 9, "gripper_aperture")
+    pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), euler, 9, "base")
+    obs = observation_from_msgs(4, joints, pose, "gripper_aperture", privileged=doc)
+    assert np.array_equal(obs.ee_euler, euler) and np.array_equal(obs.target_position, target)
+    assert obs.aperture == 0.25 and obs.step == 4 and obs.privileged.goal == privileged.goal
+    robot = observation_from_msgs(4, joints, pose, "gripper_aperture")
+    assert robot.privileged is None and np.allclose(robot.ee_euler, euler, atol=1e-12)

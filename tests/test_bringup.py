@@ -1,0 +1,152 @@
+"""Graph descriptions, `ladder-ros up` and the launch files: valid graphs start, bad input fails cleanly."""
+
+import os
+import py_compile
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ladder_ros.bringup.graph import load_graph, parse_overrides, read_params_file
+from ladder_ros.bringup.launch_description import LAUNCH_ARGUMENTS, node_specs
+from ladder_ros.core.errors import ConfigError
+from ladder_ros.nodes.parameters import NODE_PARAMETERS
+
+REPO = Path(__file__).resolve().parent.parent
+LADDER = [sys.executable, "-m", "ladder_ros.cli"]
+
+
+def up(*args, timeout=60):
+    return subprocess.run([*LADDER, "up", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def error_lines(result):
+    return [line for line in result.stderr.splitlines() if line.strip()]
+
+
+def test_every_shipped_graph_and_mode_is_valid():
+    for name in ("widowx", "franka"):
+        graph = load_graph(name)
+        for mode in graph.modes:
+            params = graph.node_parameters(mode)
+            assert set(params) == set(graph.mode(mode).nodes)
+            for launch in graph.launches(mode):
+                command = launch.command()
+                assert command[1:3] == ["-m", f"ladder_ros.nodes.{launch.executable}"]
+                assert f"__ns:=/{graph.namespace}" in command
+
+
+def test_widowx_real_mode_runs_on_the_wall_clock_without_the_bridge():
+    params = load_graph("widowx").node_parameters("real")
+    assert "sim_bridge" not in params and params["orchestrator"]["clock_mode"] == "wall_clock"
+
+
+def test_every_parameter_has_a_description():
+    for specs in NODE_PARAMETERS.values():
+        for spec in specs:
+            assert len(spec.description) > 20, spec.name
+
+
+def test_launch_files_compile_and_read_valid_descriptions(tmp_path):
+    for path in sorted((REPO / "launch").glob("*.py")):
+        py_compile.compile(str(path), cfile=str(tmp_path / (path.name + "c")), doraise=True)
+        assert "generate_launch_description" in path.read_text() or path.name.startswith("_")
+    assert {"use_sim", "namespace", "params_file", "output_dir", "localhost_only"} == set(LAUNCH_ARGUMENTS)
+    assert all(len(description) > 30 for _, description in LAUNCH_ARGUMENTS.values())
+    sim = node_specs("widowx", use_sim=True, output_dir="/tmp/rec")
+    assert [s.name for s in sim][0] == "sim_bridge"
+    assert sim[-1].parameters[1] == {"clock_mode": "lockstep", "output_dir": "/tmp/rec"}
+    assert all(s.parameters[1]["clock_mode"] == "wall_clock" for s in node_specs("franka", use_sim=False))
+    with pytest.raises(ConfigError, match="has no mode 'sim'"):
+        node_specs("franka", use_sim=True)
+
+
+def test_unknown_graph_is_one_clear_line():
+    result = up("nosuch")
+    assert result.returncode == 2
+    assert error_lines(result) == ["ladder-ros up: error: unknown graph 'nosuch'; valid: franka, widowx"]
+
+
+def test_missing_and_malformed_params_files(tmp_path):
+    result = up("widowx", "--params-file", str(tmp_path / "missing.yaml"))
+    assert result.returncode == 2 and "missing.yaml: params file not found" in result.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("/**:\n  ros__parameters: {preset: widowx\n")
+    result = up("widowx", "--params-file", str(bad))
+    assert result.returncode == 2 and len(error_lines(result)) == 1
+    assert "bad.yaml: line" in result.stderr and "invalid YAML" in result.stderr
+    shape = tmp_path / "shape.yaml"
+    shape.write_text("/**:\n  parameters: {preset: widowx}\n")
+    result = up("widowx", "--params-file", str(shape))
+    assert result.returncode == 2 and "shape.yaml: /**: expected a mapping with a 'ros__parameters'" in result.stderr
+
+
+def test_out_of_range_and_unknown_parameters_name_node_and_parameter(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text((REPO / "config" / "widowx_params.yaml").read_text().replace("resend_after_s: 2.0",
+                                                                                  "resend_after_s: -1.0"))
+    result = up("widowx", "--params-file", str(params))
+    assert result.returncode == 2 and len(error_lines(result)) == 1
+    assert "parameter sim_bridge.resend_after_s: must be >= 0.05, got -1.0" in result.stderr
+    result = up("widowx", "--set", "sim_bridge.image_size=5")
+    assert "parameter sim_bridge.image_size: must be >= 16, got 5" in result.stderr and result.returncode == 2
+    result = up("widowx", "--set", "orchestrator.variant=bogus")
+    assert "parameter orchestrator.variant: must be one of" in result.stderr
+    result = up("widowx", "--set", "policy.speed=3")
+    assert "unknown parameter policy.speed; valid:" in result.stderr
+    with pytest.raises(ConfigError, match="expects NODE.PARAM=VALUE"):
+        parse_overrides(["image_size=5"])
+
+
+def test_a_node_refuses_an_out_of_range_value_on_its_own(tmp_path):
+    # The same check inside the node (a params file edited for ros2 launch, where `up` does not check).
+    result = subprocess.run([sys.executable, "-m", "ladder_ros.nodes.gripper_trigger", "--ros-args",
+                             "-p", "max_state_age_s:=100.0"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert error_lines(result)[-1].startswith("ladder_ros gripper_trigger: error: parameter gripper_trigger."
+                                              "max_state_age_s")
+
+
+def _children(pid):
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+@pytest.mark.ros
+def test_up_forwards_ctrl_c_and_every_node_stops(tmp_path):
+    process = subprocess.Popen([*LADDER, "up", "widowx", "--set", "sim_bridge.render=false",
+                                "--set", f"episode_recorder.output_dir={tmp_path}", "--log-dir", str(tmp_path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 30
+        while len(_children(process.pid)) < 6 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        nodes = _children(process.pid)
+        assert len(nodes) == 6
+        time.sleep(3)  # let them finish starting
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert "all nodes stopped" in out
+    for pid in nodes:
+        assert not os.path.exists(f"/proc/{pid}") or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+@pytest.mark.ros
+def test_up_exits_non_zero_when_a_node_dies(tmp_path):
+    result = up("widowx", "--set", "orchestrator.suite=/nonexistent/suite.yaml", "--set", "sim_bridge.render=false",
+                "--set", f"episode_recorder.output_dir={tmp_path}", timeout=90)
+    assert result.returncode == 1
+    assert "error: node orchestrator exited with code 2; stopping the graph" in result.stderr
+
+
+def test_params_file_reader_flattens_nested_parameters(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("/**/vlm_verifier:\n  ros__parameters:\n    gemini: {timeout_s: 3}\n")
+    assert read_params_file(path) == {"/**/vlm_verifier": {"gemini.timeout_s": 3}}

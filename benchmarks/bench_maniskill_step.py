@@ -32,7 +32,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
 from ladder_ros.core.suite import load_suite  # noqa: E402

@@ -56,8 +56,9 @@ def test_graph_reproduces_the_reference_loop_on_the_bridge_env(tmp_path):
     if reason is not None:
         pytest.skip(reason)
     out = tmp_path / "parity"
-    command = [sys.executable, "-m", "ladder_ros.cli", "parity", "widowx", "--params-file", _bridge_params_file(tmp_path),
-               "--tasks", EPISODE_TASKS, "--variants", "proprio_verifier", "--seeds", "0", "--out", str(out)]
+    command = [sys.executable, "-m", "ladder_ros.cli", "parity", "widowx",
+               "--params-file", _bridge_params_file(tmp_path), "--tasks", EPISODE_TASKS,
+               "--variants", "proprio_verifier", "--seeds", "0", "--out", str(out)]
     run = subprocess.run(command, cwd=repository_root(), capture_output=True, text=True, timeout=900)
     summary = [line for line in run.stdout.splitlines() if line.startswith("parity:")]
     assert run.returncode == 0, f"parity failed:\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"

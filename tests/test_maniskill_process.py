@@ -68,8 +68,9 @@ def _episode_digest(asset_dir: str) -> dict:
 
 
 def _run_child(env: dict[str, str], asset_dir: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.test_maniskill_process", "--digest", "--asset-dir", asset_dir],
-                            cwd=repository_root(), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = [sys.executable, "-m", "tests.test_maniskill_process", "--digest", "--asset-dir", asset_dir]
+    return subprocess.Popen(command, cwd=repository_root(), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 def test_both_process_setups_give_the_same_episode():

@@ -33,6 +33,7 @@ import ctypes.util
 import importlib.util
 import json
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,8 +228,11 @@ def main() -> int:
     except ManiSkillSetupError as exc:
         print(f"# {exc}", file=sys.stderr)
         return 2
-    for name in (ASSET_DIR_VARIABLE, "VK_ICD_FILENAMES", "LD_LIBRARY_PATH"):
-        print(f"export {name}={env[name]}")
+    for name in (ASSET_DIR_VARIABLE, "VK_ICD_FILENAMES"):
+        print(f"export {name}={shlex.quote(env[name])}")
+    # Prepend to the shell's own value, not to this process's (imports may have extended it).
+    library_dir = shlex.quote(env["LD_LIBRARY_PATH"].split(os.pathsep)[0])
+    print(f"export LD_LIBRARY_PATH={library_dir}" + "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
     return 0
 
 

@@ -207,3 +207,24 @@ def test_make_backend_rejects_unknown_options(suite):
 def test_suite_file_is_plain_yaml_with_schema_version():
     data = yaml.safe_load(SUITE_FILE.read_text())
     assert data["schema_version"] == 1 and data["suite"] == "bridge"
+
+
+def test_a_scene_whose_assets_are_not_shipped_names_the_folder_and_files(tmp_path):
+    from ladder_ros.core.suite import parse_suite
+    from ladder_ros.sim.maniskill_env import shared_asset_dir
+
+    if not (shared_asset_dir() / "data").is_dir():
+        pytest.skip(f"offline Bridge assets not found at {shared_asset_dir()}")
+    stack = parse_suite({
+        "schema_version": 1, "suite": "cubes", "embodiment": "widowx",
+        "scenes": {"cubes": {"env_id": "StackGreenCubeOnYellowCubeBakedTexInScene-v1",
+                             "objects": {"green cube": {"model_id": "baked_green_cube_3cm"}},
+                             "containers": {"yellow cube": {"model_id": "baked_yellow_cube_3cm"}}}},
+        "tasks": [{"id": "stack_1", "scene": "cubes", "category": "single_destination", "instruction": "stack",
+                   "subgoals": [{"object": "green cube", "destination": "yellow cube", "text": "stack"}]}],
+    })
+    with pytest.raises(ManiSkillSetupError) as err:
+        make_backend(stack, asset_dir=shared_asset_dir(), lvp_dir=tmp_path)
+    message = str(err.value)
+    assert str(shared_asset_dir().resolve()) in message
+    assert "baked_green_cube_3cm" in message and "info_bridge_custom_baked_tex_v0.json" in message

@@ -56,7 +56,6 @@ from ladder_ros.core.task import Task
 from ladder_ros.sim.base import ContainerInfo, Observation, ObjectPose, PrivilegedState
 from ladder_ros.sim.maniskill_actions import ActionConvention, matrix_to_euler_xyz, to_maniskill_action
 from ladder_ros.sim.maniskill_env import (
-    BRIDGE_ASSETS,
     ManiSkillSetupError,
     configure_current_process,
     resolve_asset_dir,
@@ -80,7 +79,6 @@ FINGER_JOINTS = ("left_finger", "right_finger")
 # same range plus 1 mm clearance). The aperture maps it linearly onto [0, 1].
 FINGER_CLOSED_M = 0.015
 FINGER_OPEN_M = 0.037
-MODEL_DB = BRIDGE_ASSETS / "custom" / "info_bridge_custom_v0.json"  # bbox, scales, density per model
 # The top-down gripper pose that ``ee_euler`` is measured from: ee_gripper_link's x axis (the
 # approach direction) pointing down and its y axis (the finger travel) along the base's +y, i.e. a
 # quarter turn about y. The WidowX starts 3.4 degrees from it (base_env.py reset qpos). Because the
@@ -171,13 +169,21 @@ class ManiSkillBridgeBackend:
                                   f"{scene.name!r} ({scene.env_id}) has {scene.layout_count}",
                                   source=suite.source, key=f"tasks.{task.task_id}.layouts")
         all_models = tuple(sorted({m for scene in self.scenes.values() for m in scene.model_ids}))
-        self.asset_dir = resolve_asset_dir(asset_dir, model_ids=all_models)
+        all_files = tuple(dict.fromkeys(f for scene in self.scenes.values() for f in scene.asset_files))
+        self.asset_dir = resolve_asset_dir(asset_dir, model_ids=all_models, files=all_files)
         self.driver = resolve_vulkan_driver(lvp_dir)
-        self._model_db = json.loads((self.asset_dir / MODEL_DB).read_text())
-        unknown = [m for m in all_models if m not in self._model_db or "bbox" not in self._model_db[m]]
-        if unknown:
-            raise ConfigError(f"models without a bounding box in {self.asset_dir / MODEL_DB}: {unknown}; "
-                              f"valid: {', '.join(sorted(self._model_db))}", source=suite.source)
+        # Bounding boxes per scene, from the model database its env reads (bbox, scales, density).
+        self._bboxes: dict[str, dict[str, np.ndarray]] = {}
+        for scene in self.scenes.values():
+            database = self.asset_dir / scene.model_database
+            models = json.loads(database.read_text())
+            unknown = [m for m in scene.model_ids if "bbox" not in models.get(m, {})]
+            if unknown:
+                raise ConfigError(f"scene {scene.name!r}: models without a bounding box in {database}: {unknown}; "
+                                  f"valid: {', '.join(sorted(models))}", source=suite.source)
+            self._bboxes[scene.name] = {
+                m: np.asarray(models[m]["bbox"]["max"], dtype=np.float64) - np.asarray(models[m]["bbox"]["min"])
+                for m in scene.model_ids}
         self.render = bool(render)
         self.convention = ActionConvention.parse(rotation_convention, gripper_convention)
         self.reconfigure_each_episode = bool(reconfigure_each_episode)
@@ -234,8 +240,7 @@ class ManiSkillBridgeBackend:
         actors = {item.name: unwrapped.objs[item.model_id] for item in scene.items}
         half_extents = {}
         for item in scene.items:
-            bbox = self._model_db[item.model_id]["bbox"]
-            size = np.asarray(bbox["max"], dtype=np.float64) - np.asarray(bbox["min"], dtype=np.float64)
+            size = self._bboxes[scene.name][item.model_id]
             rotation = _quat_to_matrix(actors[item.name].pose.q[0].cpu().numpy())
             # BaseBridgeEnv rotates the bbox size vector by the pose after settling; abs keeps the
             # half extents positive for any yaw (the env only ever uses norms and the z component).

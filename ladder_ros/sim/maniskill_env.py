@@ -49,15 +49,17 @@ LVP_ICD_NAME = "lvp_icd.json"
 # Loaded ahead of lavapipe so it links against the backports libdrm (2.4.123), not Debian 12's 2.4.114.
 PRIVATE_LIBRARIES = ("libdrm.so.2", "libdrm_amdgpu.so.1")
 
-# Files every WidowX Bridge scene opens (strace list in shared/assets/maniskill_bridge/README.md).
+# Files the WidowX Bridge scenes open (strace list in shared/assets/maniskill_bridge/README.md):
+# the robot, and for the flat-table scenes (carrot, spoon, cubes) the model database, the table stage
+# and the photo green-screened behind the camera image (bridge_dataset_eval/base_env.py).
 BRIDGE_ASSETS = Path("data/tasks/bridge_v2_real2sim_dataset")
-REQUIRED_ASSET_FILES = (
-    Path("data/robots/widowx/wx250s.urdf"),
-    Path("data/robots/widowx/wx250s.srdf"),
+ROBOT_FILES = (Path("data/robots/widowx/wx250s.urdf"), Path("data/robots/widowx/wx250s.srdf"))
+FLAT_TABLE_FILES = (
     BRIDGE_ASSETS / "custom/info_bridge_custom_v0.json",
     BRIDGE_ASSETS / "stages/bridge_table_1_v1.glb",
     BRIDGE_ASSETS / "real_inpainting/bridge_real_eval_1.png",
 )
+REQUIRED_ASSET_FILES = ROBOT_FILES + FLAT_TABLE_FILES  # what the carrot and spoon scenes need
 
 
 class ManiSkillSetupError(ConfigError):
@@ -79,10 +81,11 @@ def model_dir(asset_dir: Path, model_id: str) -> Path:
     return Path(asset_dir) / BRIDGE_ASSETS / "custom" / "models" / model_id
 
 
-def missing_asset_files(asset_dir: Path, model_ids: tuple[str, ...] = ()) -> list[str]:
-    """Relative paths under ``asset_dir`` that a scene with ``model_ids`` needs and that are absent."""
+def missing_asset_files(asset_dir: Path, model_ids: tuple[str, ...] = (),
+                        files: tuple[Path, ...] = REQUIRED_ASSET_FILES) -> list[str]:
+    """Relative paths under ``asset_dir`` that scenes with ``model_ids`` and ``files`` need and lack."""
     root = Path(asset_dir)
-    missing = [str(rel) for rel in REQUIRED_ASSET_FILES if not (root / rel).is_file()]
+    missing = [str(rel) for rel in dict.fromkeys(files) if not (root / rel).is_file()]
     for model_id in model_ids:
         folder = model_dir(root, model_id)
         if not (folder / "collision.obj").is_file():
@@ -93,7 +96,8 @@ def missing_asset_files(asset_dir: Path, model_ids: tuple[str, ...] = ()) -> lis
 
 
 def resolve_asset_dir(asset_dir: str | os.PathLike | None = None, model_ids: tuple[str, ...] = (),
-                      environ: Mapping[str, str] | None = None) -> Path:
+                      environ: Mapping[str, str] | None = None,
+                      files: tuple[Path, ...] = REQUIRED_ASSET_FILES) -> Path:
     """The asset folder to use: ``asset_dir``, else ``$MS_ASSET_DIR``, else ``../shared/assets/maniskill_bridge``.
 
     A folder that was named explicitly (argument or variable) must be complete; the error names the
@@ -111,7 +115,7 @@ def resolve_asset_dir(asset_dir: str | os.PathLike | None = None, model_ids: tup
         raise ManiSkillSetupError(
             f"ManiSkill asset folder {candidate} (from {origin}) does not exist; point the backend at the "
             f"folder that contains data/ with asset_dir=... or ${ASSET_DIR_VARIABLE}")
-    missing = missing_asset_files(candidate, model_ids)
+    missing = missing_asset_files(candidate, model_ids, files)
     if missing:
         raise ManiSkillSetupError(
             f"ManiSkill asset folder {candidate} (from {origin}) lacks {len(missing)} file(s) the Bridge "

@@ -25,9 +25,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import permutations
+from pathlib import Path
 from typing import Any, Mapping
 
 from ladder_ros.core.errors import ConfigError
+from ladder_ros.sim.maniskill_env import BRIDGE_ASSETS, FLAT_TABLE_FILES, ROBOT_FILES
 
 MULTI_OBJECT_ENV_ID = "LadderBridgeTableInScene-v1"
 
@@ -43,18 +45,28 @@ ON_TOP_TOLERANCE_M = 0.02  # z_flag_required_offset default
 CONTACT_FORCE_N = 0.05  # "net_forces > 0.05": the object presses on the container
 
 
+# The sink scene's stage and green-screen photo (base_env.py, scene_setting "sink").
+SINK_FILES = (
+    BRIDGE_ASSETS / "custom/info_bridge_custom_v0.json",
+    BRIDGE_ASSETS / "stages/bridge_table_1_v2.glb",
+    BRIDGE_ASSETS / "real_inpainting/bridge_sink.png",
+)
+
+
 @dataclass(frozen=True)
 class OriginalEnv:
-    """One of SimplerEnv's WidowX envs: its layouts and how its ``evaluate`` judges success."""
+    """One of SimplerEnv's WidowX envs: its layouts, its files and how its ``evaluate`` judges success."""
 
     env_id: str
     layouts: int  # len(xyz_configs) * len(quat_configs) in put_on_in_scene.py
     require_contact: bool  # success_require_src_completely_on_target
     on_top_tolerance_m: float  # z_flag_required_offset
-    needs_assets_beyond_carrot_spoon: bool = False
+    scene_files: tuple[Path, ...] = FLAT_TABLE_FILES
+    model_json: str = "info_bridge_custom_v0.json"  # BaseBridgeEnv.MODEL_JSON
 
 
-# From put_on_in_scene.py (mani-skill 3.0.1).
+# From put_on_in_scene.py (mani-skill 3.0.1). The offline asset folder holds what the carrot and
+# spoon envs need; the other two need models and stages it does not have.
 ORIGINAL_ENVS: dict[str, OriginalEnv] = {
     env.env_id: env for env in (
         OriginalEnv("PutCarrotOnPlateInScene-v1", layouts=12 * 2, require_contact=True,
@@ -62,9 +74,11 @@ ORIGINAL_ENVS: dict[str, OriginalEnv] = {
         OriginalEnv("PutSpoonOnTableClothInScene-v1", layouts=12 * 2, require_contact=False,
                     on_top_tolerance_m=ON_TOP_TOLERANCE_M),
         OriginalEnv("StackGreenCubeOnYellowCubeBakedTexInScene-v1", layouts=24 * 1, require_contact=True,
-                    on_top_tolerance_m=ON_TOP_TOLERANCE_M, needs_assets_beyond_carrot_spoon=True),
+                    on_top_tolerance_m=ON_TOP_TOLERANCE_M,
+                    scene_files=FLAT_TABLE_FILES + (BRIDGE_ASSETS / "custom/info_bridge_custom_baked_tex_v0.json",),
+                    model_json="info_bridge_custom_baked_tex_v0.json"),
         OriginalEnv("PutEggplantInBasketScene-v1", layouts=8 * 8, require_contact=False,
-                    on_top_tolerance_m=0.06, needs_assets_beyond_carrot_spoon=True),
+                    on_top_tolerance_m=0.06, scene_files=SINK_FILES),
     )
 }
 SUPPORTED_ENV_IDS: tuple[str, ...] = (*ORIGINAL_ENVS, MULTI_OBJECT_ENV_ID)
@@ -105,6 +119,18 @@ class BridgeScene:
     @property
     def is_original(self) -> bool:
         return self.env_id in ORIGINAL_ENVS
+
+    @property
+    def asset_files(self) -> tuple[Path, ...]:
+        """Files under the asset folder this scene opens besides its models."""
+        scene_files = ORIGINAL_ENVS[self.env_id].scene_files if self.is_original else FLAT_TABLE_FILES
+        return ROBOT_FILES + scene_files
+
+    @property
+    def model_database(self) -> Path:
+        """The JSON with each model's bounding box (BaseBridgeEnv.MODEL_JSON)."""
+        name = ORIGINAL_ENVS[self.env_id].model_json if self.is_original else "info_bridge_custom_v0.json"
+        return BRIDGE_ASSETS / "custom" / name
 
     @property
     def layout_count(self) -> int:

@@ -38,6 +38,7 @@ validated once stays valid for every seed.
 from __future__ import annotations
 
 import ctypes.util
+import importlib
 import math
 import os
 from dataclasses import dataclass
@@ -74,6 +75,7 @@ from ladder_ros.sim.tabletop_scene import (  # noqa: E402
     Layout,
     PlacedContainer,
     SceneSpec,
+    check_layout_index,
     parse_scenes,
     sample_layout,
 )
@@ -291,6 +293,22 @@ def _compile(layout: Layout, image_size: int) -> _BuiltScene:
     )
 
 
+def _use_offscreen_gl() -> None:
+    """Render offscreen even when MuJoCo was imported before ``MUJOCO_GL`` was set.
+
+    MuJoCo picks its GL backend when it is first imported; a process that imported it earlier
+    without ``MUJOCO_GL`` (a test runner, another module) gets GLFW, which needs a display. On a
+    headless machine, switch the renderer's context class to the offscreen backend chosen above.
+    """
+    from mujoco.rendering.classic import gl_context
+
+    chosen = os.environ.get("MUJOCO_GL", "").lower()
+    if getattr(gl_context, "_MUJOCO_GL", chosen) or os.environ.get("DISPLAY") or chosen not in ("egl", "osmesa"):
+        return
+    gl_context.GLContext = importlib.import_module(f"mujoco.{chosen}").GLContext
+    gl_context._MUJOCO_GL = chosen
+
+
 def _yaw_quaternion(yaw: float) -> np.ndarray:
     return np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
 
@@ -315,6 +333,7 @@ class MujocoTabletop:
         self.render = render
         self.image_size = image_size
         self._cache: dict[tuple, _BuiltScene] = {}
+        self._layouts: dict[tuple[Task, int], Layout] = {}  # sampling a crowded layout takes milliseconds
         self._built: _BuiltScene | None = None
         self._data: mujoco.MjData | None = None
         self._renderer: Any = None
@@ -336,8 +355,10 @@ class MujocoTabletop:
                               f"{self.suite.name!r} does not define; valid: {', '.join(sorted(self.scenes))}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise InvalidInputError(f"seed must be an integer, got {seed!r}")
-        scene = self.scenes[task.scene]
-        placed = sample_layout(scene, task, layout)
+        index = check_layout_index(task, layout)
+        placed = self._layouts.get((task, index))
+        if placed is None:
+            placed = self._layouts[(task, index)] = sample_layout(self.scenes[task.scene], task, index)
         key = (task.scene, tuple(o.name for o in placed.objects),
                tuple((c.spec.name, c.size) for c in placed.containers))
         if key not in self._cache:
@@ -390,6 +411,7 @@ class MujocoTabletop:
         self._renderer = None
         self._renderer_model = None
         self._cache.clear()
+        self._layouts.clear()
         self._built = None
         self._data = None
 
@@ -432,6 +454,7 @@ class MujocoTabletop:
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
+        _use_offscreen_gl()
         try:
             self._renderer = mujoco.Renderer(model, self.image_size, self.image_size)
         except Exception as exc:  # the GL backend raises several unrelated types

@@ -420,7 +420,12 @@ def _corners(center: np.ndarray, half: tuple[float, float], yaw: float) -> np.nd
 
 
 def _separated(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
-    """Separating-axis test of two convex polygons (corner arrays) with a gap between them."""
+    """Separating-axis test of two rectangles (corner arrays) with a gap between them."""
+    ca, cb = a.mean(axis=0), b.mean(axis=0)
+    ra = np.linalg.norm(a[0] - ca)
+    rb = np.linalg.norm(b[0] - cb)
+    if np.linalg.norm(ca - cb) >= ra + rb + gap:
+        return True  # their circumcircles are apart: no need for the full test
     for poly in (a, b):
         hull = poly[[0, 1, 3, 2]]  # corners in order around the rectangle
         for i in range(4):
@@ -532,11 +537,17 @@ def _containers_overlap(a: PlacedContainer, b: PlacedContainer) -> bool:
     return bool(d[0] < ax + bx + gap and d[1] < ay + by + gap)
 
 
-def sample_layout(scene: SceneSpec, task: Task, layout: int) -> Layout:
-    """Layout ``layout`` (0-based) of ``task``: deterministic, non-overlapping, inside the region."""
+def check_layout_index(task: Task, layout: Any) -> int:
+    """``layout`` as an int, or an error naming it when it is not one of the task's layouts."""
     if isinstance(layout, bool) or not isinstance(layout, (int, np.integer)) or not 0 <= layout < task.layouts:
         raise ConfigError(f"layout must be an integer in [0, {task.layouts - 1}] for task {task.task_id!r}, "
                           f"got {layout!r}")
+    return int(layout)
+
+
+def sample_layout(scene: SceneSpec, task: Task, layout: int) -> Layout:
+    """Layout ``layout`` (0-based) of ``task``: deterministic, non-overlapping, inside the region."""
+    check_layout_index(task, layout)
     rng = np.random.default_rng(layout_seed(task.task_id, int(layout)))
     failed = ""
     for _ in range(MAX_LAYOUT_RESTARTS):

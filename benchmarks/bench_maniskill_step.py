@@ -38,7 +38,8 @@ from ladder_ros.core.suite import load_suite  # noqa: E402
 from ladder_ros.sim.maniskill_env import missing_prerequisites  # noqa: E402
 
 SUITE_FILE = REPO / "config" / "suites" / "bridge.yaml"
-SCENARIOS = (("carrot_on_plate_1", "carrot", "plate"), ("kitchen_split_2", "spoon", "cloth"))
+SCENARIOS = (("carrot_on_plate_1", "carrot", "plate"), ("spoon_on_cloth_1", "spoon", "cloth"),
+             ("kitchen_split_2", "spoon", "cloth"))
 
 
 def _stats(values_ms: list[float]) -> str:

@@ -42,6 +42,7 @@ class EpisodeClient(Node):
         self.create_subscription(String, topics.EPISODE_STATUS.name, self._on_status, qos(topics.LATCHED))
         self.status: EpisodeStatus | None = None
         self._count = 0
+        self._started: dict[str, float] = {}
 
     def _on_status(self, msg: String) -> None:
         try:
@@ -66,16 +67,18 @@ class EpisodeClient(Node):
                         and self._command_pub.get_subscription_count() >= len(listeners),
                         timeout_s, "the orchestrator")
 
-    def run_episode(self, executor: Executor, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0,
-                    timeout_s: float = 600.0, check=None) -> EpisodeOutcome:
-        """Start an episode and spin until it is over; returns its final status and result."""
+    def start_episode(self, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0) -> str:
+        """Ask the orchestrator to start an episode; returns its id (the orchestrator refuses a second one)."""
         self._count += 1
         episode_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{self._count:03d}-{task_id}-{variant or 'default'}-s{seed}"
-        command = EpisodeCommand(command=START, episode_id=episode_id, task_id=task_id, layout=layout, seed=seed,
-                                 variant=variant)
-        started = time.monotonic()
-        self._command_pub.publish(document_to_msg(command))
+        self._command_pub.publish(document_to_msg(EpisodeCommand(
+            command=START, episode_id=episode_id, task_id=task_id, layout=layout, seed=seed, variant=variant)))
+        self._started[episode_id] = time.monotonic()
+        return episode_id
 
+    def wait_until_over(self, executor: Executor, episode_id: str, timeout_s: float = 600.0,
+                        check=None) -> EpisodeOutcome:
+        """Spin until the episode's final status (with its result) is in."""
         def over() -> bool:
             s = self.status
             if s is not None and s.message.startswith("start refused") and s.episode_id != episode_id:
@@ -86,4 +89,10 @@ class EpisodeClient(Node):
         self.spin_until(executor, over, timeout_s, f"episode {episode_id}", check)
         assert self.status is not None and self.status.result is not None
         return EpisodeOutcome(episode_id=episode_id, state=self.status.state, result=self.status.result,
-                              wall_s=time.monotonic() - started)
+                              wall_s=time.monotonic() - self._started.get(episode_id, time.monotonic()))
+
+    def run_episode(self, executor: Executor, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0,
+                    timeout_s: float = 600.0, check=None) -> EpisodeOutcome:
+        """Start an episode and spin until it is over; returns its final status and result."""
+        episode_id = self.start_episode(task_id, variant=variant, layout=layout, seed=seed)
+        return self.wait_until_over(executor, episode_id, timeout_s, check)

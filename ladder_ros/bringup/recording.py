@@ -8,8 +8,8 @@ MCAP file's ``rosbag2`` metadata record).
 
 A recorder stopped with SIGINT/SIGTERM closes the bag: the MCAP file gets its summary and the
 ``metadata.yaml`` is written. After SIGKILL the MCAP file lacks its summary and the bag lacks
-``metadata.yaml``; every chunk written before the kill (the writer closes a chunk each MiB) is
-intact. :func:`recover_bag` reads those chunks back and writes a complete bag beside the broken
+``metadata.yaml``; every chunk written before the kill is intact (the writer closes a chunk each
+MiB, and :meth:`EpisodeBag.flush` every second), so at most the last second is lost. :func:`recover_bag` reads those chunks back and writes a complete bag beside the broken
 one (``ladder-ros recording recover DIR``). This module does not import rclpy.
 """
 
@@ -71,6 +71,19 @@ class EpisodeBag:
             self._connections[topic] = connection
         self._writer.write(connection, int(timestamp_ns), data)
         self.messages += 1
+
+    def flush(self) -> None:
+        """Put everything written so far on disk as a complete MCAP chunk.
+
+        rosbags closes a chunk every MiB; the recorder calls this every second too, so a SIGKILL
+        loses at most the last second of the episode (see :func:`recover_bag`).
+        """
+        storage = self._writer.storage
+        if storage is None:
+            return
+        if storage.chunk.bio.tell():
+            storage.close_chunk()
+        storage.bio.flush()
 
     def close(self) -> None:
         self._writer.close()

@@ -46,15 +46,22 @@ class GraphProcesses:
 
     def start(self) -> None:
         for launch in self.launches:
-            stdout = stderr = None
-            if self.log_dir is not None:
-                self.log_dir.mkdir(parents=True, exist_ok=True)
-                log = open(self.log_dir / f"{launch.name}.log", "wb")
-                self._logs.append(log)
-                stdout, stderr = log, subprocess.STDOUT
-            # Own process group: a terminal's Ctrl-C reaches only `up`, which forwards it in order.
-            self.processes[launch.name] = subprocess.Popen(launch.command(), env=self.env, stdout=stdout,
-                                                           stderr=stderr, start_new_session=True)
+            self.start_node(launch.name)
+
+    def start_node(self, name: str) -> None:
+        """(Re)start one node, e.g. after it was killed."""
+        launch = next(l for l in self.launches if l.name == name)
+        if name in self.processes and self.processes[name].poll() is None:
+            raise LadderError(f"node {name} is still running")
+        stdout = stderr = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log = open(self.log_dir / f"{launch.name}.log", "ab")
+            self._logs.append(log)
+            stdout, stderr = log, subprocess.STDOUT
+        # Own process group: a terminal's Ctrl-C reaches only `up`, which forwards it in order.
+        self.processes[name] = subprocess.Popen(launch.command(), env=self.env, stdout=stdout, stderr=stderr,
+                                                start_new_session=True)
 
     def dead(self) -> dict[str, int]:
         """Nodes that have exited, with their exit codes."""

@@ -20,6 +20,7 @@ from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import EPISODE_RECORDER
 from ladder_ros.nodes.runtime import declare_parameters, qos, run_node
 
+FLUSH_PERIOD_S = 1.0  # at most this much of an episode is lost when the recorder is killed (SIGKILL)
 IDLE_BUFFER_S = 1.0  # messages received this long before an episode's status are kept for it (arrival order)
 
 
@@ -36,7 +37,9 @@ class EpisodeRecorderNode(Node):
     messages) and in raw mode: the CDR bytes go to disk without decoding. A bag opens when the
     episode status announces a new episode (messages received just before it are kept: topics
     arrive in any order) and closes ``close_grace_s`` after the episode's final status, or when
-    the node shuts down (Ctrl-C, SIGTERM): the bag is then complete. Each episode's bag is
+    the node shuts down (Ctrl-C, SIGTERM): the bag is then complete. Every second the data so far is
+    written out as a complete MCAP chunk, so after a SIGKILL all but the last second is recoverable
+    (``ladder-ros recording recover``). Each episode's bag is
     ``<output_dir>/<episode_id>/`` with its ``metadata.yaml`` and MCAP file; its custom data holds
     the episode id, the task, variant, layout and seed, the graph name, the configuration files
     verbatim and the software versions.
@@ -64,6 +67,7 @@ class EpisodeRecorderNode(Node):
                                      self._make_callback(self.resolve_topic_name(spec.name), spec.type),
                                      profile, raw=True)
         self.create_timer(0.1, self._close_when_due)
+        self.create_timer(FLUSH_PERIOD_S, self._flush)
 
     def _make_callback(self, topic: str, type_name: str):
         status_topic = self.resolve_topic_name(topics.EPISODE_STATUS.name)
@@ -113,6 +117,10 @@ class EpisodeRecorderNode(Node):
             self._idle.append((time.monotonic(), topic, type_name, stamp_ns, bytes(data)))
             return
         self.bag.write(topic, type_name, stamp_ns, data)
+
+    def _flush(self) -> None:
+        if self.bag is not None:
+            self.bag.flush()
 
     def _close_when_due(self) -> None:
         if self._close_at is not None and time.monotonic() >= self._close_at:

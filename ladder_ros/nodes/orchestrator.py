@@ -247,6 +247,7 @@ class OrchestratorNode(Node):
             self._send_request(request, first=True)
             if self.lockstep:
                 self._awaiting = request
+                self._publish_status(self._replace_status(step=step, pending_request=decision.request.request_id))
                 return
         self._conclude(step, stamp_ns, decision)
 
@@ -270,7 +271,7 @@ class OrchestratorNode(Node):
         self._decision_sent_at = time.monotonic()
         if previous is None or previous.instruction != doc.instruction:
             self._subgoal_pub.publish(String(data=doc.instruction or ""))
-        if previous is None or (previous.plan_index, previous.pending_request, previous.instruction) != (
+        if (self.status.plan_index, self.status.pending_request, self.status.instruction) != (
                 doc.plan_index, doc.pending_request, doc.instruction):
             self._publish_status(self._replace_status(step=step, plan_index=doc.plan_index,
                                                       instruction=doc.instruction,

@@ -12,6 +12,7 @@ those runs are measurements, not validation, and always exit 0.
 
     python scripts/validate_tabletop_layouts.py                       # validate every layout
     python scripts/validate_tabletop_layouts.py --noise bridge_like --instruction full --layouts 8
+    python scripts/validate_tabletop_layouts.py --benchmark 300       # ms per step, image off and on
 """
 
 from __future__ import annotations
@@ -45,7 +46,35 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="subgoal texts in order (privileged-verifier style) or the full instruction")
     p.add_argument("--seed", type=int, default=0, help="expert seed offset (the seed of layout k is seed + k)")
     p.add_argument("--json", default="", help="also write every episode as JSON lines to this file")
+    p.add_argument("--benchmark", type=int, default=0, metavar="STEPS",
+                   help="instead: time STEPS control steps of the first selected task without and with the image")
+    p.add_argument("--image-size", type=int, default=256, help="image side in pixels for --benchmark")
     return p.parse_args(argv)
+
+
+def _benchmark(suite, task, steps: int, image_size: int) -> None:
+    """Milliseconds per control step while the noise-free expert works through the task's subgoals.
+
+    Wall clock counts ``backend.step`` only; CPU time (this process, all threads, so llvmpipe's
+    render threads too) counts the whole loop, expert included.
+    """
+    for render in (False, True):
+        with MujocoTabletop(suite, render=render, image_size=image_size) as backend:
+            wall = 0.0
+            done = 0
+            layout = 0
+            cpu_start = time.process_time()
+            while done < steps:
+                r = run_subgoal_sequence(backend, task, layout % task.layouts, ScriptedExpert(task, seed=layout),
+                                         seed=layout)
+                wall += r.sim_seconds
+                done += r.steps
+                layout += 1
+            cpu = time.process_time() - cpu_start
+            label = f"image {image_size}x{image_size}" if render else "no image"
+            print(f"{task.task_id} ({len(backend.layout.objects)} objects), {label}: {1000 * wall / done:.2f} ms/step "
+                  f"wall (step only), {1000 * cpu / done:.2f} ms/step CPU (whole loop) over {done} steps, "
+                  f"{layout} episodes")
 
 
 def _print_table(results: list[RolloutResult], horizons: dict[str, int], categories: dict[str, str]) -> None:
@@ -79,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     except LadderError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.benchmark > 0:
+        _benchmark(suite, tasks[0] if args.tasks else suite.task("kitchen_single_6"), args.benchmark, args.image_size)
+        return 0
     validating = args.noise == "off" and args.instruction == "subgoals"
     run = run_subgoal_sequence if args.instruction == "subgoals" else run_full_instruction
     results: list[RolloutResult] = []

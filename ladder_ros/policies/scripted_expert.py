@@ -14,12 +14,15 @@ runs only in simulation. It serves three purposes:
 * **The no-orchestrator baseline.** Given a task's full compound instruction it fails the way a
   Bridge policy does as the horizon grows (Section 5.1: ~85 % on one subgoal, near zero by five):
   each attempt it attends to one mentioned object at random, so it revisits objects it already
-  placed and, with ``retake_placed``, takes them out again; it reads the destination from the words
+  placed and, with ``retake_placed``, takes them out onto the table again (it sees that object's
+  goal done and moves it on: a completed subgoal undone); it reads the destination from the words
   after the object and confuses destinations with ``destination_confusion``, so it never sees a
   relay's second leg or a revisit's return and mixes up split and transfer targets; it ignores
   'first ... then' order; it does not understand negation, so 'everything except the eggplant'
-  makes the eggplant as likely a pick as any other object; and it drifts more as more objects are
-  mentioned (``drift_per_extra_object``). No success rate is written down anywhere: the rates come
+  makes the eggplant as likely a pick as any other object; and the more objects an instruction
+  names, the more often its attention spreads over them (``drift_per_extra_object``): the attempt
+  wanders, then closes on air (Section 5.2: long tasks stall, the policy 'moving aimlessly and
+  trying to reach the target object'). No success rate is written down anywhere: the rates come
   out of these behaviours, the physics and the step budget.
 
 A *stale* single instruction (its subgoal already holds, e.g. the periodic trigger stays on the
@@ -50,27 +53,30 @@ from ladder_ros.sim.base import ContainerInfo, Observation, PrivilegedState
 # periodic interval is set to that median).
 MAX_XY_STEP_M = 0.04
 MAX_Z_STEP_M = 0.03
-MAX_YAW_STEP_RAD = 0.35
+MAX_YAW_STEP_RAD = 0.35  # 20 degrees per step: a quarter turn in under 5 steps
 TRAVEL_HEIGHT_M = 0.10  # above the table: clears bin walls (<= 0.06 m) with an object in hand
 MISSED_GRASP_HEIGHT_M = 0.045  # a premature close this far above the grasp height holds nothing
 RELEASE_CLEARANCE_M = 0.02  # the object's underside stops this far above the surface, then drops
+TYPICAL_REST_HEIGHT_M = 0.015  # centre height of an object held since before the attempt began
 CLOSE_STEPS = 2  # closed and still before lifting; lifting keeps it closed, so a close lasts >= 3 steps
-OPEN_STEPS = 2
-ARRIVAL_TOLERANCE_M = 0.008
-MOVE_TIMEOUT_STEPS = 40
+OPEN_STEPS = 2  # open and still, so the object drops clear before the gripper retreats
+ARRIVAL_TOLERANCE_M = 0.008  # servo lag accepted on arrival (the target itself must be reached)
+MOVE_TIMEOUT_STEPS = 40  # 8 s at 5 Hz: a motion that takes longer is abandoned and the attempt ends
 BLOCKED_LAG_M = 0.015  # the gripper trails its target by this much: it is pressing on something
-BLOCKED_STEPS = 3
+BLOCKED_STEPS = 3  # ... for this many steps in a row
 WALLED_CONTAINER_MARGIN_M = 0.045  # a bin: keep the open pads (+-43 mm) off its walls
 FLAT_CONTAINER_MARGIN_M = 0.02  # a plate or cloth: the object's centre stays this far inside
-SPOT_GRID_M = 0.01
+SPOT_GRID_M = 0.01  # candidate placement points, 1 cm apart
 SEGMENT_HALF_LENGTH_M = 0.045  # about half the length of the longest tabletop objects (carrot, banana)
 OBJECT_SEPARATION_M = 0.04  # between two objects' axes: two radii (<= 17 mm) and slack
 OPEN_PAD_REACH_M = 0.047  # open pad centre from the grasp axis: 35 mm travel + half an 8 mm pad + slack
-PAD_HALF_WIDTH_M = 0.01
+PAD_HALF_WIDTH_M = 0.01  # pads are 20 mm wide along the grasp axis
 PAD_SEPARATION_M = 0.025  # between an open pad and a neighbour's axis: a radius, half a pad, slack
+# A knock starts 7 cm before the placed object and pushes 12 cm past it: off any container here.
 KNOCK_LEAD_IN_M = 0.07
 KNOCK_FOLLOW_THROUGH_M = 0.12
 WANDER_REGION = ((0.18, 0.46), (-0.20, 0.20), (0.05, 0.16))  # inside the tabletop workspace
+TAKE_OUT_CLEARANCE_M = 0.06  # a taken-out object lands this far outside the container's footprint
 
 
 def _probability(name: str, value: float) -> None:
@@ -97,8 +103,12 @@ class ExpertNoise:
     knock_placed: float = 0.0  # sweeps an object resting on a container off it while reaching
     wander: float = 0.0  # moves aimlessly for ``wander_steps`` before the attempt
     destination_confusion: float = 0.0  # compound instruction: heads to another mentioned destination
-    retake_placed: float = 0.0  # the attended object already rests there: grasp and re-place it (else hover)
-    drift_per_extra_object: float = 0.0  # compound: extra chance to wander per mentioned object beyond one
+    # the attended object already rests there: grasp it again (else hover) and re-place it, or on a
+    # compound instruction take it out onto the table
+    retake_placed: float = 0.0
+    # compound: per mentioned object beyond the first, the chance that attention spreads over the
+    # objects, so the attempt wanders and then closes on air between them
+    drift_per_extra_object: float = 0.0
     wander_steps: tuple[int, int] = (6, 18)
     hover_steps: tuple[int, int] = (8, 20)
 
@@ -123,7 +133,7 @@ class ExpertNoise:
         tasks); ``scripts/validate_tabletop_layouts.py --noise bridge_like`` measures it.
         """
         return cls(missed_grasp=0.25, early_release=0.1, knock_placed=0.1, wander=0.15,
-                   destination_confusion=0.25, retake_placed=0.5, drift_per_extra_object=0.08)
+                   destination_confusion=0.25, retake_placed=0.3, drift_per_extra_object=0.15)
 
 
 def expert_noise(name: str) -> ExpertNoise:
@@ -217,6 +227,22 @@ def _wrap(angle: float) -> float:
 Plan = Generator[np.ndarray, Observation, None]
 
 
+@dataclass(frozen=True)
+class _AttemptDraws:
+    """The random choices of one attempt (drawn together when it starts)."""
+
+    compound: bool
+    wander: bool
+    wander_steps: int
+    knock: bool
+    knock_pick: float
+    missed: bool
+    release_at: float | None  # fraction of the transit after which the gripper opens, or None
+    retake: bool
+    hover_steps: int
+    take_out_turn: float  # radians: where beside the container a taken-out object goes
+
+
 class ScriptedExpert:
     """Pick-and-place from privileged state, with seeded noise; see the module docstring.
 
@@ -299,7 +325,7 @@ class ScriptedExpert:
         assert reading is not None
         priv = obs.privileged
         assert priv is not None
-        if not reading.objects and not reading.everything or not reading.destinations:
+        if (not reading.objects and not reading.everything) or not reading.destinations:
             self.last_attempt = "wander (no object or destination understood)"
             return self._wander(obs, self._draw_steps(self.noise.wander_steps))
         if reading.is_single:
@@ -313,53 +339,58 @@ class ScriptedExpert:
                 options = sorted(set(reading.destinations))
                 destination = options[int(self._rng.integers(len(options)))]
             extra_objects = len(candidates) - 1
-        # Draw every random choice of the attempt now, in a fixed order.
-        p_wander = 1 - (1 - self.noise.wander) * (1 - self.noise.drift_per_extra_object) ** extra_objects
-        wander = self._rng.random() < p_wander
-        wander_steps = self._draw_steps(self.noise.wander_steps)
-        knock = self._rng.random() < self.noise.knock_placed
-        knock_pick = self._rng.random()
-        missed = self._rng.random() < self.noise.missed_grasp
-        release = self._rng.random() < self.noise.early_release
-        release_at = float(self._rng.uniform(0.25, 0.75))
-        retake = self._rng.random() < self.noise.retake_placed
-        hover_steps = self._draw_steps(self.noise.hover_steps)
-        return self._attempt(obs, kind, destination, wander=wander, wander_steps=wander_steps, knock=knock,
-                             knock_pick=knock_pick, missed=missed, release_at=release_at if release else None,
-                             retake=retake, hover_steps=hover_steps)
+        # Every random choice of the attempt, drawn now in a fixed order.
+        n = self.noise
+        diluted = self._rng.random() < 1 - (1 - n.drift_per_extra_object) ** extra_objects
+        draws = _AttemptDraws(
+            compound=not reading.is_single,
+            wander=(self._rng.random() < n.wander) or diluted,
+            wander_steps=self._draw_steps(n.wander_steps),
+            knock=self._rng.random() < n.knock_placed,
+            knock_pick=float(self._rng.random()),
+            missed=(self._rng.random() < n.missed_grasp) or diluted,
+            release_at=float(self._rng.uniform(0.25, 0.75)) if self._rng.random() < n.early_release else None,
+            retake=self._rng.random() < n.retake_placed,
+            hover_steps=self._draw_steps(n.hover_steps),
+            take_out_turn=float(self._rng.uniform(-1.0, 1.0)),
+        )
+        return self._attempt(obs, kind, destination, draws)
 
     def _draw_steps(self, bounds: tuple[int, int]) -> int:
         return int(self._rng.integers(bounds[0], bounds[1] + 1))
 
-    def _attempt(self, obs: Observation, kind: str, destination: str, *, wander: bool, wander_steps: int,
-                 knock: bool, knock_pick: float, missed: bool, release_at: float | None, retake: bool,
-                 hover_steps: int) -> Plan:
-        if wander:
-            obs = yield from self._wander(obs, wander_steps)
-        if knock:
-            victim = self._knock_victim(obs.privileged, kind, knock_pick)
+    def _attempt(self, obs: Observation, kind: str, destination: str, draws: "_AttemptDraws") -> Plan:
+        if draws.wander:
+            obs = yield from self._wander(obs, draws.wander_steps)
+        if draws.knock:
+            victim = self._knock_victim(obs.privileged, draws.knock_pick)
             if victim is not None:
                 obs = yield from self._knock(obs, victim)
         priv = obs.privileged
         if destination not in priv.containers:
             self.last_attempt = f"hover (no {destination} in the scene)"
-            yield from self._hover(obs, hover_steps)
+            yield from self._hover(obs, draws.hover_steps)
             return
         instance = self._choose_instance(priv, kind, destination, obs.ee_position)
-        stale = False
-        if instance is None:
+        table_spot = None
+        verb = "pick"
+        if instance is None:  # every instance already rests there: a stale goal, or a revisit
             placed = self._on_container(priv, kind, destination)
-            if not placed or not retake:
+            if not placed or not draws.retake:
                 self.last_attempt = f"hover ({kind} already on the {destination})"
-                yield from self._hover(obs, hover_steps)
+                yield from self._hover(obs, draws.hover_steps)
                 return
             instance = min(placed, key=lambda n: float(np.linalg.norm(priv.objects[n].position[:2]
                                                                      - obs.ee_position[:2])))
-            stale = True
-        self.last_attempt = (f"{'re-place' if stale else 'pick'} {instance} -> {destination}"
-                             f"{' (missed grasp)' if missed else ''}"
-                             f"{' (early release)' if release_at is not None else ''}")
-        yield from self._pick_and_place(obs, instance, destination, missed=missed, release_at=release_at)
+            verb = "re-place"
+            if draws.compound:  # it sees the goal done and moves the object on: takes it out again
+                table_spot = self._beside(priv.containers[destination], draws.take_out_turn)
+                verb = "take out"
+        self.last_attempt = (f"{verb} {instance} -> {destination if table_spot is None else 'table'}"
+                             f"{' (missed grasp)' if draws.missed else ''}"
+                             f"{' (early release)' if draws.release_at is not None else ''}")
+        yield from self._pick_and_place(obs, instance, destination, missed=draws.missed,
+                                        release_at=draws.release_at, table_spot=table_spot)
 
     # -- scene reading -----------------------------------------------------------------
 
@@ -398,7 +429,7 @@ class ScriptedExpert:
                 return float(priv.containers[name].surface_z)
         return self.table_z
 
-    def _knock_victim(self, priv: PrivilegedState, target_kind: str, pick: float) -> tuple[str, str] | None:
+    def _knock_victim(self, priv: PrivilegedState, pick: float) -> tuple[str, str] | None:
         placed = []
         for (kind, container), n in sorted(priv.goal.resting.items()):
             if n > 0 and container in priv.containers:
@@ -406,6 +437,17 @@ class ScriptedExpert:
         if not placed:
             return None
         return placed[min(int(pick * len(placed)), len(placed) - 1)]
+
+    @staticmethod
+    def _beside(c: ContainerInfo, turn: float) -> np.ndarray:
+        """A point on the table just outside ``c``, on the side facing the middle of the workspace."""
+        (x_lo, x_hi), (y_lo, y_hi), _ = WANDER_REGION
+        middle = np.array([(x_lo + x_hi) / 2, (y_lo + y_hi) / 2])
+        away = middle - c.position[:2]
+        angle = math.atan2(away[1], away[0]) + turn
+        point = c.position[:2] + (max(c.half_extents[:2]) + TAKE_OUT_CLEARANCE_M) * np.array(
+            [math.cos(angle), math.sin(angle)])
+        return np.clip(point, [x_lo, y_lo], [x_hi, y_hi])
 
     def _free_spot(self, priv: PrivilegedState, destination: str, holding: str) -> tuple[np.ndarray, float]:
         """Where on the container, and turned by how much, the held object lands clear of the rest.
@@ -539,12 +581,13 @@ class ScriptedExpert:
         return min(options, key=lambda a: abs(a - current)) if options else _wrap(yaw)
 
     def _pick_and_place(self, obs: Observation, instance: str, destination: str, *,
-                        missed: bool, release_at: float | None) -> Generator:
+                        missed: bool, release_at: float | None, table_spot: np.ndarray | None = None) -> Generator:
+        """Pick ``instance`` and put it on ``destination`` (or on the table at ``table_spot``)."""
         travel = self.table_z + TRAVEL_HEIGHT_M
         already_held = instance in obs.privileged.grasped
         if not already_held:
-            start = obs.privileged.objects[instance]
-            rest_height = max(float(start.position[2]) - self._support_z(obs.privileged, instance), 0.005)
+            start_z = float(obs.privileged.objects[instance].position[2])
+            rest_height = max(start_z - self._support_z(obs.privileged, instance), 0.005)
             obs = yield from self._rise(obs, gripper_open=True)
 
             def above(o: Observation):
@@ -573,14 +616,16 @@ class ScriptedExpert:
             if instance not in obs.privileged.grasped:
                 return  # missed: the next attempt opens the gripper and tries again
         else:
-            start = obs.privileged.objects[instance]
-            rest_height = 0.015
+            rest_height = TYPICAL_REST_HEIGHT_M
         hang = float(obs.privileged.objects[instance].position[2] - obs.ee_position[2])
-        spot, turn = self._free_spot(obs.privileged, destination, instance)
+        if table_spot is None:
+            spot, turn = self._free_spot(obs.privileged, destination, instance)
+            surface_z = float(obs.privileged.containers[destination].surface_z)
+        else:
+            spot, turn, surface_z = table_spot, 0.0, self.table_z
         place_yaw = float(obs.ee_euler[2]) + turn
         if abs(place_yaw) > math.pi - 0.2:
             place_yaw = _wrap(place_yaw + math.pi)  # the same placement, with the wrist in range
-        container = obs.privileged.containers[destination]
         over = np.array([spot[0], spot[1], travel])
         begin = obs.ee_position[:2].copy()
         path = float(np.linalg.norm(over[:2] - begin))
@@ -598,7 +643,7 @@ class ScriptedExpert:
             obs = yield self._action(obs, over, False, place_yaw)
         else:
             return
-        release_z = container.surface_z + rest_height + RELEASE_CLEARANCE_M - hang
+        release_z = surface_z + rest_height + RELEASE_CLEARANCE_M - hang
         obs, _ = yield from self._move(obs, lambda o: np.array([spot[0], spot[1], release_z]), False,
                                        lambda o: place_yaw)
         obs = yield from self._hold_for(obs, OPEN_STEPS, gripper_open=True)

@@ -102,9 +102,11 @@ class ObjectSpec:
         return self.size[0] + self.size[1], self.size[0]  # capsule along x: radius + half length
 
     @property
-    def footprint_radius(self) -> float:
-        """Radius of a circle that covers the object from above."""
-        return math.hypot(*self.footprint_half_extents) if self.shape != "cylinder" else self.size[0]
+    def max_half_extent(self) -> float:
+        """The largest distance from the centre to a face, in any orientation the object may lie."""
+        if self.shape == "capsule":
+            return self.size[0] + self.size[1]
+        return max(self.size)
 
     @property
     def rest_half_height(self) -> float:

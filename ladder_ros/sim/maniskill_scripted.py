@@ -25,7 +25,7 @@ GRASP_BELOW_CENTRE_M = 0.005  # finger tips slightly below the centre of a lying
 RELEASE_ABOVE_SURFACE_M = 0.03  # object centre this far above the container top when let go
 ARRIVAL_TOLERANCE_M = 0.006
 SETTLE_LIMIT_STEPS = 8  # steps to wait for the arm to reach a target before moving on anyway
-GRIPPER_STEPS = 4  # the fingers travel their 22 mm in about three steps (gripper_vel_limit 0.12 m/s)
+GRIPPER_STEPS = 4  # measured: the fingers travel their 22 mm (0.037 to 0.015 m) in three to four steps
 
 
 def _wrap_half_turn(angle: float) -> float:

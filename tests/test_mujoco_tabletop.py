@@ -38,7 +38,8 @@ def _suite(plate_position=(0.36, 0.12), jitter=0.0):
             "containers": {"plate": {"type": "plate", "position": list(plate_position), "size": 0.08}},
         }},
         "tasks": [
-            {"id": "lemon", "scene": "probe", "category": "single_destination", "instruction": "put the lemon on the plate",
+            {"id": "lemon", "scene": "probe", "category": "single_destination",
+             "instruction": "put the lemon on the plate",
              "subgoals": [{"object": "lemon", "destination": "plate", "text": "put the lemon on the plate"}]},
             {"id": "cubes", "scene": "probe", "category": "duplicates", "instruction": "put both cubes on the plate",
              "subgoals": [{"object": "cube", "destination": "plate", "text": "put a cube on the plate"}] * 2},

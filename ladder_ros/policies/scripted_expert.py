@@ -14,7 +14,7 @@ runs only in simulation. It serves three purposes:
 * **The no-orchestrator baseline.** Given a task's full compound instruction it fails the way a
   Bridge policy does as the horizon grows (Section 5.1: ~85 % on one subgoal, near zero by five):
   each attempt it attends to one mentioned object at random, so it revisits objects it already
-  placed and, with ``retake_placed``, takes them out onto the table again (it sees that object's
+  placed and, with ``take_out_placed``, takes them out onto the table again (it sees that object's
   goal done and moves it on: a completed subgoal undone); it reads the destination from the words
   after the object and confuses destinations with ``destination_confusion``, so it never sees a
   relay's second leg or a revisit's return and mixes up split and transfer targets; it ignores
@@ -26,13 +26,14 @@ runs only in simulation. It serves three purposes:
   out of these behaviours, the physics and the step budget.
 
 A *stale* single instruction (its subgoal already holds, e.g. the periodic trigger stays on the
-last subgoal) makes it hover, or with ``retake_placed`` grasp the object again and re-place it
+last subgoal) makes it hover, or with ``regrasp_done`` grasp the object again and re-place it
 (dropping it on the way with ``early_release``).
 
 Determinism: one ``numpy`` generator seeded at construction and drawn from in a fixed order (the
 choices of an attempt when it starts, wander waypoints as they come), so the actions depend only on
-the seed and the sequence of observations and instructions. ``reset(instruction)`` ends the current attempt (as a chunking policy drops the rest
-of its chunk); an instruction that changes without a reset is treated as a reset.
+the seed and the sequence of observations and instructions. ``reset(instruction)`` ends the
+current attempt (as a chunking policy drops the rest of its chunk); an instruction that changes
+without a reset is treated as a reset.
 """
 
 from __future__ import annotations
@@ -103,9 +104,11 @@ class ExpertNoise:
     knock_placed: float = 0.0  # sweeps an object resting on a container off it while reaching
     wander: float = 0.0  # moves aimlessly for ``wander_steps`` before the attempt
     destination_confusion: float = 0.0  # compound instruction: heads to another mentioned destination
-    # the attended object already rests there: grasp it again (else hover) and re-place it, or on a
-    # compound instruction take it out onto the table
-    retake_placed: float = 0.0
+    # a stale single instruction (its object already rests there): grasp it again and re-place it
+    regrasp_done: float = 0.0
+    # compound instruction, the attended object already rests where it is headed: take it out onto
+    # the table (a completed subgoal undone)
+    take_out_placed: float = 0.0
     # compound: per mentioned object beyond the first, the chance that attention spreads over the
     # objects, so the attempt wanders and then closes on air between them
     drift_per_extra_object: float = 0.0
@@ -132,8 +135,9 @@ class ExpertNoise:
         roughly 85 % of episodes (Section 5.1: 85.4 % for the low-level policy on one-subgoal
         tasks); ``scripts/validate_tabletop_layouts.py --noise bridge_like`` measures it.
         """
-        return cls(missed_grasp=0.25, early_release=0.1, knock_placed=0.1, wander=0.15,
-                   destination_confusion=0.25, retake_placed=0.3, drift_per_extra_object=0.15)
+        return cls(missed_grasp=0.4, early_release=0.15, knock_placed=0.1, wander=0.25,
+                   destination_confusion=0.25, regrasp_done=0.05, take_out_placed=0.3,
+                   drift_per_extra_object=0.15)
 
 
 def expert_noise(name: str) -> ExpertNoise:
@@ -238,7 +242,7 @@ class _AttemptDraws:
     knock_pick: float
     missed: bool
     release_at: float | None  # fraction of the transit after which the gripper opens, or None
-    retake: bool
+    retake: bool  # an object already where it is headed: take it again (else hover)
     hover_steps: int
     take_out_turn: float  # radians: where beside the container a taken-out object goes
 
@@ -332,7 +336,10 @@ class ScriptedExpert:
             kind, destination = reading.objects[0], reading.destinations[0]
             extra_objects = 0
         else:
-            candidates = sorted({p.kind for p in priv.objects.values()}) if reading.everything else list(reading.objects)
+            if reading.everything:
+                candidates = sorted({p.kind for p in priv.objects.values()})
+            else:
+                candidates = list(reading.objects)
             kind = candidates[int(self._rng.integers(len(candidates)))]
             destination = reading.paired.get(kind, reading.destinations[0])
             if self._rng.random() < self.noise.destination_confusion:
@@ -350,7 +357,7 @@ class ScriptedExpert:
             knock_pick=float(self._rng.random()),
             missed=(self._rng.random() < n.missed_grasp) or diluted,
             release_at=float(self._rng.uniform(0.25, 0.75)) if self._rng.random() < n.early_release else None,
-            retake=self._rng.random() < n.retake_placed,
+            retake=self._rng.random() < (n.take_out_placed if not reading.is_single else n.regrasp_done),
             hover_steps=self._draw_steps(n.hover_steps),
             take_out_turn=float(self._rng.uniform(-1.0, 1.0)),
         )
@@ -362,35 +369,44 @@ class ScriptedExpert:
     def _attempt(self, obs: Observation, kind: str, destination: str, draws: "_AttemptDraws") -> Plan:
         if draws.wander:
             obs = yield from self._wander(obs, draws.wander_steps)
-        if draws.knock:
-            victim = self._knock_victim(obs.privileged, draws.knock_pick)
-            if victim is not None:
-                obs = yield from self._knock(obs, victim)
-        priv = obs.privileged
-        if destination not in priv.containers:
+        if destination not in obs.privileged.containers:
             self.last_attempt = f"hover (no {destination} in the scene)"
             yield from self._hover(obs, draws.hover_steps)
             return
-        instance = self._choose_instance(priv, kind, destination, obs.ee_position)
-        table_spot = None
-        verb = "pick"
-        if instance is None:  # every instance already rests there: a stale goal, or a revisit
-            placed = self._on_container(priv, kind, destination)
-            if not placed or not draws.retake:
-                self.last_attempt = f"hover ({kind} already on the {destination})"
-                yield from self._hover(obs, draws.hover_steps)
-                return
-            instance = min(placed, key=lambda n: float(np.linalg.norm(priv.objects[n].position[:2]
-                                                                     - obs.ee_position[:2])))
-            verb = "re-place"
-            if draws.compound:  # it sees the goal done and moves the object on: takes it out again
-                table_spot = self._beside(priv.containers[destination], draws.take_out_turn)
-                verb = "take out"
+        target = self._target_instance(obs, kind, destination, draws)
+        if target is None:
+            self.last_attempt = f"hover ({kind} already on the {destination})"
+            yield from self._hover(obs, draws.hover_steps)
+            return
+        if draws.knock:  # a clumsy reach on the way sweeps another placed object off its container
+            victim = self._knock_victim(obs.privileged, draws.knock_pick, spare=target[0])
+            if victim is not None:
+                obs = yield from self._knock(obs, victim)
+                target = self._target_instance(obs, kind, destination, draws)
+                if target is None:
+                    return
+        instance, table_spot, verb = target
         self.last_attempt = (f"{verb} {instance} -> {destination if table_spot is None else 'table'}"
                              f"{' (missed grasp)' if draws.missed else ''}"
                              f"{' (early release)' if draws.release_at is not None else ''}")
         yield from self._pick_and_place(obs, instance, destination, missed=draws.missed,
                                         release_at=draws.release_at, table_spot=table_spot)
+
+    def _target_instance(self, obs: Observation, kind: str, destination: str,
+                         draws: "_AttemptDraws") -> tuple[str, np.ndarray | None, str] | None:
+        """What the attempt moves, where to (None: the destination), and how to call it; None: hover."""
+        priv = obs.privileged
+        instance = self._choose_instance(priv, kind, destination, obs.ee_position)
+        if instance is not None:
+            return instance, None, "pick"
+        placed = self._on_container(priv, kind, destination)  # a stale goal, or a revisit
+        if not placed or not draws.retake:
+            return None
+        instance = min(placed, key=lambda n: float(np.linalg.norm(priv.objects[n].position[:2]
+                                                                 - obs.ee_position[:2])))
+        if draws.compound:  # it sees the goal done and moves the object on: takes it out again
+            return instance, self._beside(priv.containers[destination], draws.take_out_turn), "take out"
+        return instance, None, "re-place"
 
     # -- scene reading -----------------------------------------------------------------
 
@@ -429,11 +445,13 @@ class ScriptedExpert:
                 return float(priv.containers[name].surface_z)
         return self.table_z
 
-    def _knock_victim(self, priv: PrivilegedState, pick: float) -> tuple[str, str] | None:
+    def _knock_victim(self, priv: PrivilegedState, pick: float, spare: str) -> tuple[str, str] | None:
+        """An object resting on a container, other than ``spare`` (``pick`` in [0, 1) chooses)."""
         placed = []
         for (kind, container), n in sorted(priv.goal.resting.items()):
             if n > 0 and container in priv.containers:
-                placed += [(name, container) for name in self._on_container(priv, kind, container)]
+                placed += [(name, container) for name in self._on_container(priv, kind, container)
+                           if name != spare]
         if not placed:
             return None
         return placed[min(int(pick * len(placed)), len(placed) - 1)]

@@ -56,9 +56,11 @@ DEFAULT_REGION = ((0.15, 0.50), (-0.26, 0.26))
 # 2 x 0.010 m between the pads and opens to 2 x 0.035 m; a graspable width lies in between.
 FINGER_MIN_M = 0.010
 FINGER_MAX_M = 0.035
-MIN_GRASP_WIDTH_M = 2 * FINGER_MIN_M + 0.002
-MAX_GRASP_WIDTH_M = 2 * FINGER_MAX_M - 0.012
+MIN_GRASP_WIDTH_M = 2 * FINGER_MIN_M + 0.002  # each finger must squeeze by at least 1 mm
+MAX_GRASP_WIDTH_M = 2 * FINGER_MAX_M - 0.012  # open pads clear the object by 6 mm a side on the way down
 
+# Container geometry of the stand-in: a 12 mm plate, a 4 mm cloth, a bin with an 8 mm floor and
+# 6 mm walls.
 PLATE_HALF_HEIGHT_M = 0.006
 CLOTH_HALF_THICKNESS_M = 0.002
 BIN_FLOOR_HALF_THICKNESS_M = 0.004
@@ -72,7 +74,7 @@ CONTAINER_TYPES = ("plate", "cloth", "bin")
 PLACEMENT_GAP_M = 0.032
 CONTAINER_GAP_M = 0.02  # between containers
 INSIDE_MARGIN_M = 0.012  # an object that starts in a container stays this far inside its edge
-MAX_PLACEMENT_TRIES = 4000
+MAX_PLACEMENT_TRIES = 4000  # rejection samples per object before the layout starts over
 MAX_LAYOUT_RESTARTS = 40
 
 _OBJECT_KEYS = {"shape", "size", "rgba", "count", "mass", "start"}

@@ -288,3 +288,19 @@ def test_camera_image_when_rendering_is_on():
         assert not np.array_equal(moved.image, obs.image)
     finally:
         backend.close()
+
+
+def test_a_machine_without_offscreen_gl_gets_a_clear_error(monkeypatch):
+    import mujoco
+
+    from ladder_ros.sim import mujoco_tabletop
+
+    def no_device(*args, **kwargs):
+        raise RuntimeError("failed to find a rendering device")
+
+    monkeypatch.setattr(mujoco, "Renderer", no_device)
+    monkeypatch.setattr(mujoco_tabletop, "_switch_gl_backend", lambda name: False)
+    suite = _suite()
+    backend = MujocoTabletop(suite, render=True, image_size=32)
+    with pytest.raises(InvalidInputError, match="failed to find a rendering device.*run with render=False"):
+        backend.reset(suite.task("lemon"), 0, 0)

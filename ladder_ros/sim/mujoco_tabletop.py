@@ -293,6 +293,28 @@ def _compile(layout: Layout, image_size: int) -> _BuiltScene:
     )
 
 
+def _renderer_error(exc: Exception) -> InvalidInputError:
+    return InvalidInputError(
+        f"cannot create an offscreen renderer with MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}: {exc}; "
+        "install Mesa EGL (libegl1) or OSMesa (libosmesa6), or run with render=False")
+
+
+def _switch_gl_backend(name: str) -> bool:
+    """Make new renderers use the ``name`` GL backend; False when it is in use or not installed."""
+    from mujoco.rendering.classic import gl_context
+
+    if getattr(gl_context, "_MUJOCO_GL", "") == name:
+        return False
+    try:
+        context_class = importlib.import_module(f"mujoco.{name}").GLContext
+    except Exception:  # a missing library surfaces as ImportError, OSError or AttributeError
+        return False
+    gl_context.GLContext = context_class
+    gl_context._MUJOCO_GL = name
+    os.environ["MUJOCO_GL"] = name
+    return True
+
+
 def _use_offscreen_gl() -> None:
     """Render offscreen even when MuJoCo was imported before ``MUJOCO_GL`` was set.
 
@@ -305,8 +327,7 @@ def _use_offscreen_gl() -> None:
     chosen = os.environ.get("MUJOCO_GL", "").lower()
     if getattr(gl_context, "_MUJOCO_GL", chosen) or os.environ.get("DISPLAY") or chosen not in ("egl", "osmesa"):
         return
-    gl_context.GLContext = importlib.import_module(f"mujoco.{chosen}").GLContext
-    gl_context._MUJOCO_GL = chosen
+    _switch_gl_backend(chosen)
 
 
 def _yaw_quaternion(yaw: float) -> np.ndarray:
@@ -457,10 +478,13 @@ class MujocoTabletop:
         _use_offscreen_gl()
         try:
             self._renderer = mujoco.Renderer(model, self.image_size, self.image_size)
-        except Exception as exc:  # the GL backend raises several unrelated types
-            raise InvalidInputError(
-                f"cannot create an offscreen renderer with MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}: {exc}; "
-                "install Mesa EGL (libegl1) or OSMesa, or run with render=False") from exc
+        except Exception as egl_error:  # the GL backends raise several unrelated types
+            if not _switch_gl_backend("osmesa"):
+                raise _renderer_error(egl_error) from egl_error
+            try:  # EGL is present but gives no context (no render node): OSMesa renders in software
+                self._renderer = mujoco.Renderer(model, self.image_size, self.image_size)
+            except Exception as exc:
+                raise _renderer_error(exc) from exc
         self._renderer_model = model
 
     def _apply_targets(self, data: mujoco.MjData, gripper_open: bool) -> None:

@@ -114,7 +114,9 @@ class SimBridgeNode(Node):
         self._published_at = 0.0
         self._done = True
         self.steps_taken = 0
-        self.timing = {"sim_s": 0.0, "publish_s": 0.0}  # where the bridge's time goes (benchmarks)
+        # Where a lockstep step's time goes (benchmarks): simulating, publishing, then waiting from the
+        # observation's publication until the step's decision and until its action arrive.
+        self.timing = {"sim_s": 0.0, "publish_s": 0.0, "until_decision_s": 0.0, "until_action_s": 0.0}
 
     # ------------------------------------------------------------------ episode
     def _on_episode_start(self, status: EpisodeStatus) -> None:
@@ -129,6 +131,8 @@ class SimBridgeNode(Node):
             return
         self.episode, self.task, self.tracker = status, task, GoalTracker(task)
         self._done = False
+        self.timing = dict.fromkeys(self.timing, 0.0)
+        self.steps_taken = 0
         self._publish(observation)
         self.get_logger().info(f"episode {status.episode_id}: {task.task_id} layout {status.layout} "
                                f"seed {status.seed} ({status.variant})")
@@ -145,6 +149,7 @@ class SimBridgeNode(Node):
             return  # an action for another step (a repeat, or a past episode)
         try:
             self._action = action_from_msg(msg)
+            self.timing["until_action_s"] += time.monotonic() - self._published_at
         except LadderError as exc:
             self.get_logger().error(f"step {self.observation.step}: refusing the action: {exc}")
             return
@@ -164,6 +169,8 @@ class SimBridgeNode(Node):
             # The last decision, or an abort that came while this step's decision was still open.
             self._finish(doc)
         elif doc.step == self.observation.step:
+            if self._decision is None:
+                self.timing["until_decision_s"] += time.monotonic() - self._published_at
             self._decision = doc
             self._step_when_ready()
 
@@ -199,15 +206,16 @@ class SimBridgeNode(Node):
         observation, episode = self.observation, self.episode
         assert observation is not None and episode is not None
         stamp = episode.step_stamp_ns(observation.step)
-        self._privileged_pub.publish(document_to_msg(self._privileged_doc))
-        if observation.image is not None:
-            self._image_pub.publish(image_to_msg(observation.image, stamp, self.params["camera_frame"]))
-        self._pose_pub.publish(pose_to_msg(observation.ee_position, observation.ee_euler, stamp,
-                                           self.params["base_frame"]))
-        # The joint state goes last: it completes the step for the gripper trigger and the policy.
+        self._published_at = time.monotonic()
+        # The gripper trigger needs only the joint state: it goes first, so the step's chain of
+        # decisions starts while the rest is still being published.
         self._joint_pub.publish(joint_state_to_msg(observation.joint_names, observation.joint_positions,
                                                    observation.aperture, stamp, self.params["aperture_joint"]))
-        self._published_at = time.monotonic()
+        self._privileged_pub.publish(document_to_msg(self._privileged_doc))
+        self._pose_pub.publish(pose_to_msg(observation.ee_position, observation.ee_euler, stamp,
+                                           self.params["base_frame"]))
+        if observation.image is not None:
+            self._image_pub.publish(image_to_msg(observation.image, stamp, self.params["camera_frame"]))
 
     def _resend_if_stalled(self) -> None:
         """Republish the current step when nothing came back for a while (a node restarted)."""

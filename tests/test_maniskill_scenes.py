@@ -211,10 +211,11 @@ def test_suite_file_is_plain_yaml_with_schema_version():
 
 def test_a_scene_whose_assets_are_not_shipped_names_the_folder_and_files(tmp_path):
     from ladder_ros.core.suite import parse_suite
-    from ladder_ros.sim.maniskill_env import shared_asset_dir
 
-    if not (shared_asset_dir() / "data").is_dir():
-        pytest.skip(f"offline Bridge assets not found at {shared_asset_dir()}")
+    try:
+        assets = resolve_asset_dir()
+    except ManiSkillSetupError as exc:
+        pytest.skip(f"offline Bridge assets not found: {exc}")
     stack = parse_suite({
         "schema_version": 1, "suite": "cubes", "embodiment": "widowx",
         "scenes": {"cubes": {"env_id": "StackGreenCubeOnYellowCubeBakedTexInScene-v1",
@@ -224,7 +225,7 @@ def test_a_scene_whose_assets_are_not_shipped_names_the_folder_and_files(tmp_pat
                    "subgoals": [{"object": "green cube", "destination": "yellow cube", "text": "stack"}]}],
     })
     with pytest.raises(ManiSkillSetupError) as err:
-        make_backend(stack, asset_dir=shared_asset_dir(), lvp_dir=tmp_path)
+        make_backend(stack, asset_dir=assets, lvp_dir=tmp_path)
     message = str(err.value)
-    assert str(shared_asset_dir().resolve()) in message
+    assert str(assets) in message
     assert "baked_green_cube_3cm" in message and "info_bridge_custom_baked_tex_v0.json" in message

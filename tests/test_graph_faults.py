@@ -149,7 +149,7 @@ def wait_for_recorder(graph):
     command = graph.client.resolve_topic_name(topics.EPISODE_COMMAND.name)
     spin(graph, lambda: graph.client.count_subscribers(status) >= 5 and graph.client.count_subscribers(command) >= 2,
          60, "the recorder")
-    spin_for(graph, 1.0)
+    spin_for(graph, 2.0)  # the publishers' side of discovery may lag behind what the client sees
 
 
 def _episode_bag(graph, episode):

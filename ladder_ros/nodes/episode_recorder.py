@@ -21,7 +21,9 @@ from ladder_ros.nodes.parameters import EPISODE_RECORDER
 from ladder_ros.nodes.runtime import declare_parameters, qos, run_node
 
 FLUSH_PERIOD_S = 1.0  # at most this much of an episode is lost when the recorder is killed (SIGKILL)
-IDLE_BUFFER_S = 1.0  # messages received this long before an episode's status are kept for it (arrival order)
+# Messages received this long before an episode's status are kept for it: topics arrive in any
+# order, and a recorder that just (re)started may be matched by the status publisher last.
+IDLE_BUFFER_S = 5.0
 
 
 def message_class(type_name: str):

@@ -8,7 +8,7 @@ decision arrives: gripper trigger + orchestrator + verifier + transport; until t
 action arrives: + policy) reported in each episode record.
 
     python benchmarks/bench_graph_vs_loop.py [--tasks a,b] [--seeds 0,1] [--variant proprio_verifier]
-        [--executor events|single] [--set NODE.PARAM=VALUE ...]
+        [--set NODE.PARAM=VALUE ...] [--without episode_recorder]
 
 Prints numbers; asserts nothing about speed (speed is measured here, never in tests). Loopback only.
 """
@@ -43,13 +43,16 @@ def main() -> int:
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--variant", default="proprio_verifier")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--without", default="", help="comma-separated nodes to leave out (e.g. episode_recorder, "
+                                                       "to see what recording costs)")
     args = parser.parse_args()
     out = Path(tempfile.mkdtemp(prefix="ladder_bench_"))
     graph = load_graph(args.graph)
     overrides = parse_overrides(args.overrides)
     overrides.setdefault("episode_recorder", {}).setdefault("output_dir", str(out / "recordings"))
     params = graph.node_parameters("sim", overrides=overrides)
-    launches = graph.launches("sim", overrides=overrides, work_dir=out)
+    left_out = {n for n in args.without.split(",") if n}
+    launches = [l for l in graph.launches("sim", overrides=overrides, work_dir=out) if l.name not in left_out]
     suite = load_suite(resolve_share_file(params["orchestrator"]["suite"]))
     episodes = [ParityEpisode(t, args.variant, int(s) % suite.task(t).layouts, int(s))
                 for t in args.tasks.split(",") for s in args.seeds.split(",")]

@@ -17,7 +17,7 @@ from std_msgs.msg import String
 from ladder_ros.core.errors import LadderError
 from ladder_ros.messages import ABORTED, FINISHED, START, EpisodeCommand, EpisodeStatus, SchemaError
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import qos
+from ladder_ros.nodes.runtime import publisher, subscription
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg
 
 
@@ -38,8 +38,8 @@ class EpisodeClient(Node):
 
     def __init__(self, *, node_name: str = "episode_client", namespace: str = ""):
         super().__init__(node_name, namespace=namespace)
-        self._command_pub = self.create_publisher(String, topics.EPISODE_COMMAND.name, qos(topics.EVENTS))
-        self.create_subscription(String, topics.EPISODE_STATUS.name, self._on_status, qos(topics.LATCHED))
+        self._command_pub = publisher(self, String, topics.EPISODE_COMMAND)
+        subscription(self, String, topics.EPISODE_STATUS, self._on_status)
         self.status: EpisodeStatus | None = None
         self._count = 0
         self._started: dict[str, float] = {}

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Sequence
 
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
@@ -18,12 +17,13 @@ from ladder_ros.bringup.recording import EpisodeBag, config_custom_data
 from ladder_ros.messages import EpisodeStatus, SchemaError, decode
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import EPISODE_RECORDER
-from ladder_ros.nodes.runtime import declare_parameters, qos, run_node
+from ladder_ros.nodes.runtime import declare_parameters, run_node, subscription
 
 FLUSH_PERIOD_S = 1.0  # at most this much of an episode is lost when the recorder is killed (SIGKILL)
 # Messages received this long before an episode's status are kept for it: topics arrive in any
 # order, and a recorder that just (re)started may be matched by the status publisher last.
 IDLE_BUFFER_S = 5.0
+RECORDER_DEPTH = 1000  # messages queued per topic, so a slow disk does not lose reliable messages
 
 
 def message_class(type_name: str):
@@ -61,13 +61,9 @@ class EpisodeRecorderNode(Node):
         self._idle: deque[tuple[float, str, str, int, bytes]] = deque(maxlen=2000)
         self.closed: list[str] = []  # bag folders finished by this node
         for spec in topics.TOPICS:
-            profile = qos(spec.qos)
-            if spec.qos != topics.LATCHED:
-                profile = QoSProfile(depth=1000, history=profile.history, reliability=profile.reliability,
-                                     durability=profile.durability)
-            self.create_subscription(message_class(spec.type), spec.name,
-                                     self._make_callback(self.resolve_topic_name(spec.name), spec.type),
-                                     profile, raw=True)
+            subscription(self, message_class(spec.type), spec,
+                         self._make_callback(self.resolve_topic_name(spec.name), spec.type),
+                         depth=None if spec.qos == topics.LATCHED else RECORDER_DEPTH, raw=True)
         self.create_timer(0.1, self._close_when_due)
         self.create_timer(FLUSH_PERIOD_S, self._flush)
 

@@ -16,7 +16,7 @@ from ladder_ros.core.triggers import GripperMonitor
 from ladder_ros.messages import LOCKSTEP, EpisodeStatus, GripperEventsDoc
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import GRIPPER_TRIGGER
-from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, qos, run_node
+from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publisher, run_node, subscription
 from ladder_ros.nodes.step_sync import StepAligner
 from ladder_ros.ros_conversions import document_to_msg, joint_state_from_msg, stamp_to_ns
 
@@ -51,10 +51,10 @@ class GripperTriggerNode(Node):
         self.aligner = StepAligner({JOINTS, POSE} if self.needs_height else {JOINTS})
         self.monitor: GripperMonitor | None = None
         self.episode: EpisodeStatus | None = None
-        self._events_pub = self.create_publisher(String, topics.GRIPPER_EVENTS.name, qos(topics.STREAM))
-        self.create_subscription(JointState, topics.JOINT_STATES.name, self._on_joint_state, qos(topics.STREAM))
+        self._events_pub = publisher(self, String, topics.GRIPPER_EVENTS)
+        subscription(self, JointState, topics.JOINT_STATES, self._on_joint_state)
         if self.needs_height:
-            self.create_subscription(PoseStamped, topics.EE_POSE.name, self._on_pose, qos(topics.STREAM))
+            subscription(self, PoseStamped, topics.EE_POSE, self._on_pose)
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
         self._latest: dict[str, tuple[float, object]] = {}
         self._wall_step = 0

@@ -39,7 +39,7 @@ from ladder_ros.messages import (
 )
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import ORCHESTRATOR
-from ladder_ros.nodes.runtime import declare_parameters, qos, run_node
+from ladder_ros.nodes.runtime import declare_parameters, publisher, run_node, subscription
 from ladder_ros.nodes.sim_bridge import resolve_share_file
 from ladder_ros.nodes.step_sync import StepAligner
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg
@@ -83,17 +83,16 @@ class OrchestratorNode(Node):
         self.preset = get_preset(self.params["preset"])
         self.lockstep = self.params["clock_mode"] == LOCKSTEP
         self.suite = suite if suite is not None else load_suite(resolve_share_file(self.params["suite"]))
-        self._status_pub = self.create_publisher(String, topics.EPISODE_STATUS.name, qos(topics.LATCHED))
-        self._subgoal_pub = self.create_publisher(String, topics.CURRENT_SUBGOAL.name, qos(topics.LATCHED))
-        self._decision_pub = self.create_publisher(String, topics.DECISION.name, qos(topics.STREAM))
-        self._events_pub = self.create_publisher(String, topics.EVENTS_TOPIC.name, qos(topics.EVENTS))
-        self._request_pub = self.create_publisher(String, topics.VERIFY_REQUEST.name, qos(topics.EVENTS))
-        self.create_subscription(String, topics.GRIPPER_EVENTS.name, self._on_gripper_events, qos(topics.STREAM))
-        self.create_subscription(String, topics.PRIVILEGED.name, self._on_privileged, qos(topics.STREAM))
-        self.create_subscription(String, topics.VERIFY_RESULT.name, self._on_verification_result,
-                                 qos(topics.EVENTS))
-        self.create_subscription(String, topics.SCORE.name, self._on_score, qos(topics.EVENTS))
-        self.create_subscription(String, topics.EPISODE_COMMAND.name, self._on_command, qos(topics.EVENTS))
+        self._status_pub = publisher(self, String, topics.EPISODE_STATUS)
+        self._subgoal_pub = publisher(self, String, topics.CURRENT_SUBGOAL)
+        self._decision_pub = publisher(self, String, topics.DECISION)
+        self._events_pub = publisher(self, String, topics.EVENTS_TOPIC)
+        self._request_pub = publisher(self, String, topics.VERIFY_REQUEST)
+        subscription(self, String, topics.GRIPPER_EVENTS, self._on_gripper_events)
+        subscription(self, String, topics.PRIVILEGED, self._on_privileged)
+        subscription(self, String, topics.VERIFY_RESULT, self._on_verification_result)
+        subscription(self, String, topics.SCORE, self._on_score)
+        subscription(self, String, topics.EPISODE_COMMAND, self._on_command)
         self.create_service(Trigger, topics.STOP_SERVICE, self._on_stop_service)
         self.create_service(Trigger, topics.ABORT_SERVICE, self._on_abort_service)
         self.create_timer(0.05, self._watchdog)

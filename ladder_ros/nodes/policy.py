@@ -17,7 +17,7 @@ from ladder_ros.core.task import Task
 from ladder_ros.messages import LOCKSTEP, DecisionDoc, EpisodeStatus, PrivilegedStateDoc, SchemaError
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import POLICY
-from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, qos, run_node
+from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publisher, run_node, subscription
 from ladder_ros.nodes.step_sync import StepAligner
 from ladder_ros.policies.base import LowLevelPolicy
 from ladder_ros.ros_conversions import action_to_msg, document_from_msg, observation_from_msgs, stamp_to_ns
@@ -68,18 +68,15 @@ class PolicyNode(Node):
         self._factory = policy_factory or (
             lambda task, seed: make_policy(self.params["policy"], task, seed, self.params["noise"]))
         self.aligner = StepAligner({JOINTS, POSE, DECISION} | self.reads)
-        self._action_pub = self.create_publisher(JointTrajectory, topics.ACTION.name, qos(topics.STREAM))
-        self.create_subscription(JointState, topics.JOINT_STATES.name,
-                                 lambda m: self._on_input(JOINTS, stamp_to_ns(m.header.stamp), m), qos(topics.STREAM))
-        self.create_subscription(PoseStamped, topics.EE_POSE.name,
-                                 lambda m: self._on_input(POSE, stamp_to_ns(m.header.stamp), m), qos(topics.STREAM))
+        self._action_pub = publisher(self, JointTrajectory, topics.ACTION)
+        subscription(self, JointState, topics.JOINT_STATES,
+                     lambda m: self._on_input(JOINTS, stamp_to_ns(m.header.stamp), m))
+        subscription(self, PoseStamped, topics.EE_POSE, lambda m: self._on_input(POSE, stamp_to_ns(m.header.stamp), m))
         if IMAGE in self.reads:
-            self.create_subscription(Image, topics.IMAGE.name,
-                                     lambda m: self._on_input(IMAGE, stamp_to_ns(m.header.stamp), m),
-                                     qos(topics.SENSOR))
+            subscription(self, Image, topics.IMAGE, lambda m: self._on_input(IMAGE, stamp_to_ns(m.header.stamp), m))
         if PRIVILEGED in self.reads:
-            self.create_subscription(String, topics.PRIVILEGED.name, self._on_privileged, qos(topics.STREAM))
-        self.create_subscription(String, topics.DECISION.name, self._on_decision, qos(topics.STREAM))
+            subscription(self, String, topics.PRIVILEGED, self._on_privileged)
+        subscription(self, String, topics.DECISION, self._on_decision)
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
         self.episode: EpisodeStatus | None = None
         self.policy: LowLevelPolicy | None = None

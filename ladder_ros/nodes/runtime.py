@@ -23,6 +23,10 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.callback_groups import CallbackGroup
 from rclpy.executors import ExternalShutdownException, Executor, SingleThreadedExecutor
 from rclpy.node import Node
+try:  # rclpy 7 (Iron) and newer
+    from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
+except ImportError:  # rclpy 3 (Humble)
+    from rclpy.qos_event import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
@@ -49,6 +53,35 @@ def qos(kind: str) -> QoSProfile:
                           durability=DurabilityPolicy.TRANSIENT_LOCAL)
     return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
                       durability=DurabilityPolicy.VOLATILE)
+
+
+def _quiet(spec: topics.TopicSpec, callbacks_type):
+    """QoS event handlers only on topics a robot's drivers or camera share (see TopicSpec.external).
+
+    rclpy gives every publisher and subscription default event handlers (incompatible QoS and
+    type warnings); each is an entity the executor re-adds to its wait set on every wake-up, which
+    was half of a lockstep step's cost in the graph's own processes. Between the package's own
+    nodes the QoS is fixed by :mod:`ladder_ros.nodes.topics`, so the warnings stay where a mismatch
+    can happen: on the topics shared with other packages' nodes.
+    """
+    return None if spec.external else callbacks_type(use_default_callbacks=False)
+
+
+def publisher(node: Node, msg_type, spec: topics.TopicSpec):
+    """A publisher on ``spec``'s topic with its QoS (DESIGN.md section 3)."""
+    return node.create_publisher(msg_type, spec.name, qos(spec.qos),
+                                 event_callbacks=_quiet(spec, PublisherEventCallbacks))
+
+
+def subscription(node: Node, msg_type, spec: topics.TopicSpec, callback, *, depth: int | None = None,
+                 **options):
+    """A subscription to ``spec``'s topic with its QoS (``depth`` replaces the queue depth); ``options``
+    go to ``create_subscription`` (callback group, raw)."""
+    profile = qos(spec.qos)
+    if depth is not None:
+        profile.depth = depth
+    return node.create_subscription(msg_type, spec.name, callback, profile,
+                                    event_callbacks=_quiet(spec, SubscriptionEventCallbacks), **options)
 
 
 def _descriptor(spec: ParamSpec) -> ParameterDescriptor:
@@ -111,8 +144,7 @@ class EpisodeFollower:
         # True while handling an episode that was already running when this node came up (the
         # first status it ever got, from the latched topic): the node joins it mid-way.
         self.joined_late = False
-        node.create_subscription(String, topics.EPISODE_STATUS.name, self._on_status, qos(topics.LATCHED),
-                                 callback_group=callback_group)
+        subscription(node, String, topics.EPISODE_STATUS, self._on_status, callback_group=callback_group)
 
     @property
     def running(self) -> EpisodeStatus | None:

@@ -28,7 +28,7 @@ from ladder_ros.messages import (
 )
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import SIM_BRIDGE
-from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, qos, run_node
+from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publisher, run_node, subscription
 from ladder_ros.paths import share_path
 from ladder_ros.ros_conversions import (
     action_from_msg,
@@ -96,13 +96,13 @@ class SimBridgeNode(Node):
         if abs(rate - self.preset.control_rate_hz) > 1e-9:
             raise ConfigError(f"simulator {self.simulator.name} runs at {rate} Hz but preset "
                               f"{self.preset.name} expects {self.preset.control_rate_hz} Hz")
-        self._image_pub = self.create_publisher(Image, topics.IMAGE.name, qos(topics.SENSOR))
-        self._joint_pub = self.create_publisher(JointState, topics.JOINT_STATES.name, qos(topics.STREAM))
-        self._pose_pub = self.create_publisher(PoseStamped, topics.EE_POSE.name, qos(topics.STREAM))
-        self._privileged_pub = self.create_publisher(String, topics.PRIVILEGED.name, qos(topics.STREAM))
-        self._score_pub = self.create_publisher(String, topics.SCORE.name, qos(topics.EVENTS))
-        self.create_subscription(JointTrajectory, topics.ACTION.name, self._on_action, qos(topics.STREAM))
-        self.create_subscription(String, topics.DECISION.name, self._on_decision, qos(topics.STREAM))
+        self._image_pub = publisher(self, Image, topics.IMAGE)
+        self._joint_pub = publisher(self, JointState, topics.JOINT_STATES)
+        self._pose_pub = publisher(self, PoseStamped, topics.EE_POSE)
+        self._privileged_pub = publisher(self, String, topics.PRIVILEGED)
+        self._score_pub = publisher(self, String, topics.SCORE)
+        subscription(self, JointTrajectory, topics.ACTION, self._on_action)
+        subscription(self, String, topics.DECISION, self._on_decision)
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
         self.create_timer(min(0.25, self.params["resend_after_s"] / 2), self._resend_if_stalled)
         self.episode: EpisodeStatus | None = None

@@ -38,19 +38,20 @@ class TopicSpec:
     subscribers: tuple[str, ...]
     description: str
     document: str = ""  # the JSON document (ladder_ros.messages) a String carries
+    external: bool = False  # shared with nodes of other packages on a robot (drivers, cameras)
 
 
 IMAGE = TopicSpec("camera/image_raw", "sensor_msgs/msg/Image", SENSOR, "control rate",
                   "sim_bridge (robot: camera driver)", ("policy", "vlm_verifier", "episode_recorder"),
-                  "RGB camera image (rgb8); stamp = the step's time")
+                  "RGB camera image (rgb8); stamp = the step's time", external=True)
 JOINT_STATES = TopicSpec("joint_states", "sensor_msgs/msg/JointState", STREAM, "control rate",
                          "sim_bridge (robot: driver)", ("gripper_trigger", "policy", "vlm_verifier",
                                                         "episode_recorder"),
                          "Arm joints plus the normalised gripper aperture (entry `gripper_aperture`, 0 closed, "
-                         "1 open); stamp = the step's time")
+                         "1 open); stamp = the step's time", external=True)
 EE_POSE = TopicSpec("ee_pose", "geometry_msgs/msg/PoseStamped", STREAM, "control rate",
                     "sim_bridge (robot: driver)", ("gripper_trigger", "policy", "vlm_verifier", "episode_recorder"),
-                    "End-effector pose in the robot base frame (m, quaternion)")
+                    "End-effector pose in the robot base frame (m, quaternion)", external=True)
 PRIVILEGED = TopicSpec("sim/privileged_state", STRING, STREAM, "control rate", "sim_bridge",
                        ("orchestrator", "policy", "vlm_verifier", "episode_recorder"),
                        "Simulation only: object poses, per-destination counts, per-subgoal predicates",
@@ -83,7 +84,7 @@ ACTION = TopicSpec("policy/action", "trajectory_msgs/msg/JointTrajectory", STREA
                    ("sim_bridge (robot: driver)", "episode_recorder"),
                    "7-D action as one trajectory point over the axes ee_dx, ee_dy, ee_dz (m), ee_droll, "
                    "ee_dpitch, ee_dyaw (rad, Euler XYZ), gripper (+1 open, -1 closed); stamp = the step it "
-                   "answers")
+                   "answers", external=True)
 EPISODE_COMMAND = TopicSpec("episode/command", STRING, EVENTS, "on command", "operator panel / CLI",
                             ("orchestrator", "episode_recorder"), "Start, stop or abort an episode",
                             document="EpisodeCommand")

@@ -23,7 +23,7 @@ from ladder_ros.messages import (
 )
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import VLM_VERIFIER
-from ladder_ros.nodes.runtime import declare_parameters, qos, run_node
+from ladder_ros.nodes.runtime import declare_parameters, publisher, run_node, subscription
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg, observation_from_msgs, stamp_to_ns
 
 JOINTS, POSE, IMAGE, PRIVILEGED = "joint_states", "ee_pose", "image", "privileged"
@@ -66,22 +66,17 @@ class VerifierNode(Node):
         self._observations: dict[int, dict[str, object]] = {}  # stamp -> inputs
         self._pending: dict[tuple[str, int], tuple[VerificationRequestDoc, float]] = {}
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verifier")
-        self._result_pub = self.create_publisher(String, topics.VERIFY_RESULT.name, qos(topics.EVENTS))
+        self._result_pub = publisher(self, String, topics.VERIFY_RESULT)
         inputs = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(String, topics.VERIFY_REQUEST.name, self._on_request, qos(topics.EVENTS),
-                                 callback_group=inputs)
-        self.create_subscription(JointState, topics.JOINT_STATES.name,
-                                 lambda m: self._on_input(JOINTS, stamp_to_ns(m.header.stamp), m),
-                                 qos(topics.STREAM), callback_group=inputs)
-        self.create_subscription(PoseStamped, topics.EE_POSE.name,
-                                 lambda m: self._on_input(POSE, stamp_to_ns(m.header.stamp), m),
-                                 qos(topics.STREAM), callback_group=inputs)
+        subscription(self, String, topics.VERIFY_REQUEST, self._on_request, callback_group=inputs)
+        subscription(self, JointState, topics.JOINT_STATES,
+                     lambda m: self._on_input(JOINTS, stamp_to_ns(m.header.stamp), m), callback_group=inputs)
+        subscription(self, PoseStamped, topics.EE_POSE,
+                     lambda m: self._on_input(POSE, stamp_to_ns(m.header.stamp), m), callback_group=inputs)
         if IMAGE in self.needs:
-            self.create_subscription(Image, topics.IMAGE.name,
-                                     lambda m: self._on_input(IMAGE, stamp_to_ns(m.header.stamp), m),
-                                     qos(topics.SENSOR), callback_group=inputs)
-        self.create_subscription(String, topics.PRIVILEGED.name, self._on_privileged, qos(topics.STREAM),
-                                 callback_group=inputs)
+            subscription(self, Image, topics.IMAGE,
+                         lambda m: self._on_input(IMAGE, stamp_to_ns(m.header.stamp), m), callback_group=inputs)
+        subscription(self, String, topics.PRIVILEGED, self._on_privileged, callback_group=inputs)
         self.create_timer(0.1, self._expire_waiting, callback_group=inputs)
         self.answered = 0
 

@@ -143,10 +143,19 @@ def test_up_exits_non_zero_when_a_node_dies(tmp_path):
     result = up("widowx", "--set", "orchestrator.suite=/nonexistent/suite.yaml", "--set", "sim_bridge.render=false",
                 "--set", f"episode_recorder.output_dir={tmp_path}", timeout=90)
     assert result.returncode == 1
-    assert "error: node orchestrator exited with code 2; stopping the graph" in result.stderr
+    assert "error: node orchestrator exited with code 2" in result.stderr and "stopping the graph" in result.stderr
 
 
 def test_params_file_reader_flattens_nested_parameters(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("/**/vlm_verifier:\n  ros__parameters:\n    gemini: {timeout_s: 3}\n")
     assert read_params_file(path) == {"/**/vlm_verifier": {"gemini.timeout_s": 3}}
+
+
+@pytest.mark.ros
+def test_real_mode_refuses_the_simulation_only_policy(tmp_path):
+    result = up("widowx", "--mode", "real", "--set", f"episode_recorder.output_dir={tmp_path}",
+                "--log-dir", str(tmp_path), timeout=90)
+    assert result.returncode == 1
+    assert "node policy exited with code 2: ladder_ros policy: error: parameter policy.policy: scripted_expert " \
+           "reads the simulator's privileged state and cannot drive a robot" in result.stderr

@@ -71,9 +71,10 @@ class GraphProcesses:
         dead = self.dead()
         if dead:
             name, code = next(iter(dead.items()))
-            raise NodeDied(f"node {name} exited with code {code}{self._last_error(name)}")
+            raise NodeDied(f"node {name} exited with code {code}{self.last_error(name)}")
 
-    def _last_error(self, name: str) -> str:
+    def last_error(self, name: str) -> str:
+        """': <the node's last error line>' from its log (empty without a log folder)."""
         if self.log_dir is None:
             return ""
         try:
@@ -167,8 +168,8 @@ def run(args: argparse.Namespace) -> int:
             dead = graph_processes.dead()
             if dead:
                 name, code = next(iter(dead.items()))
-                print(f"ladder-ros up: error: node {name} exited with code {code}; stopping the graph",
-                      file=sys.stderr, flush=True)
+                print(f"ladder-ros up: error: node {name} exited with code {code}"
+                      f"{graph_processes.last_error(name)}; stopping the graph", file=sys.stderr, flush=True)
                 graph_processes.stop(args.stop_timeout)
                 return 1
             time.sleep(0.1)

@@ -11,7 +11,7 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
-from ladder_ros.core.errors import LadderError
+from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.task import Task
 from ladder_ros.messages import LOCKSTEP, DecisionDoc, EpisodeStatus, PrivilegedStateDoc, SchemaError
@@ -65,6 +65,10 @@ class PolicyNode(Node):
         self.params = declare_parameters(self, POLICY)
         self.lockstep = self.params["clock_mode"] == LOCKSTEP
         self.reads = POLICY_INPUTS[self.params["policy"]] if reads is None else frozenset(reads)
+        if policy_factory is None and PRIVILEGED in self.reads and not self.lockstep:
+            raise ConfigError(f"parameter {self.get_name()}.policy: {self.params['policy']} reads the simulator's "
+                              "privileged state and cannot drive a robot (clock_mode wall_clock); real policies "
+                              "are not part of this package yet")
         self._factory = policy_factory or (
             lambda task, seed: make_policy(self.params["policy"], task, seed, self.params["noise"]))
         self.aligner = StepAligner({JOINTS, POSE, DECISION} | self.reads)

@@ -133,7 +133,7 @@ class ReferenceRunner:
 
     def run(self, episode: ParityEpisode) -> dict:
         from ladder_ros.evaluation.episode import run_episode
-        from ladder_ros.nodes.policy import make_policy
+        from ladder_ros.evaluation.components import make_policy
 
         task = self.suite.task(episode.task_id)
         policy_params = self.params["policy"]

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.presets import PRESETS
+from ladder_ros.evaluation.components import POLICIES
 from ladder_ros.messages import CLOCK_MODES, LOCKSTEP
 
 BOOL, INT, FLOAT, STR, STR_LIST = "bool", "int", "float", "str", "str_list"
@@ -96,7 +97,8 @@ SIM_BRIDGE = COMMON + (
 
 POLICY = COMMON + (
     ParamSpec("policy", STR, "scripted_expert", "Low-level policy backend (simulation: the scripted expert, a "
-              "test instrument that reads privileged state)", choices=("scripted_expert",)),
+              "test instrument that reads privileged state; ladder_ros/evaluation/components.py)",
+              choices=POLICIES),
     ParamSpec("noise", STR, "bridge_like", "Scripted expert execution noise preset "
               "(ladder_ros/policies/scripted_expert.py ExpertNoise)", choices=("off", "bridge_like")),
     ParamSpec("aperture_joint", STR, "gripper_aperture", "JointState entry with the normalised gripper aperture"),

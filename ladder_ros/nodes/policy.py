@@ -14,6 +14,7 @@ from trajectory_msgs.msg import JointTrajectory
 from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.task import Task
+from ladder_ros.evaluation.components import make_policy
 from ladder_ros.messages import LOCKSTEP, DecisionDoc, EpisodeStatus, PrivilegedStateDoc, SchemaError
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import POLICY
@@ -23,15 +24,6 @@ from ladder_ros.policies.base import LowLevelPolicy
 from ladder_ros.ros_conversions import action_to_msg, document_from_msg, observation_from_msgs, stamp_to_ns
 
 JOINTS, POSE, IMAGE, PRIVILEGED, DECISION = "joint_states", "ee_pose", "image", "privileged", "decision"
-
-
-def make_policy(name: str, task: Task, seed: int, noise: str) -> LowLevelPolicy:
-    """The policy backend of one episode (the reference loop in ``ladder-ros parity`` builds it the same way)."""
-    if name == "scripted_expert":
-        from ladder_ros.policies.scripted_expert import ExpertNoise, ScriptedExpert
-
-        return ScriptedExpert(task, seed, ExpertNoise.off() if noise == "off" else ExpertNoise.bridge_like())
-    raise LadderError(f"unknown policy {name!r}; valid: scripted_expert")
 
 
 # What each backend reads besides the joint state and the pose (the scripted expert is a simulator

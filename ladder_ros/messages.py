@@ -203,10 +203,6 @@ class EpisodeStatus(Document):
         _check(self.DOC, "rate_hz", self.rate_hz, (int, float))
         _check(self.DOC, "result", self.result, dict, optional=True)
 
-    @property
-    def active(self) -> bool:
-        return self.state == RUNNING
-
     def step_stamp_ns(self, step: int) -> int:
         """The time stamp of control step ``step`` of this episode."""
         return stamp_of_step(self.origin_ns, self.rate_hz, step)

@@ -146,13 +146,6 @@ class EpisodeFollower:
         self.joined_late = False
         subscription(node, String, topics.EPISODE_STATUS, self._on_status, callback_group=callback_group)
 
-    @property
-    def running(self) -> EpisodeStatus | None:
-        """The running episode, or None."""
-        if self.current is not None and self.current.episode_id not in self.ended:
-            return self.current
-        return None
-
     def _on_status(self, msg: String) -> None:
         try:
             status = document_from_msg(msg, EpisodeStatus)

@@ -214,7 +214,7 @@ class PlacedContainer:
             return self.size[0], self.size[0]
         return self.size[0], self.size[1]
 
-    def contains_xy(self, xy: np.ndarray, margin: float = 0.0) -> bool:
+    def contains_xy(self, xy: "np.ndarray | tuple[float, float]", margin: float = 0.0) -> bool:
         """Whether ``xy`` lies on the resting surface, at least ``margin`` inside its edge."""
         dx, dy = float(xy[0] - self.position[0]), float(xy[1] - self.position[1])
         if self.spec.type == "plate":
@@ -417,51 +417,55 @@ def layout_seed(task_id: str, layout: int) -> list[int]:
     return [zlib.crc32(task_id.encode("utf-8")), int(layout)]
 
 
-def _corners(center: np.ndarray, half: tuple[float, float], yaw: float) -> np.ndarray:
-    c, s = math.cos(yaw), math.sin(yaw)
-    local = np.array([[half[0], half[1]], [half[0], -half[1]], [-half[0], half[1]], [-half[0], -half[1]]])
-    return center[:2] + local @ np.array([[c, s], [-s, c]])
+@dataclass(frozen=True)
+class _Footprint:
+    """A rectangle seen from above: centre, half extents and heading (plain floats: the sampler
+    tests thousands of candidates per layout, where small numpy arrays cost more than they save)."""
+
+    x: float
+    y: float
+    hx: float
+    hy: float
+    yaw: float = 0.0
+
+    @property
+    def axes(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        c, s = math.cos(self.yaw), math.sin(self.yaw)
+        return (c, s), (-s, c)
+
+    @property
+    def radius(self) -> float:
+        return math.hypot(self.hx, self.hy)
+
+    def corners(self) -> list[tuple[float, float]]:
+        (ux, uy), (vx, vy) = self.axes
+        return [(self.x + a * self.hx * ux + b * self.hy * vx, self.y + a * self.hx * uy + b * self.hy * vy)
+                for a in (1, -1) for b in (1, -1)]
+
+    def extent_along(self, ax: float, ay: float) -> float:
+        (ux, uy), (vx, vy) = self.axes
+        return self.hx * abs(ux * ax + uy * ay) + self.hy * abs(vx * ax + vy * ay)
 
 
-def _separated(a: np.ndarray, b: np.ndarray, gap: float) -> bool:
-    """Separating-axis test of two rectangles (corner arrays) with a gap between them."""
-    ca, cb = a.mean(axis=0), b.mean(axis=0)
-    ra = np.linalg.norm(a[0] - ca)
-    rb = np.linalg.norm(b[0] - cb)
-    if np.linalg.norm(ca - cb) >= ra + rb + gap:
-        return True  # their circumcircles are apart: no need for the full test
-    for poly in (a, b):
-        hull = poly[[0, 1, 3, 2]]  # corners in order around the rectangle
-        for i in range(4):
-            edge = hull[(i + 1) % 4] - hull[i]
-            axis = np.array([-edge[1], edge[0]])
-            norm = np.linalg.norm(axis)
-            if norm < 1e-12:
-                continue
-            axis /= norm
-            pa, pb = a @ axis, b @ axis
-            if pa.max() + gap <= pb.min() or pb.max() + gap <= pa.min():
-                return True
+def _apart(a: _Footprint, b: _Footprint, gap: float) -> bool:
+    """Separating-axis test of two rectangles, with at least ``gap`` between them."""
+    dx, dy = b.x - a.x, b.y - a.y
+    if math.hypot(dx, dy) >= a.radius + b.radius + gap:
+        return True
+    for ax, ay in (*a.axes, *b.axes):
+        if abs(dx * ax + dy * ay) >= a.extent_along(ax, ay) + b.extent_along(ax, ay) + gap:
+            return True
     return False
 
 
-def _object_clear_of_container(corners: np.ndarray, c: PlacedContainer, gap: float) -> bool:
+def _object_clear_of_container(f: _Footprint, c: PlacedContainer, gap: float) -> bool:
     if c.spec.type == "plate":
-        # distance from the plate's centre to the rectangle, in the rectangle's frame
-        centre = corners.mean(axis=0)
-        ex = (corners[0] - corners[2]) / 2
-        ey = (corners[0] - corners[1]) / 2
-        hx, hy = np.linalg.norm(ex), np.linalg.norm(ey)
-        d = c.position[:2] - centre
-        lx, ly = d @ (ex / hx), d @ (ey / hy)
-        outside = math.hypot(max(abs(lx) - hx, 0.0), max(abs(ly) - hy, 0.0))
+        (ux, uy), (vx, vy) = f.axes
+        dx, dy = float(c.position[0]) - f.x, float(c.position[1]) - f.y
+        lx, ly = dx * ux + dy * uy, dx * vx + dy * vy
+        outside = math.hypot(max(abs(lx) - f.hx, 0.0), max(abs(ly) - f.hy, 0.0))
         return outside >= c.size[0] + gap
-    box = _corners(c.position, (c.size[0], c.size[1]), 0.0)
-    return _separated(corners, box, gap)
-
-
-def _object_inside_container(corners: np.ndarray, c: PlacedContainer, margin: float) -> bool:
-    return all(c.contains_xy(p, margin=margin) for p in corners)
+    return _apart(f, _Footprint(float(c.position[0]), float(c.position[1]), c.size[0], c.size[1]), gap)
 
 
 def _try_layout(scene: SceneSpec, task: Task, rng: np.random.Generator) -> Layout | str:
@@ -481,41 +485,41 @@ def _try_layout(scene: SceneSpec, task: Task, rng: np.random.Generator) -> Layou
         containers.append(placed)
     by_name = {c.spec.name: c for c in containers}
     objects: list[PlacedObject] = []
-    footprints: list[np.ndarray] = []
+    footprints: list[_Footprint] = []
     for kind in scene.kinds_for(task):
         spec = scene.objects[kind]
-        half = spec.footprint_half_extents
+        hx, hy = spec.footprint_half_extents
         for inst in spec.instance_names():
             placed_obj = None
             for _ in range(MAX_PLACEMENT_TRIES):
                 yaw = float(rng.uniform(-math.pi, math.pi))
                 if spec.start == "table":
-                    xy = np.array([rng.uniform(x_lo, x_hi), rng.uniform(y_lo, y_hi)])
-                    corners = _corners(xy, half, yaw)
-                    if (corners[:, 0].min() < x_lo or corners[:, 0].max() > x_hi
-                            or corners[:, 1].min() < y_lo or corners[:, 1].max() > y_hi):
+                    x, y = float(rng.uniform(x_lo, x_hi)), float(rng.uniform(y_lo, y_hi))
+                    f = _Footprint(x, y, hx, hy, yaw)
+                    if not all(x_lo <= px <= x_hi and y_lo <= py <= y_hi for px, py in f.corners()):
                         continue
                     # an open pad must not land on a plate's rim or a bin's wall either
-                    if not all(_object_clear_of_container(corners, c, PLACEMENT_GAP_M) for c in containers):
+                    if not all(_object_clear_of_container(f, c, PLACEMENT_GAP_M) for c in containers):
                         continue
                     base_z = 0.0
                 else:
                     c = by_name[spec.start]
-                    hx, hy = c.inner_half_extents()
-                    xy = c.position[:2] + np.array([rng.uniform(-hx, hx), rng.uniform(-hy, hy)])
-                    corners = _corners(xy, half, yaw)
-                    if not _object_inside_container(corners, c, INSIDE_MARGIN_M):
+                    ihx, ihy = c.inner_half_extents()
+                    x = float(c.position[0] + rng.uniform(-ihx, ihx))
+                    y = float(c.position[1] + rng.uniform(-ihy, ihy))
+                    f = _Footprint(x, y, hx, hy, yaw)
+                    if not all(c.contains_xy(p, margin=INSIDE_MARGIN_M) for p in f.corners()):
                         continue
                     base_z = c.surface_z
-                if not all(_separated(corners, other, PLACEMENT_GAP_M) for other in footprints):
+                if not all(_apart(f, other, PLACEMENT_GAP_M) for other in footprints):
                     continue
-                pos = np.array([xy[0], xy[1], base_z + spec.rest_half_height])
-                placed_obj = PlacedObject(name=inst, spec=spec, position=pos, yaw=yaw)
+                position = np.array([x, y, base_z + spec.rest_half_height])
+                placed_obj = PlacedObject(name=inst, spec=spec, position=position, yaw=yaw)
                 break
             if placed_obj is None:
                 return f"object {inst!r}"
             objects.append(placed_obj)
-            footprints.append(corners)
+            footprints.append(f)
     return Layout(task_id=task.task_id, index=-1, containers=tuple(containers), objects=tuple(objects))
 
 

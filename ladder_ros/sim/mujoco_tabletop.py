@@ -28,6 +28,10 @@ gripper, its centre lies over the container's resting surface (a plate's disc, a
 bin's floor inside its walls), its centre is no lower than that surface and at most one object
 height above it (a pile counts), and it moves slower than 0.1 m/s.
 
+Rendering is offscreen on the CPU: ``MUJOCO_GL=egl`` (Mesa llvmpipe) unless the variable is set,
+OSMesa when EGL is missing or gives no context, and a clear error naming ``render=False`` when
+neither works. ``scripts/validate_tabletop_layouts.py --benchmark`` prints the cost per step.
+
 Determinism: no wall clock and no global random state; the model and data are rebuilt from the
 task, the layout index and the actions only, so the same inputs give bit-identical observations
 (MuJoCo is deterministic for identical inputs on one machine). ``seed`` is accepted by ``reset``

@@ -67,6 +67,8 @@ from ladder_ros.sim.base import (  # noqa: E402
     PrivilegedState,
     validate_action,
 )
+# The one tested place for the Euler XYZ convention (plain numpy; it does not import ManiSkill).
+from ladder_ros.sim.maniskill_actions import euler_xyz_to_matrix, matrix_to_euler_xyz  # noqa: E402
 from ladder_ros.sim.tabletop_scene import (  # noqa: E402
     BIN_FLOOR_HALF_THICKNESS_M,
     BIN_WALL_HALF_THICKNESS_M,
@@ -111,27 +113,7 @@ CAMERA_POSITION = np.array([0.02, -0.34, 0.42])  # behind and left of the base, 
 CAMERA_TARGET = np.array([0.33, 0.0, 0.0])
 
 
-# ----------------------------------------------------------------------------- rotations
-
-
-def euler_xyz_to_matrix(euler: np.ndarray) -> np.ndarray:
-    """``Rx(a) @ Ry(b) @ Rz(c)``: ManiSkill3's ``euler_angles_to_matrix(e, "XYZ")`` (pytorch3d)."""
-    a, b, c = (float(v) for v in euler)
-    ca, sa, cb, sb, cc, sc = math.cos(a), math.sin(a), math.cos(b), math.sin(b), math.cos(c), math.sin(c)
-    return np.array([
-        [cb * cc, -cb * sc, sb],
-        [ca * sc + sa * sb * cc, ca * cc - sa * sb * sc, -sa * cb],
-        [sa * sc - ca * sb * cc, sa * cc + ca * sb * sc, ca * cb],
-    ])
-
-
-def matrix_to_euler_xyz(rot: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`euler_xyz_to_matrix` (pitch in [-pi/2, pi/2])."""
-    r = np.asarray(rot, dtype=np.float64).reshape(3, 3)
-    pitch = math.asin(max(-1.0, min(1.0, float(r[0, 2]))))
-    roll = math.atan2(-float(r[1, 2]), float(r[2, 2]))
-    yaw = math.atan2(-float(r[0, 1]), float(r[0, 0]))
-    return np.array([roll, pitch, yaw])
+# ----------------------------------------------------------------------------- camera
 
 
 def _lookat_xyaxes(position: np.ndarray, target: np.ndarray) -> str:
@@ -510,7 +492,7 @@ class MujocoTabletop:
             image=image,
             aperture=aperture,
             ee_position=data.site_xpos[built.tcp_site].copy(),
-            ee_euler=matrix_to_euler_xyz(data.site_xmat[built.tcp_site]),
+            ee_euler=matrix_to_euler_xyz(data.site_xmat[built.tcp_site].reshape(3, 3)),
             joint_names=JOINT_NAMES,
             joint_positions=joints,
             target_position=self._target_pos.copy(),

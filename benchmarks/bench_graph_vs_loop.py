@@ -33,7 +33,7 @@ from ladder_ros.bringup.graph import load_graph, parse_overrides  # noqa: E402
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.core.suite import load_suite  # noqa: E402
 from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare_records  # noqa: E402
-from ladder_ros.nodes.sim_bridge import resolve_share_file  # noqa: E402
+from ladder_ros.paths import resolve_share_file  # noqa: E402
 
 
 def main() -> int:

@@ -38,3 +38,11 @@ def share_path(*parts: str) -> Path:
         if candidate.exists():
             return candidate
     raise ConfigError(f"{'/'.join(parts)} not found in {', '.join(str(d) for d in share_dirs())}")
+
+
+def resolve_share_file(path: str | Path) -> Path:
+    """An absolute or existing path as given; a relative one looked up in the share folders."""
+    candidate = Path(path)
+    if candidate.is_absolute() or candidate.exists():
+        return candidate
+    return share_path(*candidate.parts)

@@ -103,7 +103,7 @@ def test_verifier_killed_mid_episode_reports_unavailable_keeps_the_queue_and_res
 
 def load_suite_of(session):
     from ladder_ros.core.suite import load_suite
-    from ladder_ros.nodes.sim_bridge import resolve_share_file
+    from ladder_ros.paths import resolve_share_file
 
     return load_suite(resolve_share_file(session.params["orchestrator"]["suite"]))
 

@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ladder_ros.bringup.session import GraphSession
     from ladder_ros.core.suite import load_suite
-    from ladder_ros.nodes.sim_bridge import resolve_share_file
+    from ladder_ros.paths import resolve_share_file
 
     if args.mode != "sim":
         raise ConfigError("ladder-ros run drives a simulated graph (--mode sim); on a robot use ladder-ros up "
@@ -64,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--tasks names no task")
     print(f"ladder-ros run: graph {graph.name} in simulation ({params['sim_bridge']['simulator']}), "
           f"{args.episodes} episodes, loopback only; node logs in {out / 'logs'}", flush=True)
+    backend = params["vlm_verifier"]["backend"]
+    print(f"policy: {params['policy']['policy']} (noise {params['policy'].get('noise', '-')}); verifier backend: "
+          f"{backend}" + (" (counts from simulator state, not a VLM)" if backend == "oracle" else ""), flush=True)
     records = []
     with GraphSession(graph, launches, out / "logs") as session, open(out / "episodes.jsonl", "a") as jsonl:
         for k in range(args.episodes):

@@ -170,7 +170,7 @@ def _csv(text: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from ladder_ros.bringup.graph import load_graph, parse_overrides
     from ladder_ros.bringup.session import GraphSession
-    from ladder_ros.nodes.sim_bridge import resolve_share_file
+    from ladder_ros.paths import resolve_share_file
 
     if args.mode != "sim":
         raise ConfigError("parity runs the graph in simulation (--mode sim)")

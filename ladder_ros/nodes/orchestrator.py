@@ -40,7 +40,7 @@ from ladder_ros.messages import (
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import ORCHESTRATOR
 from ladder_ros.nodes.runtime import declare_parameters, publisher, run_node, subscription
-from ladder_ros.nodes.sim_bridge import resolve_share_file
+from ladder_ros.paths import resolve_share_file
 from ladder_ros.nodes.step_sync import StepAligner
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any, Sequence
 
 from geometry_msgs.msg import PoseStamped
@@ -29,7 +28,7 @@ from ladder_ros.messages import (
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import SIM_BRIDGE
 from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publisher, run_node, subscription
-from ladder_ros.paths import share_path
+from ladder_ros.paths import resolve_share_file
 from ladder_ros.ros_conversions import (
     action_from_msg,
     document_from_msg,
@@ -41,14 +40,6 @@ from ladder_ros.ros_conversions import (
 )
 from ladder_ros.sim.base import Observation, SimulatorBackend
 from ladder_ros.sim.registry import make_simulator
-
-
-def resolve_share_file(path: str) -> Path:
-    """An absolute path as given; a relative one in the package share folder (source tree or install)."""
-    candidate = Path(path)
-    if candidate.is_absolute() or candidate.exists():
-        return candidate
-    return share_path(*candidate.parts)
 
 
 def simulator_options(params: dict[str, Any]) -> dict[str, Any]:

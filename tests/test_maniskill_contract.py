@@ -145,7 +145,7 @@ def test_bridge_open_fraction_convention_closes_below_one_half(backend):
     backend.reset(SUITE.task("carrot_on_plate_1"), layout=0, seed=0)
     previous = backend.convention
     try:
-        from ladder_ros.sim.maniskill_actions import ActionConvention
+        from ladder_ros.sim.action_conventions import ActionConvention
 
         backend.convention = ActionConvention.parse("euler_xyz", "open_fraction")
         assert _hold(backend, 0.3, 5).aperture < 0.05  # 2 * (0.3 > 0.5) - 1 = -1: closed

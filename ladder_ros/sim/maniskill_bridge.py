@@ -12,7 +12,7 @@ ManiSkill3 envs of mani-skill 3.0.1 on the CPU (PhysX CPU, SAPIEN rendering thro
   processes step by step and need that.
 * ``step(action)`` applies one 7-D action (metres in the robot base frame added to the previous
   *target* pose, Euler XYZ rotation delta, gripper +1 open / -1 closed) for one 5 Hz control period.
-  :mod:`ladder_ros.sim.maniskill_actions` converts other conventions (axis-angle rotations, Bridge
+  :mod:`ladder_ros.sim.action_conventions` converts other conventions (axis-angle rotations, Bridge
   "open" fractions) first.
 * Observations carry the ``3rd_view_camera`` image (480x640x3 uint8), the gripper aperture from the
   finger joints, the end-effector position and its controller target in the base frame, the
@@ -54,7 +54,7 @@ from ladder_ros.core.goals import GoalState
 from ladder_ros.core.suite import TaskSuite
 from ladder_ros.core.task import Task
 from ladder_ros.sim.base import ContainerInfo, Observation, ObjectPose, PrivilegedState
-from ladder_ros.sim.maniskill_actions import ActionConvention, matrix_to_euler_xyz, to_maniskill_action
+from ladder_ros.sim.action_conventions import ActionConvention, matrix_to_euler_xyz, to_maniskill_action
 from ladder_ros.sim.maniskill_env import (
     ManiSkillSetupError,
     configure_current_process,

@@ -68,7 +68,7 @@ from ladder_ros.sim.base import (  # noqa: E402
     validate_action,
 )
 # The one tested place for the Euler XYZ convention (plain numpy; it does not import ManiSkill).
-from ladder_ros.sim.maniskill_actions import euler_xyz_to_matrix, matrix_to_euler_xyz  # noqa: E402
+from ladder_ros.sim.action_conventions import euler_xyz_to_matrix, matrix_to_euler_xyz  # noqa: E402
 from ladder_ros.sim.tabletop_scene import (  # noqa: E402
     BIN_FLOOR_HALF_THICKNESS_M,
     BIN_WALL_HALF_THICKNESS_M,

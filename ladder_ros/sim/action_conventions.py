@@ -1,4 +1,7 @@
-"""The one place where Bridge policy actions are converted to what ManiSkill3's WidowX controller reads.
+"""Action conventions: the one place where a policy's 7-D action is read as the simulators read it.
+
+Both simulator backends use these rotations (Euler XYZ, as ManiSkill3 and this project's action
+contract in ``ladder_ros.sim.base``); the ManiSkill3 backend also converts other conventions.
 
 Two conventions differ between the old SimplerEnv (ManiSkill2_real2sim) and its ManiSkill3 line
 (DESIGN.md §4), and mixing them up silently rotates the gripper the wrong way on large turns:

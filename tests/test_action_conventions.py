@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
-from ladder_ros.sim.maniskill_actions import (
+from ladder_ros.sim.action_conventions import (
     ActionConvention,
     GripperConvention,
     RotationConvention,

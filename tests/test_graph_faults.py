@@ -6,6 +6,7 @@ only (tests/conftest.py). The behaviour tested here is documented in docs/graph.
 
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -81,7 +82,7 @@ def test_verifier_killed_mid_episode_reports_unavailable_keeps_the_queue_and_res
     client, processes = graph.client, graph.processes
     kill_and_wait(graph, "vlm_verifier", signal.SIGKILL)
     episode = client.start_episode(TASK, variant="proprio_verifier", layout=0, seed=0)
-    spin(graph, lambda: client.status.episode_id == episode and not client.status.verifier_available, 60,
+    spin(graph, lambda: client.status.episode_id == episode and not client.status.verifier_available, 120,
          "the verifier reported unavailable")
     assert client.status.state == "running" and client.status.pending_request is not None
     assert client.status.message == "verifier unavailable"
@@ -125,7 +126,7 @@ def test_verifier_gone_for_good_aborts_the_episode_with_that_reason(graph):
 def test_policy_killed_nothing_steps_nothing_is_lost(graph):
     client = graph.client
     episode = client.start_episode(TASK, variant="periodic_trigger", layout=2, seed=2)
-    spin(graph, lambda: max(graph.probe.steps(episode), default=-1) >= 10, 60, "ten steps")
+    spin(graph, lambda: max(graph.probe.steps(episode), default=-1) >= 10, 120, "ten steps")
     kill_and_wait(graph, "policy", signal.SIGKILL)
     try:
         spin_for(graph, 1.0)  # take in what was already on its way
@@ -160,7 +161,7 @@ def test_recorder_interrupted_leaves_a_complete_readable_bag(graph):
     client = graph.client
     wait_for_recorder(graph)
     episode = client.start_episode(TASK, variant="proprio_verifier", layout=3, seed=3)
-    spin(graph, lambda: max(graph.probe.steps(episode), default=-1) >= 10, 60, "ten steps")
+    spin(graph, lambda: max(graph.probe.steps(episode), default=-1) >= 10, 120, "ten steps")
     kill_and_wait(graph, "episode_recorder", signal.SIGINT)
     code = graph.processes.processes["episode_recorder"].returncode
     graph.processes.start_node("episode_recorder")
@@ -176,6 +177,10 @@ def test_recorder_killed_its_chunks_are_recovered(graph, tmp_path):
     wait_for_recorder(graph)
     episode = client.start_episode(TASK, variant="periodic_trigger", layout=4, seed=4)
     spin(graph, lambda: max(graph.probe.steps(episode), default=-1) >= 150, 90, "150 steps")
+    # on a loaded machine the recorder can lag behind the graph: kill it only once its file has chunks on disk
+    bag_dir = Path(_episode_bag(graph, episode))
+    spin(graph, lambda: any(f.stat().st_size > 100_000 for f in bag_dir.glob("*.mcap")), 120,
+         "the recorder's first flushed chunks")
     kill_and_wait(graph, "episode_recorder", signal.SIGKILL)
     graph.processes.start_node("episode_recorder")
     broken = _episode_bag(graph, episode)

@@ -43,8 +43,8 @@ def main() -> int:
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--variant", default="proprio_verifier")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
-    parser.add_argument("--without", default="", help="comma-separated nodes to leave out (e.g. episode_recorder, "
-                                                       "to see what recording costs)")
+    parser.add_argument("--without", default="",
+                        help="comma-separated nodes to leave out (e.g. episode_recorder, to see what recording costs)")
     args = parser.parse_args()
     out = Path(tempfile.mkdtemp(prefix="ladder_bench_"))
     graph = load_graph(args.graph)
@@ -52,7 +52,8 @@ def main() -> int:
     overrides.setdefault("episode_recorder", {}).setdefault("output_dir", str(out / "recordings"))
     params = graph.node_parameters("sim", overrides=overrides)
     left_out = {n for n in args.without.split(",") if n}
-    launches = [l for l in graph.launches("sim", overrides=overrides, work_dir=out) if l.name not in left_out]
+    launches = [launch for launch in graph.launches("sim", overrides=overrides, work_dir=out)
+                if launch.name not in left_out]
     suite = load_suite(resolve_share_file(params["orchestrator"]["suite"]))
     episodes = [ParityEpisode(t, args.variant, int(s) % suite.task(t).layouts, int(s))
                 for t in args.tasks.split(",") for s in args.seeds.split(",")]
@@ -90,8 +91,8 @@ def main() -> int:
     print(f"total: {steps} steps; loop {loop_s:.1f} s, graph {graph_s:.1f} s; ratio {graph_s / loop_s:.2f} "
           f"(median per episode {statistics.median(r['graph_s'] / r['reference_s'] for r in rows):.2f})")
     if all("sim_s" in r for r in rows):
-        per = {k: 1000 * sum(r[k] for r in rows) / steps for k in ("sim_s", "publish_s", "until_decision_s",
-                                                                    "until_action_s")}
+        keys = ("sim_s", "publish_s", "until_decision_s", "until_action_s")
+        per = {k: 1000 * sum(r[k] for r in rows) / steps for k in keys}
         other = 1000 * graph_s / steps - per["sim_s"] - per["until_action_s"]
         print(f"graph, per step: simulate {per['sim_s']:.1f} ms; then from publishing the observation "
               f"(convert+publish {per['publish_s']:.1f} ms) to the orchestrator's decision "

@@ -341,8 +341,9 @@ class PrivilegedStateDoc(Document):
         return None if self.ee_euler is None else _vector(self.DOC, "ee_euler", self.ee_euler, 3)
 
     def target_position_array(self) -> np.ndarray | None:
-        return None if self.target_position is None else _vector(self.DOC, "target_position",
-                                                                  self.target_position, 3)
+        if self.target_position is None:
+            return None
+        return _vector(self.DOC, "target_position", self.target_position, 3)
 
 
 @dataclass(frozen=True)

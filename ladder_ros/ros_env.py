@@ -9,8 +9,9 @@ the machine has (DESIGN.md section 4). So before any rclpy use, tests, CI, demos
   (what ROS 2 Humble reads; newer distributions warn about it and keep the range setting);
 * a ``ROS_DOMAIN_ID`` that no other ladder_ros process on this machine holds (claimed with a lock
   file, so two test runs side by side never see each other's topics);
-* ``FASTDDS_DEFAULT_PROFILES_FILE`` (``FASTRTPS_DEFAULT_PROFILES_FILE`` on Humble) pointing at ``config/fastdds_localhost.xml`` (transports
-  restricted to shared memory and 127.0.0.1, and a shared-memory segment large enough for images);
+* ``FASTDDS_DEFAULT_PROFILES_FILE`` (``FASTRTPS_DEFAULT_PROFILES_FILE`` on Humble) pointing at
+  ``config/fastdds_localhost.xml`` (transports restricted to shared memory and 127.0.0.1, and a
+  shared-memory segment large enough for images);
 * ``RMW_IMPLEMENTATION=rmw_fastrtps_cpp``, the middleware that profile is written for.
 
 This module never imports rclpy: it must run before rclpy loads.

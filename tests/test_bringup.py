@@ -86,8 +86,8 @@ def test_missing_and_malformed_params_files(tmp_path):
 
 def test_out_of_range_and_unknown_parameters_name_node_and_parameter(tmp_path):
     params = tmp_path / "params.yaml"
-    params.write_text((REPO / "config" / "widowx_params.yaml").read_text().replace("resend_after_s: 2.0",
-                                                                                  "resend_after_s: -1.0"))
+    original = (REPO / "config" / "widowx_params.yaml").read_text()
+    params.write_text(original.replace("resend_after_s: 2.0", "resend_after_s: -1.0"))
     result = up("widowx", "--params-file", str(params))
     assert result.returncode == 2 and len(error_lines(result)) == 1
     assert "parameter sim_bridge.resend_after_s: must be >= 0.05, got -1.0" in result.stderr

@@ -30,7 +30,8 @@ def test_environment_drops_settings_that_could_reach_another_machine():
 
 
 def test_concurrent_processes_claim_different_domain_ids():
-    code = "from ladder_ros.ros_env import claim_domain_id; import time; print(claim_domain_id(), flush=True); time.sleep(2)"
+    code = ("from ladder_ros.ros_env import claim_domain_id; import time; "
+            "print(claim_domain_id(), flush=True); time.sleep(2)")
     clean = {k: v for k, v in os.environ.items() if k not in ("ROS_DOMAIN_ID", "LADDER_ROS_NETWORK_SAFE")}
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=clean)
              for _ in range(3)]

@@ -31,8 +31,8 @@ def test_presets_carry_the_paper_numbers():
     assert (WIDOWX.trigger.min_close_steps, WIDOWX.trigger.cooldown_steps, WIDOWX.trigger.min_lift_m) == (3, 8, None)
     assert (FRANKA.trigger.min_close_steps, FRANKA.trigger.cooldown_steps, FRANKA.trigger.min_lift_m) == (21, 57, 0.03)
     assert FRANKA.trigger.release_timeout_steps == 300 and WIDOWX.trigger.release_timeout_steps is None
-    assert (WIDOWX.verifier_timing.delay_after_release_steps, WIDOWX.verifier_timing.query_without_release_steps) == (5, 45)
-    assert (FRANKA.verifier_timing.delay_after_release_steps, FRANKA.verifier_timing.query_without_release_steps) == (35, 300)
+    timing = (WIDOWX.verifier_timing, FRANKA.verifier_timing)
+    assert [(t.delay_after_release_steps, t.query_without_release_steps) for t in timing] == [(5, 45), (35, 300)]
     assert (WIDOWX.privileged_settle_steps, WIDOWX_ROBOTARENA.privileged_settle_steps,
             FRANKA.privileged_settle_steps) == (3, 10, 120)
     assert FRANKA.privileged_set_aside_steps == 600 and WIDOWX.privileged_set_aside_steps is None
@@ -40,8 +40,8 @@ def test_presets_carry_the_paper_numbers():
 
 def test_step_budgets_appendix_d():
     assert [WIDOWX.budget.steps_for(h) for h in (1, 2, 6, 10)] == [100, 200, 600, 1000]
-    assert [FRANKA.budget.steps_for(h) for h in range(1, 11)] == [900, 1350, 2700, 2700, 2700, 2700, 3600, 4050,
-                                                                 4500, 4950]
+    expected = [900, 1350, 2700, 2700, 2700, 2700, 3600, 4050, 4500, 4950]
+    assert [FRANKA.budget.steps_for(h) for h in range(1, 11)] == expected
     with pytest.raises(ConfigError, match="horizon 11"):
         FRANKA.budget.steps_for(11)
 

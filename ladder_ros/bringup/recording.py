@@ -9,8 +9,9 @@ MCAP file's ``rosbag2`` metadata record).
 A recorder stopped with SIGINT/SIGTERM closes the bag: the MCAP file gets its summary and the
 ``metadata.yaml`` is written. After SIGKILL the MCAP file lacks its summary and the bag lacks
 ``metadata.yaml``; every chunk written before the kill is intact (the writer closes a chunk each
-MiB, and :meth:`EpisodeBag.flush` every second), so at most the last second is lost. :func:`recover_bag` reads those chunks back and writes a complete bag beside the broken
-one (``ladder-ros recording recover DIR``). This module does not import rclpy.
+MiB, and :meth:`EpisodeBag.flush` every second), so at most the last second is lost.
+:func:`recover_bag` reads those chunks back and writes a complete bag beside the broken one
+(``ladder-ros recording recover DIR``). This module does not import rclpy.
 """
 
 from __future__ import annotations
@@ -281,4 +282,3 @@ def config_custom_data(episode_id: str, graph: str, config_files: Iterable[str],
     for key, value in extra.items():
         data[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return data
-

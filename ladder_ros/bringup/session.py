@@ -48,7 +48,7 @@ class GraphSession:
             self.executor = SingleThreadedExecutor()
             self.executor.add_node(self.client)
             # Nodes that subscribe to the episode status, plus this client.
-            followers = sum(1 for l in self.launches if l.executable in STATUS_FOLLOWERS)
+            followers = sum(1 for launch in self.launches if launch.executable in STATUS_FOLLOWERS)
             deadline = time.monotonic() + self.startup_timeout_s
             status_topic = self.client.resolve_topic_name("episode/status")
             while self.client.count_subscribers(status_topic) < followers + 1 or self.client.status is None:

@@ -50,7 +50,7 @@ class GraphProcesses:
 
     def start_node(self, name: str) -> None:
         """(Re)start one node, e.g. after it was killed."""
-        launch = next(l for l in self.launches if l.name == name)
+        launch = next(candidate for candidate in self.launches if candidate.name == name)
         if name in self.processes and self.processes[name].poll() is None:
             raise LadderError(f"node {name} is still running")
         stdout = stderr = None

@@ -273,4 +273,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nwrote {out / 'episodes.jsonl'}, {out / 'summary.json'}, {out / 'table.txt'}, "
           f"{out / 'success_vs_horizon.png'}")
     return 0
-

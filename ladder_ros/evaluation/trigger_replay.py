@@ -156,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     rate = preset.control_rate_hz
-    print(f"preset {preset.name}: {preset.description}; {result.steps} steps ({result.steps / rate:.1f} s at {rate:g} Hz)")
+    print(f"preset {preset.name}: {preset.description}; "
+          f"{result.steps} steps ({result.steps / rate:.1f} s at {rate:g} Hz)")
     print(f"trigger: open past {preset.trigger.open_threshold} after >= {preset.trigger.min_close_steps} closed steps"
           + (f" with >= {preset.trigger.min_lift_m * 100:.0f} cm lift" if preset.trigger.min_lift_m else "")
           + f", cooldown {preset.trigger.cooldown_steps}"

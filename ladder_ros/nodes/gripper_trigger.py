@@ -103,7 +103,8 @@ class GripperTriggerNode(Node):
         pose = self._latest.get(POSE)
         step = self._wall_step
         self._wall_step += 1
-        if joints is None or now - joints[0] > max_age or (self.needs_height and (pose is None or now - pose[0] > max_age)):
+        stale_pose = self.needs_height and (pose is None or now - pose[0] > max_age)
+        if joints is None or now - joints[0] > max_age or stale_pose:
             self.get_logger().warning(f"step {step}: no joint state newer than {max_age} s; step skipped",
                                       throttle_duration_sec=2.0)
             return

@@ -39,7 +39,7 @@ from ladder_ros.messages import (
 )
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import ORCHESTRATOR
-from ladder_ros.nodes.runtime import declare_parameters, publisher, run_node, subscription
+from ladder_ros.nodes.runtime import declare_parameters, publisher, received_document, run_node, subscription
 from ladder_ros.paths import resolve_share_file
 from ladder_ros.nodes.step_sync import StepAligner
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg
@@ -117,10 +117,8 @@ class OrchestratorNode(Node):
 
     # ------------------------------------------------------------------ episode control
     def _on_command(self, msg: String) -> None:
-        try:
-            command = document_from_msg(msg, EpisodeCommand)
-        except SchemaError as exc:
-            self.get_logger().error(f"ignoring episode command: {exc}")
+        command = received_document(self, msg, EpisodeCommand, "episode command")
+        if command is None:
             return
         if command.command == START:
             self._start_episode(command)
@@ -219,10 +217,8 @@ class OrchestratorNode(Node):
     def _on_privileged(self, msg: String) -> None:
         if PRIVILEGED not in self.aligner.required:
             return
-        try:
-            doc = document_from_msg(msg, PrivilegedStateDoc)
-        except SchemaError as exc:
-            self.get_logger().error(f"ignoring privileged state: {exc}")
+        doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
+        if doc is None:
             return
         self.aligner.add(doc.stamp_ns, PRIVILEGED, tuple(doc.goal_states))
         self._process_ready()
@@ -334,10 +330,8 @@ class OrchestratorNode(Node):
             self._publish_result(None)
 
     def _on_score(self, msg: String) -> None:
-        try:
-            doc = document_from_msg(msg, EpisodeScoreDoc)
-        except SchemaError as exc:
-            self.get_logger().error(f"ignoring episode score: {exc}")
+        doc = received_document(self, msg, EpisodeScoreDoc, "episode score")
+        if doc is None:
             return
         if self._finished_decision is not None and doc.episode_id == self.status.episode_id \
                 and self.status.state == RUNNING:

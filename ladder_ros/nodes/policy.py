@@ -15,13 +15,20 @@ from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.task import Task
 from ladder_ros.evaluation.components import make_policy
-from ladder_ros.messages import LOCKSTEP, DecisionDoc, EpisodeStatus, PrivilegedStateDoc, SchemaError
+from ladder_ros.messages import LOCKSTEP, DecisionDoc, EpisodeStatus, PrivilegedStateDoc
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import POLICY
-from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publisher, run_node, subscription
+from ladder_ros.nodes.runtime import (
+    EpisodeFollower,
+    declare_parameters,
+    publisher,
+    received_document,
+    run_node,
+    subscription,
+)
 from ladder_ros.nodes.step_sync import StepAligner
 from ladder_ros.policies.base import LowLevelPolicy
-from ladder_ros.ros_conversions import action_to_msg, document_from_msg, observation_from_msgs, stamp_to_ns
+from ladder_ros.ros_conversions import action_to_msg, observation_from_msgs, stamp_to_ns
 
 JOINTS, POSE, IMAGE, PRIVILEGED, DECISION = "joint_states", "ee_pose", "image", "privileged", "decision"
 
@@ -110,18 +117,14 @@ class PolicyNode(Node):
             self._latest[name] = (time.monotonic(), msg)
 
     def _on_privileged(self, msg: String) -> None:
-        try:
-            doc = document_from_msg(msg, PrivilegedStateDoc)
-        except SchemaError as exc:
-            self.get_logger().error(f"ignoring privileged state: {exc}")
+        doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
+        if doc is None:
             return
         self._on_input(PRIVILEGED, doc.stamp_ns, doc)
 
     def _on_decision(self, msg: String) -> None:
-        try:
-            doc = document_from_msg(msg, DecisionDoc)
-        except SchemaError as exc:
-            self.get_logger().error(f"ignoring decision: {exc}")
+        doc = received_document(self, msg, DecisionDoc, "decision")
+        if doc is None:
             return
         self._on_input(DECISION, doc.stamp_ns, doc)
 

@@ -42,6 +42,19 @@ _PARAM_TYPES = {BOOL: ParameterType.PARAMETER_BOOL, INT: ParameterType.PARAMETER
                 STR_LIST: ParameterType.PARAMETER_STRING_ARRAY}
 
 
+def received_document(node: Node, msg: String, cls: type, what: str):
+    """The JSON document in ``msg``, or None after logging why it was ignored.
+
+    A malformed message never reaches a callback's logic and never takes the node down: it is
+    reported with the schema's own reason and dropped (the sender's next message is read as usual).
+    """
+    try:
+        return document_from_msg(msg, cls)
+    except SchemaError as exc:
+        node.get_logger().error(f"ignoring {what}: {exc}")
+        return None
+
+
 def qos(kind: str) -> QoSProfile:
     """The QoS profile of a topic kind (DESIGN.md section 3)."""
     depth = topics.QOS_DEPTH[kind]

@@ -23,15 +23,20 @@ from ladder_ros.messages import (
     EpisodeScoreDoc,
     EpisodeStatus,
     PrivilegedStateDoc,
-    SchemaError,
 )
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import SIM_BRIDGE
-from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publisher, run_node, subscription
+from ladder_ros.nodes.runtime import (
+    EpisodeFollower,
+    declare_parameters,
+    publisher,
+    received_document,
+    run_node,
+    subscription,
+)
 from ladder_ros.paths import resolve_share_file
 from ladder_ros.ros_conversions import (
     action_from_msg,
-    document_from_msg,
     document_to_msg,
     image_to_msg,
     joint_state_to_msg,
@@ -149,10 +154,8 @@ class SimBridgeNode(Node):
     def _on_decision(self, msg: String) -> None:
         if self._done or self.episode is None or self.observation is None:
             return
-        try:
-            doc = document_from_msg(msg, DecisionDoc)
-        except SchemaError as exc:
-            self.get_logger().error(f"ignoring decision: {exc}")
+        doc = received_document(self, msg, DecisionDoc, "decision")
+        if doc is None:
             return
         if doc.episode_id != self.episode.episode_id:
             return

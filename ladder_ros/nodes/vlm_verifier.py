@@ -23,7 +23,7 @@ from ladder_ros.messages import (
 )
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import VLM_VERIFIER
-from ladder_ros.nodes.runtime import declare_parameters, publisher, run_node, subscription
+from ladder_ros.nodes.runtime import declare_parameters, publisher, received_document, run_node, subscription
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg, observation_from_msgs, stamp_to_ns
 
 JOINTS, POSE, IMAGE, PRIVILEGED = "joint_states", "ee_pose", "image", "privileged"
@@ -45,7 +45,8 @@ class VerifierNode(Node):
     replay_path, record_path, aperture_joint, observation_wait_s (s).
     """
 
-    def __init__(self, *, verifier=None, reads_pixels: bool | None = None, node_name: str = "vlm_verifier", **node_options):
+    def __init__(self, *, verifier=None, reads_pixels: bool | None = None, node_name: str = "vlm_verifier",
+                 **node_options):
         """``verifier`` (a CountVerifier) and ``reads_pixels`` replace the configured backend (tests)."""
         super().__init__(node_name, **node_options)
         self.params = declare_parameters(self, VLM_VERIFIER)
@@ -81,10 +82,8 @@ class VerifierNode(Node):
         self.answered = 0
 
     def _on_privileged(self, msg: String) -> None:
-        try:
-            doc = document_from_msg(msg, PrivilegedStateDoc)
-        except SchemaError as exc:
-            self.get_logger().error(f"ignoring privileged state: {exc}")
+        doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
+        if doc is None:
             return
         self._on_input(PRIVILEGED, doc.stamp_ns, doc)
 

@@ -405,8 +405,7 @@ class ScriptedExpert:
         placed = self._on_container(priv, kind, destination)  # a stale goal, or a revisit
         if not placed or not draws.retake:
             return None
-        instance = min(placed, key=lambda n: float(np.linalg.norm(priv.objects[n].position[:2]
-                                                                 - obs.ee_position[:2])))
+        instance = min(placed, key=lambda n: float(np.linalg.norm(priv.objects[n].position[:2] - obs.ee_position[:2])))
         if draws.compound:  # it sees the goal done and moves the object on: takes it out again
             return instance, self._beside(priv.containers[destination], draws.take_out_turn), "take out"
         return instance, None, "re-place"
@@ -615,7 +614,9 @@ class ScriptedExpert:
                 pose = o.privileged.objects.get(instance)
                 return None if pose is None else np.array([pose.position[0], pose.position[1], travel])
 
-            yaw_of = lambda o: self._grasp_yaw(o, instance)  # noqa: E731
+            def yaw_of(o: Observation) -> float | None:
+                return self._grasp_yaw(o, instance)
+
             obs, ok = yield from self._move(obs, above, True, yaw_of)
             if not ok:
                 return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class LadderError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -30,3 +32,16 @@ class InvalidInputError(LadderError, ValueError):
 def unknown_name(kind: str, name: str, valid: "list[str] | tuple[str, ...]") -> ConfigError:
     """The error for a name that is not one of a fixed set: it lists the valid names."""
     return ConfigError(f"unknown {kind} {name!r}; valid: {', '.join(sorted(valid))}")
+
+
+def read_text(path: "str | Path", what: str) -> str:
+    """The UTF-8 text of a file, or a :class:`ConfigError` naming the file and what it was for."""
+    source = str(path)
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found", source=source) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} is not UTF-8 text: {exc.reason}", source=source) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what}: {exc.strerror}", source=source) from None

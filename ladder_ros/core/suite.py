@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from ladder_ros.core.errors import ConfigError, unknown_name
+from ladder_ros.core.errors import ConfigError, read_text, unknown_name
 from ladder_ros.core.presets import PRESETS
 from ladder_ros.core.task import Subgoal, Task, TaskCategory
 
@@ -159,14 +159,8 @@ def parse_suite(data: Any, source: str = "<suite>") -> TaskSuite:
 
 def load_suite(path: str | Path) -> TaskSuite:
     """Read and validate a suite YAML file; errors name the file and the key."""
-    path = Path(path)
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("suite file not found", source=source) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read suite file: {exc.strerror}", source=source) from None
+    text = read_text(path, "suite file")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

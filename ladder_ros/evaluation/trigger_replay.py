@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ladder_ros.core.errors import ConfigError, InvalidInputError
+from ladder_ros.core.errors import ConfigError, InvalidInputError, read_text
 from ladder_ros.core.presets import EmbodimentPreset, PRESETS, get_preset
 from ladder_ros.core.triggers import GripperMonitor
 from ladder_ros.core.verification import VerificationTiming
@@ -65,12 +65,7 @@ def read_trace(path: str | Path) -> list[TraceRow]:
     """Rows of a CSV (header row) or JSON Lines trace; errors name the file, row and column."""
     path = Path(path)
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("trace file not found", source=source) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read trace: {exc.strerror}", source=source) from None
+    text = read_text(path, "trace file")
     records: list[dict] = []
     if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
         for n, line in enumerate(text.splitlines(), start=1):

@@ -24,6 +24,7 @@ import numpy as np
 
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.goals import GoalState
+from ladder_ros.core.task import Subgoal
 from ladder_ros.core.triggers import GripperEvents
 from ladder_ros.core.verification import VerificationRequest, VerificationResult
 from ladder_ros.sim.base import ContainerInfo, ObjectPose, PrivilegedState
@@ -425,6 +426,56 @@ class VerificationResultDoc(Document):
 
 
 @dataclass(frozen=True)
+class PlanRequestDoc(Document):
+    """Plan ``instruction`` from the observation of ``step`` (the episode's first frame)."""
+
+    DOC: ClassVar[str] = "plan_request"
+    episode_id: str
+    step: int
+    stamp_ns: int
+    instruction: str
+
+    def __post_init__(self) -> None:
+        _check_step(self.DOC, self.step)
+        _check(self.DOC, "stamp_ns", self.stamp_ns, int)
+        _check(self.DOC, "instruction", self.instruction, str)
+        if not self.instruction.strip():
+            raise SchemaError(f"{self.DOC}: field 'instruction' must not be empty")
+
+
+@dataclass(frozen=True)
+class PlanResultDoc(Document):
+    """The planner's answer: its subgoals (``Subgoal.to_dict`` each), or none and why, with the raw reply."""
+
+    DOC: ClassVar[str] = "plan_result"
+    episode_id: str
+    subgoals: list | None
+    error: str | None = None
+    raw_reply: str | None = None
+    source: str = ""
+    latency_ms: float = 0.0
+    usage: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check(self.DOC, "subgoals", self.subgoals, list, optional=True)
+        _check(self.DOC, "error", self.error, str, optional=True)
+        _check(self.DOC, "raw_reply", self.raw_reply, str, optional=True)
+        _check(self.DOC, "latency_ms", self.latency_ms, (int, float))
+        _check(self.DOC, "usage", self.usage, dict)
+
+    def plan(self) -> list[Subgoal]:
+        """The subgoals as core objects; an empty or missing plan raises naming why."""
+        if self.subgoals is None:
+            raise SchemaError(f"{self.DOC}: no plan ({self.error or 'no reason given'})")
+        if not self.subgoals:
+            raise SchemaError(f"{self.DOC}: the planner returned an empty plan")
+        try:
+            return [Subgoal.from_dict(s) for s in self.subgoals]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaError(f"{self.DOC}: malformed subgoal ({exc})") from None
+
+
+@dataclass(frozen=True)
 class EpisodeEventDoc(Document):
     """One orchestrator event (``Event.to_dict``), in the order the orchestrator emitted them."""
 
@@ -458,4 +509,4 @@ class EpisodeScoreDoc(Document):
 
 DOCUMENTS: tuple[type[Document], ...] = (EpisodeCommand, EpisodeStatus, GripperEventsDoc, PrivilegedStateDoc,
                                          DecisionDoc, VerificationRequestDoc, VerificationResultDoc,
-                                         EpisodeEventDoc, EpisodeScoreDoc)
+                                         PlanRequestDoc, PlanResultDoc, EpisodeEventDoc, EpisodeScoreDoc)

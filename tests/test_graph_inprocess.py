@@ -29,6 +29,7 @@ from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
 from ladder_ros.nodes.policy import PolicyNode  # noqa: E402
 from ladder_ros.nodes.sim_bridge import SimBridgeNode  # noqa: E402
 from ladder_ros.nodes.vlm_verifier import VerifierNode  # noqa: E402
+from ladder_ros.vlm.components import PlanResult  # noqa: E402
 from tests.fakes import OracleCounter, ToyPolicy, ToyWorld  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -165,3 +166,65 @@ def test_tabletop_graph_equals_the_reference_loop(tabletop_graph, task_id, varia
     reference = reference_runner.run(ParityEpisode(task_id, variant, layout, seed))
     outcome = graph.run(task_id, variant, seed, layout)
     assert compare_records(reference, outcome.result) is None
+
+
+class ScriptedPlanner:
+    """Stands where the VLM planner stands: answers each plan request with the next scripted result."""
+
+    def __init__(self, results):
+        self.results = list(results)
+        self.instructions = []
+
+    def plan(self, instruction, observation):
+        self.instructions.append(instruction)
+        return self.results.pop(0)
+
+
+@pytest.fixture(scope="module")
+def planned_toy_graph(ros, tmp_path_factory):
+    ns = "planned"
+    task = TOY_SUITE.task("toy2")
+    reversed_plan = tuple(reversed(task.subgoals))
+    planner = ScriptedPlanner([
+        PlanResult(goals=None, subgoals=reversed_plan, raw_reply='{"goals": [...]}', error=None, latency_ms=12.0),
+        PlanResult(goals=None, subgoals=None, raw_reply="I cannot see a robot here.",
+                   error="no JSON object in the reply", latency_ms=9.0),
+    ])
+    graph = Graph(ns, [
+        SimBridgeNode(simulator=ToyWorld(), suite=TOY_SUITE, namespace=ns),
+        GripperTriggerNode(namespace=ns),
+        OrchestratorNode(suite=TOY_SUITE, namespace=ns,
+                         parameter_overrides=[Parameter("plan_source", value="planner")]),
+        PolicyNode(policy_factory=lambda task, seed: ToyPolicy(task, seed, MISS_RATE), reads=frozenset(),
+                   namespace=ns),
+        VerifierNode(verifier=OracleCounter(), planner=planner, reads_pixels=False, namespace=ns),
+    ])
+    yield graph, planner, list(reversed_plan)
+    graph.close()
+
+
+def test_the_planners_plan_drives_the_episode(planned_toy_graph):
+    graph, planner, plan = planned_toy_graph
+    task = TOY_SUITE.task("toy2")
+    reference = run_episode(ToyWorld(), ToyPolicy(task, 7, MISS_RATE), task, "proprio_verifier", WIDOWX, layout=0,
+                            seed=7, verifier=OracleCounter(), plan=plan).to_dict()
+    outcome = graph.run("toy2", "proprio_verifier", 7)
+    assert planner.instructions == [task.instruction]
+    assert outcome.state == "finished"
+    assert outcome.result["orchestration"]["plan"] == [s.to_dict() for s in plan]
+    assert outcome.result["plan"]["source"] == "planner" and outcome.result["plan"]["latency_ms"] == 12.0
+    assert compare_records(reference, outcome.result) is None  # the same episode as the loop with that plan
+
+
+def test_an_unreadable_plan_aborts_the_episode_and_keeps_the_reply(planned_toy_graph):
+    graph, planner, _ = planned_toy_graph
+    outcome = graph.run("toy2", "proprio_verifier", 8)
+    assert outcome.state == "aborted"
+    assert outcome.result["finish_reason"].startswith("aborted: planner failed:")
+    assert "no JSON object in the reply" in outcome.result["finish_reason"]
+    assert outcome.result["plan"]["raw_reply"] == "I cannot see a robot here."
+    assert outcome.result["orchestration"]["pending"] == [0, 1]  # nothing was started
+    # the privileged verifier plans from the ground truth: the planner is not asked
+    asked = len(planner.instructions)
+    outcome = graph.run("toy2", "privileged_verifier", 9)
+    assert outcome.state == "finished" and len(planner.instructions) == asked

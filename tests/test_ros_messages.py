@@ -16,6 +16,8 @@ from ladder_ros.messages import (
     EpisodeCommand,
     EpisodeStatus,
     GripperEventsDoc,
+    PlanRequestDoc,
+    PlanResultDoc,
     PrivilegedStateDoc,
     SchemaError,
     VerificationRequestDoc,
@@ -64,6 +66,21 @@ def test_verification_round_trip():
     result = VerificationResult(request_id=2, count=1, source="oracle", latency_ms=3.0)
     assert decode(encode(VerificationResultDoc.of("ep", 40, result)), VerificationResultDoc).verification_result() \
         == result
+
+
+def test_plan_round_trip_and_refusals():
+    request = PlanRequestDoc(episode_id="ep", step=0, stamp_ns=5, instruction="put the carrot on the plate")
+    assert decode(encode(request), PlanRequestDoc) == request
+    result = PlanResultDoc(episode_id="ep", subgoals=[SUBGOAL.to_dict()], raw_reply="{...}", latency_ms=3.5)
+    assert decode(encode(result), PlanResultDoc).plan() == [SUBGOAL]
+    with pytest.raises(SchemaError, match="no plan \\(no JSON object\\)"):
+        PlanResultDoc(episode_id="ep", subgoals=None, error="no JSON object").plan()
+    with pytest.raises(SchemaError, match="empty plan"):
+        PlanResultDoc(episode_id="ep", subgoals=[]).plan()
+    with pytest.raises(SchemaError, match="malformed subgoal"):
+        PlanResultDoc(episode_id="ep", subgoals=[{"object": "carrot"}]).plan()
+    with pytest.raises(SchemaError, match="'instruction' must not be empty"):
+        PlanRequestDoc(episode_id="ep", step=0, stamp_ns=0, instruction=" ")
 
 
 def test_status_round_trip_and_clock():

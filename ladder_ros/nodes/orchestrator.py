@@ -32,6 +32,8 @@ from ladder_ros.messages import (
     EpisodeScoreDoc,
     EpisodeStatus,
     GripperEventsDoc,
+    PlanRequestDoc,
+    PlanResultDoc,
     PrivilegedStateDoc,
     SchemaError,
     VerificationRequestDoc,
@@ -40,8 +42,8 @@ from ladder_ros.messages import (
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import ORCHESTRATOR
 from ladder_ros.nodes.runtime import declare_parameters, publisher, received_document, run_node, subscription
-from ladder_ros.paths import resolve_share_file
 from ladder_ros.nodes.step_sync import StepAligner
+from ladder_ros.paths import resolve_share_file
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg
 
 GRIPPER = "gripper"
@@ -55,7 +57,10 @@ class OrchestratorNode(Node):
     Episodes are started, stopped and aborted from outside the graph through ``episode/command``
     (JSON :class:`EpisodeCommand`) and the ``episode/stop`` / ``episode/abort`` services
     (std_srvs/Trigger). The node owns each episode: it assigns the id and the clock origin, builds
-    the plan (the task's reference subgoals), publishes the latched ``episode/status`` (task, plan,
+    the plan (the task's reference subgoals, the paper's cached plans; or, with ``plan_source:
+    planner``, the VLM planner's subgoals, asked on ``planner/request`` with the first frame while
+    that step waits — an unreadable, empty or late plan aborts the episode with the reason and the
+    raw reply in its record), publishes the latched ``episode/status`` (task, plan,
     clock, state; the episode record with every event and, in simulation, the privileged score once
     it is over) and ``orchestrator/current_subgoal``.
 
@@ -69,11 +74,12 @@ class OrchestratorNode(Node):
     reason ``verifier unavailable`` after ``verifier_abort_after_s``.
 
     Topics: subscribes ``gripper/events``, ``sim/privileged_state``, ``verifier/result``,
-    ``sim/episode_score``, ``episode/command``; publishes ``orchestrator/decision``,
-    ``orchestrator/events``, ``orchestrator/current_subgoal`` (latched), ``verifier/request``,
-    ``episode/status`` (latched). Services: ``episode/stop``, ``episode/abort``.
-    Parameters: preset, clock_mode, suite (path), variant, verifier_retry_s (s),
-    verifier_abort_after_s (s), decision_resend_s (s), score_timeout_s (s).
+    ``planner/result``, ``sim/episode_score``, ``episode/command``; publishes
+    ``orchestrator/decision``, ``orchestrator/events``, ``orchestrator/current_subgoal`` (latched),
+    ``verifier/request``, ``planner/request``, ``episode/status`` (latched). Services:
+    ``episode/stop``, ``episode/abort``. Parameters: preset, clock_mode, suite (path), variant,
+    plan_source, planner_timeout_s (s), verifier_retry_s (s), verifier_abort_after_s (s),
+    decision_resend_s (s), score_timeout_s (s).
     """
 
     def __init__(self, *, suite: TaskSuite | None = None, node_name: str = "orchestrator", **node_options):
@@ -88,7 +94,9 @@ class OrchestratorNode(Node):
         self._decision_pub = publisher(self, String, topics.DECISION)
         self._events_pub = publisher(self, String, topics.EVENTS_TOPIC)
         self._request_pub = publisher(self, String, topics.VERIFY_REQUEST)
+        self._plan_request_pub = publisher(self, String, topics.PLAN_REQUEST)
         subscription(self, String, topics.GRIPPER_EVENTS, self._on_gripper_events)
+        subscription(self, String, topics.PLAN_RESULT, self._on_plan_result)
         subscription(self, String, topics.PRIVILEGED, self._on_privileged)
         subscription(self, String, topics.VERIFY_RESULT, self._on_verification_result)
         subscription(self, String, topics.SCORE, self._on_score)
@@ -113,6 +121,11 @@ class OrchestratorNode(Node):
         self._finished_at = 0.0
         self._end_state = FINISHED
         self._started_wall = 0.0
+        self._variant = Variant.PROPRIO_VERIFIER
+        self._planning: PlanRequestDoc | None = None  # the plan this episode waits for
+        self._planning_since = 0.0
+        self._planning_sent = 0.0
+        self._plan_record: dict = {"source": "reference"}
         self._publish_status(self.status)
 
     # ------------------------------------------------------------------ episode control
@@ -155,9 +168,13 @@ class OrchestratorNode(Node):
                 raise LadderError(f"layout {command.layout} is out of range: task {task.task_id} has "
                                   f"{task.layouts} layouts")
             budget = self.preset.budget.steps_for(task.horizon)
-            orchestrator = make_orchestrator(variant, self.preset, list(task.subgoals),
-                                             instruction=task.instruction, budget_steps=budget,
-                                             category=task.category)
+            # The privileged verifier takes the ground-truth subgoals and the low-level policy no plan
+            # (Section 4): only the other variants ask the planner.
+            use_planner = self.params["plan_source"] == "planner" and variant not in (
+                Variant.LOW_LEVEL_POLICY, Variant.PRIVILEGED_VERIFIER)
+            orchestrator = None if use_planner else make_orchestrator(
+                variant, self.preset, list(task.subgoals), instruction=task.instruction, budget_steps=budget,
+                category=task.category)
         except LadderError as exc:
             self._refuse(str(exc))
             return
@@ -168,7 +185,8 @@ class OrchestratorNode(Node):
         origin = max(now_ns, self._last_end_ns + NS_PER_S)
         episode_id = command.episode_id or (
             f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self._episode_count:03d}-{task.task_id}")
-        self.task, self.orchestrator = task, orchestrator
+        self.task, self.orchestrator, self._variant = task, orchestrator, variant
+        self._plan_record = {"source": "planner" if orchestrator is None else "reference"}
         self._event_index = 0
         self._last_decision = None
         self._awaiting = None
@@ -180,14 +198,67 @@ class OrchestratorNode(Node):
         self.status = EpisodeStatus(
             episode_id=episode_id, state=RUNNING, seq=self.status.seq + 1, task=task.to_dict(),
             variant=variant.value, preset=self.preset.name, layout=command.layout, seed=command.seed,
-            plan=[s.to_dict() for s in orchestrator.plan], budget_steps=budget, clock=self.params["clock_mode"],
-            rate_hz=self.preset.control_rate_hz, origin_ns=origin)
+            plan=[] if orchestrator is None else [s.to_dict() for s in orchestrator.plan], budget_steps=budget,
+            clock=self.params["clock_mode"], rate_hz=self.preset.control_rate_hz, origin_ns=origin,
+            message="planning" if orchestrator is None else "")
         self._status_pub.publish(document_to_msg(self.status))
         self.get_logger().info(f"episode {episode_id}: {task.task_id} ({variant.value}), layout {command.layout}, "
-                               f"seed {command.seed}, budget {budget} steps")
+                               f"seed {command.seed}, budget {budget} steps"
+                               + (", plan from the planner" if orchestrator is None else ""))
+        if orchestrator is None:
+            self._planning = PlanRequestDoc(episode_id=episode_id, step=0, stamp_ns=origin,
+                                            instruction=task.instruction)
+            self._planning_since = time.monotonic()
+            self._send_plan_request()
+
+    # ------------------------------------------------------------------ planning
+    def _send_plan_request(self) -> None:
+        assert self._planning is not None
+        self._planning_sent = time.monotonic()
+        self._plan_request_pub.publish(document_to_msg(self._planning))
+
+    def _on_plan_result(self, msg: String) -> None:
+        doc = received_document(self, msg, PlanResultDoc, "plan result")
+        if doc is None or self._planning is None or doc.episode_id != self._planning.episode_id:
+            return
+        self._plan_record = {"source": "planner", "planner": doc.source, "error": doc.error,
+                             "raw_reply": doc.raw_reply, "latency_ms": doc.latency_ms, "usage": doc.usage}
+        try:
+            plan = doc.plan()
+        except SchemaError as exc:
+            self._plan_failed(str(exc))
+            return
+        assert self.task is not None
+        try:
+            self.orchestrator = make_orchestrator(self._variant, self.preset, plan,
+                                                  instruction=self.task.instruction,
+                                                  budget_steps=self.status.budget_steps, category=self.task.category)
+        except LadderError as exc:
+            self._plan_failed(str(exc))
+            return
+        self._planning = None
+        self.get_logger().info(f"episode {self.status.episode_id}: planned {len(plan)} subgoals: "
+                               + "; ".join(s.text for s in plan))
+        self._publish_status(self._replace_status(plan=[s.to_dict() for s in plan], message=""))
+        self._process_ready()  # the first step has waited for the plan
+
+    def _plan_failed(self, reason: str) -> None:
+        """No usable plan: the episode ends as aborted, with the reason (and the raw reply) in its record."""
+        assert self.task is not None
+        self.get_logger().error(f"episode {self.status.episode_id}: planner failed: {reason}")
+        self._planning = None
+        self._plan_record.setdefault("error", reason)
+        # The queue of the record is the task's reference plan, none of it started.
+        self.orchestrator = make_orchestrator(self._variant, self.preset, list(self.task.subgoals),
+                                              instruction=self.task.instruction,
+                                              budget_steps=self.status.budget_steps, category=self.task.category)
+        self.end_episode(f"planner failed: {reason}")
 
     def end_episode(self, reason: str) -> tuple[bool, str]:
         """Stop or abort the running episode from outside; the queue is kept in the record."""
+        if self.status.state == RUNNING and self._planning is not None:
+            self._plan_failed(f"episode ended while planning ({reason})")
+            return True, f"episode {self.status.episode_id} ended while planning: {reason}"
         if self.status.state != RUNNING or self.orchestrator is None:
             return False, "no episode is running"
         if self._finished_decision is not None:
@@ -224,6 +295,8 @@ class OrchestratorNode(Node):
         self._process_ready()
 
     def _process_ready(self) -> None:
+        if self._planning is not None:
+            return  # lockstep: the first step waits until the plan is in
         for step, inputs in self.aligner.pop_ready():
             self._observe(step, self.status.step_stamp_ns(step), inputs[GRIPPER], inputs.get(PRIVILEGED))
 
@@ -354,7 +427,7 @@ class OrchestratorNode(Node):
             verifier=None, policy="", simulator=str(score.get("simulator", "")) if score else "",
             final_goal=dict(score["final_goal"]) if score else {}, orchestration=orchestrator.summary(),
             wall_s=time.monotonic() - self._started_wall,
-            extra={"episode_id": self.status.episode_id, "scored": score is not None,
+            extra={"episode_id": self.status.episode_id, "scored": score is not None, "plan": self._plan_record,
                    "bridge": {k: score[k] for k in ("bridge_timing_s", "steps_taken") if k in score} if score else {}},
         ).to_dict()
         self._publish_status(self._replace_status(state=self._end_state, finish_reason=orchestrator.finish_reason,
@@ -369,6 +442,12 @@ class OrchestratorNode(Node):
         if self.status.state != RUNNING:
             return
         now = time.monotonic()
+        if self._planning is not None:
+            if now - self._planning_since >= self.params["planner_timeout_s"]:
+                self._plan_failed(f"no plan within {self.params['planner_timeout_s']} s")
+            elif now - self._planning_sent >= self.params["verifier_retry_s"]:
+                self._send_plan_request()  # the verifier node may have (re)started since
+            return
         if self._finished_decision is not None:
             if now - self._finished_at >= self.params["score_timeout_s"]:
                 self.get_logger().warning("no score from the sim bridge; publishing the result without it")

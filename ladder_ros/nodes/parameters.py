@@ -128,6 +128,11 @@ ORCHESTRATOR = COMMON + (
     ParamSpec("suite", STR, "config/suites/tabletop.yaml", "Task suite YAML the episode tasks come from"),
     ParamSpec("variant", STR, Variant.PROPRIO_VERIFIER.value, "Orchestrator variant when a start command names "
               "none (paper Table 2)", choices=tuple(v.value for v in Variant)),
+    ParamSpec("plan_source", STR, "reference", "Where an episode's plan comes from: the task's reference "
+              "subgoals (the paper's cached plans) or the VLM planner of the vlm_verifier node, asked with the "
+              "first frame (the privileged verifier always uses the reference)", choices=("reference", "planner")),
+    ParamSpec("planner_timeout_s", FLOAT, 120.0, "Abort the episode when no plan came within this long (s)",
+              min=0.1, max=3600.0),
     ParamSpec("verifier_retry_s", FLOAT, 5.0, "Resend a verification query unanswered for this long (s); the "
               "verifier is then reported unavailable", min=0.05, max=600.0),
     ParamSpec("verifier_abort_after_s", FLOAT, 60.0, "Abort the episode when the verifier stayed unavailable "

@@ -80,6 +80,13 @@ VERIFY_REQUEST = TopicSpec("verifier/request", STRING, EVENTS, "on query", "orch
 VERIFY_RESULT = TopicSpec("verifier/result", STRING, EVENTS, "on answer", "vlm_verifier",
                           ("orchestrator", "episode_recorder"), "Count answer with its source and latency",
                           document="VerificationResultDoc")
+PLAN_REQUEST = TopicSpec("planner/request", STRING, EVENTS, "once per episode", "orchestrator",
+                         ("vlm_verifier", "episode_recorder"),
+                         "Plan the episode's subgoals from its first frame (orchestrator plan_source: planner)",
+                         document="PlanRequestDoc")
+PLAN_RESULT = TopicSpec("planner/result", STRING, EVENTS, "once per episode", "vlm_verifier",
+                        ("orchestrator", "episode_recorder"), "The planner's subgoals, or why there are none, "
+                        "with the raw reply", document="PlanResultDoc")
 ACTION = TopicSpec("policy/action", "trajectory_msgs/msg/JointTrajectory", STREAM, "control rate", "policy",
                    ("sim_bridge (robot: driver)", "episode_recorder"),
                    "7-D action as one trajectory point over the axes ee_dx, ee_dy, ee_dz (m), ee_droll, "
@@ -94,7 +101,8 @@ EPISODE_STATUS = TopicSpec("episode/status", STRING, LATCHED, "on change", "orch
                            document="EpisodeStatus")
 
 TOPICS: tuple[TopicSpec, ...] = (IMAGE, JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
-                                 CURRENT_SUBGOAL, EVENTS_TOPIC, VERIFY_REQUEST, VERIFY_RESULT, ACTION,
+                                 CURRENT_SUBGOAL, EVENTS_TOPIC, VERIFY_REQUEST, VERIFY_RESULT, PLAN_REQUEST,
+                                 PLAN_RESULT, ACTION,
                                  EPISODE_COMMAND, EPISODE_STATUS)
 
 # Services (std_srvs/srv/Trigger) of the orchestrator, relative to its namespace.

@@ -1,4 +1,4 @@
-"""The verifier node: answers count queries about one step's observation, off the callback thread."""
+"""The verifier node: answers count queries and plans episodes from one step's observation, off the callback thread."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from std_msgs.msg import String
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.verification import VerificationRequest, VerificationResult
 from ladder_ros.messages import (
+    PlanRequestDoc,
+    PlanResultDoc,
     PrivilegedStateDoc,
     SchemaError,
     VerificationRequestDoc,
@@ -31,7 +33,7 @@ OBSERVATIONS_KEPT = 64  # stamps of recent steps kept for queries (lockstep need
 
 
 class VerifierNode(Node):
-    """Answers :class:`VerificationRequest` documents with the configured count backend.
+    """Answers :class:`VerificationRequest` documents with the configured count backend, and plans.
 
     A query names the step it is about; the node answers from that step's observation (the
     oracle reads its privileged goal state, a VLM its camera image), waiting up to
@@ -39,15 +41,21 @@ class VerifierNode(Node):
     never blocks the subscriptions (CONVENTIONS.md 8); answers go out on ``verifier/result``. A
     repeated query (the orchestrator resends unanswered ones) is answered again.
 
-    Topics: subscribes ``verifier/request``, ``joint_states``, ``ee_pose``, ``camera/image_raw``
-    (sensor QoS), ``sim/privileged_state``; publishes ``verifier/result`` (std_msgs/String JSON).
+    At the start of an episode whose plan comes from the planner, a :class:`PlanRequestDoc` names
+    the first step; the planner component (same backend and ledger) plans from that step's camera
+    image and the answer goes out on ``planner/result`` with its raw reply, or with the reason
+    there is no plan (the oracle backend counts only; it cannot plan).
+
+    Topics: subscribes ``verifier/request``, ``planner/request``, ``joint_states``, ``ee_pose``,
+    ``camera/image_raw`` (sensor QoS), ``sim/privileged_state``; publishes ``verifier/result`` and
+    ``planner/result`` (std_msgs/String JSON).
     Parameters: preset, clock_mode, backend (oracle, gemini, local, replay), model, robot,
     replay_path, record_path, aperture_joint, observation_wait_s (s).
     """
 
-    def __init__(self, *, verifier=None, reads_pixels: bool | None = None, node_name: str = "vlm_verifier",
-                 **node_options):
-        """``verifier`` (a CountVerifier) and ``reads_pixels`` replace the configured backend (tests)."""
+    def __init__(self, *, verifier=None, planner=None, reads_pixels: bool | None = None,
+                 node_name: str = "vlm_verifier", **node_options):
+        """``verifier`` (a CountVerifier), ``planner`` and ``reads_pixels`` replace the configured backend (tests)."""
         super().__init__(node_name, **node_options)
         self.params = declare_parameters(self, VLM_VERIFIER)
         self._components = None
@@ -60,16 +68,21 @@ class VerifierNode(Node):
                 "replay_path": self.params["replay_path"], "record_path": self.params["record_path"]})
             self._components = make_components(config)
             verifier = self._components.verifier
+            planner = planner or self._components.planner
         self.verifier = verifier
+        self.planner = planner
         if reads_pixels is None:
             reads_pixels = bool(getattr(getattr(verifier, "backend", None), "reads_pixels", True))
         self.needs = {JOINTS, POSE} | ({IMAGE} if reads_pixels else {PRIVILEGED})
         self._observations: dict[int, dict[str, object]] = {}  # stamp -> inputs
         self._pending: dict[tuple[str, int], tuple[VerificationRequestDoc, float]] = {}
+        self._plans_pending: dict[str, tuple[PlanRequestDoc, float]] = {}  # episode id -> request
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verifier")
         self._result_pub = publisher(self, String, topics.VERIFY_RESULT)
+        self._plan_pub = publisher(self, String, topics.PLAN_RESULT)
         inputs = MutuallyExclusiveCallbackGroup()
         subscription(self, String, topics.VERIFY_REQUEST, self._on_request, callback_group=inputs)
+        subscription(self, String, topics.PLAN_REQUEST, self._on_plan_request, callback_group=inputs)
         subscription(self, JointState, topics.JOINT_STATES,
                      lambda m: self._on_input(JOINTS, stamp_to_ns(m.header.stamp), m), callback_group=inputs)
         subscription(self, PoseStamped, topics.EE_POSE,
@@ -103,12 +116,24 @@ class VerifierNode(Node):
         self._pending[(doc.episode_id, request.request_id)] = (doc, time.monotonic())
         self._dispatch_ready()
 
+    def _on_plan_request(self, msg: String) -> None:
+        doc = received_document(self, msg, PlanRequestDoc, "plan request")
+        if doc is None:
+            return
+        self._plans_pending[doc.episode_id] = (doc, time.monotonic())
+        self._dispatch_ready()
+
     def _dispatch_ready(self) -> None:
         for key, (doc, _) in list(self._pending.items()):
             inputs = self._observations.get(doc.stamp_ns, {})
             if self.needs.issubset(inputs):
                 del self._pending[key]
                 self._worker.submit(self._answer, doc, dict(inputs))
+        for episode_id, (plan_doc, _) in list(self._plans_pending.items()):
+            inputs = self._observations.get(plan_doc.stamp_ns, {})
+            if self.needs.issubset(inputs):
+                del self._plans_pending[episode_id]
+                self._worker.submit(self._plan, plan_doc, dict(inputs))
 
     def _expire_waiting(self) -> None:
         now = time.monotonic()
@@ -122,6 +147,13 @@ class VerifierNode(Node):
                 self._publish(doc, VerificationResult(request_id=request.request_id, count=None, source=self.name,
                                                       error=f"no observation of step {doc.step}: missing "
                                                             f"{', '.join(missing)}"))
+        for episode_id, (plan_doc, since) in list(self._plans_pending.items()):
+            if now - since >= self.params["observation_wait_s"]:
+                del self._plans_pending[episode_id]
+                missing = sorted(self.needs - set(self._observations.get(plan_doc.stamp_ns, {})))
+                self._plan_pub.publish(document_to_msg(PlanResultDoc(
+                    episode_id=episode_id, subgoals=None, source=self.name,
+                    error=f"no observation of step {plan_doc.step}: missing {', '.join(missing)}")))
 
     @property
     def name(self) -> str:
@@ -138,6 +170,27 @@ class VerifierNode(Node):
             result = VerificationResult(request_id=request.request_id, count=None, source=self.name,
                                         error=f"bad input: {exc}")
         self._publish(doc, result)
+
+    def _plan(self, doc: PlanRequestDoc, inputs: dict) -> None:
+        """Worker thread: plan from the step's observation; every failure becomes a result with its reason."""
+        if self.planner is None:
+            result = PlanResultDoc(episode_id=doc.episode_id, subgoals=None, source=self.name,
+                                   error="this verifier node has no planner")
+        else:
+            try:
+                observation = observation_from_msgs(doc.step, inputs[JOINTS], inputs[POSE],
+                                                    self.params["aperture_joint"], image=inputs.get(IMAGE),
+                                                    privileged=inputs.get(PRIVILEGED))
+                plan = self.planner.plan(doc.instruction, observation)
+                result = PlanResultDoc(
+                    episode_id=doc.episode_id, source=self.name,
+                    subgoals=None if plan.subgoals is None else [s.to_dict() for s in plan.subgoals],
+                    error=plan.error, raw_reply=plan.raw_reply, latency_ms=float(plan.latency_ms),
+                    usage=dict(plan.usage))
+            except LadderError as exc:
+                result = PlanResultDoc(episode_id=doc.episode_id, subgoals=None, source=self.name,
+                                       error=f"bad input: {exc}")
+        self._plan_pub.publish(document_to_msg(result))
 
     def _publish(self, doc: VerificationRequestDoc, result: VerificationResult) -> None:
         self._result_pub.publish(document_to_msg(VerificationResultDoc.of(doc.episode_id, doc.step, result)))

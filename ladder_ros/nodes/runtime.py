@@ -22,6 +22,7 @@ import rclpy
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
 from rclpy.callback_groups import CallbackGroup
 from rclpy.executors import ExternalShutdownException, Executor, SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 try:  # rclpy 7 (Iron) and newer
     from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
@@ -206,6 +207,11 @@ def run_node(name: str, build: Callable[[], Node], args: Sequence[str] | None = 
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except _rclpy.RCLError:
+        # Ctrl-C shuts the context down from the signal handler; if that lands while the executor
+        # builds its wait set, rcl reports an invalid context instead: the same clean stop.
+        if rclpy.ok():
+            raise
     finally:
         if node is not None:
             close = getattr(node, "close", None)

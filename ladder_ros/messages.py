@@ -241,6 +241,7 @@ class GripperEventsDoc(Document):
         _check(self.DOC, "events", self.events, dict)
         if self.events.get("step") != self.step:
             raise SchemaError(f"{self.DOC}: events are of step {self.events.get('step')!r}, not {self.step}")
+        self.gripper_events()  # a malformed payload fails at decode, with the document's name
 
     @classmethod
     def of(cls, episode_id: str, stamp_ns: int, events: GripperEvents) -> "GripperEventsDoc":
@@ -389,6 +390,7 @@ class VerificationRequestDoc(Document):
     def __post_init__(self) -> None:
         _check_step(self.DOC, self.step)
         _check(self.DOC, "request", self.request, dict)
+        self.verification_request()  # a malformed payload fails at decode, with the document's name
 
     @classmethod
     def of(cls, episode_id: str, stamp_ns: int, request: VerificationRequest) -> "VerificationRequestDoc":
@@ -413,6 +415,7 @@ class VerificationResultDoc(Document):
     def __post_init__(self) -> None:
         _check_step(self.DOC, self.step)
         _check(self.DOC, "result", self.result, dict)
+        self.verification_result()  # a malformed payload fails at decode, with the document's name
 
     @classmethod
     def of(cls, episode_id: str, step: int, result: VerificationResult) -> "VerificationResultDoc":

@@ -68,6 +68,15 @@ def test_verification_round_trip():
         == result
 
 
+def test_malformed_payloads_fail_at_decode():
+    with pytest.raises(SchemaError, match="gripper_events: malformed events"):
+        GripperEventsDoc(episode_id="ep", step=3, stamp_ns=0, events={"step": 3, "is_open": True})
+    with pytest.raises(SchemaError, match="verification_request: malformed request"):
+        VerificationRequestDoc(episode_id="ep", step=3, stamp_ns=0, request={"request_id": 1})
+    with pytest.raises(SchemaError, match="verification_result: malformed result"):
+        VerificationResultDoc(episode_id="ep", step=3, result={"count": 2})
+
+
 def test_plan_round_trip_and_refusals():
     request = PlanRequestDoc(episode_id="ep", step=0, stamp_ns=5, instruction="put the carrot on the plate")
     assert decode(encode(request), PlanRequestDoc) == request

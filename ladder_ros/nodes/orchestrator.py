@@ -44,7 +44,7 @@ from ladder_ros.nodes.parameters import ORCHESTRATOR
 from ladder_ros.nodes.runtime import declare_parameters, publisher, received_document, run_node, subscription
 from ladder_ros.nodes.step_sync import StepAligner
 from ladder_ros.paths import resolve_share_file
-from ladder_ros.ros_conversions import document_from_msg, document_to_msg
+from ladder_ros.ros_conversions import document_to_msg
 
 GRIPPER = "gripper"
 PRIVILEGED = "privileged"
@@ -272,12 +272,10 @@ class OrchestratorNode(Node):
 
     # ------------------------------------------------------------------ steps
     def _on_gripper_events(self, msg: String) -> None:
-        try:
-            doc = document_from_msg(msg, GripperEventsDoc)
-            events = doc.gripper_events()
-        except SchemaError as exc:
-            self.get_logger().error(f"ignoring gripper events: {exc}")
+        doc = received_document(self, msg, GripperEventsDoc, "gripper events")
+        if doc is None:
             return
+        events = doc.gripper_events()
         if not self.lockstep:
             if self.status.state == RUNNING and doc.episode_id == self.status.episode_id:
                 self._observe(doc.step, doc.stamp_ns, events, None)
@@ -368,12 +366,10 @@ class OrchestratorNode(Node):
         return None
 
     def _on_verification_result(self, msg: String) -> None:
-        try:
-            doc = document_from_msg(msg, VerificationResultDoc)
-            result = doc.verification_result()
-        except SchemaError as exc:
-            self.get_logger().error(f"ignoring verification result: {exc}")
+        doc = received_document(self, msg, VerificationResultDoc, "verification result")
+        if doc is None:
             return
+        result = doc.verification_result()
         orchestrator = self.orchestrator
         if (orchestrator is None or doc.episode_id != self.status.episode_id or orchestrator.pending_request is None
                 or result.request_id != orchestrator.pending_request.request_id):

@@ -19,14 +19,13 @@ from ladder_ros.messages import (
     PlanRequestDoc,
     PlanResultDoc,
     PrivilegedStateDoc,
-    SchemaError,
     VerificationRequestDoc,
     VerificationResultDoc,
 )
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import VLM_VERIFIER
 from ladder_ros.nodes.runtime import declare_parameters, publisher, received_document, run_node, subscription
-from ladder_ros.ros_conversions import document_from_msg, document_to_msg, observation_from_msgs, stamp_to_ns
+from ladder_ros.ros_conversions import document_to_msg, observation_from_msgs, stamp_to_ns
 
 JOINTS, POSE, IMAGE, PRIVILEGED = "joint_states", "ee_pose", "image", "privileged"
 OBSERVATIONS_KEPT = 64  # stamps of recent steps kept for queries (lockstep needs one; wall clock a few)
@@ -107,12 +106,10 @@ class VerifierNode(Node):
         self._dispatch_ready()
 
     def _on_request(self, msg: String) -> None:
-        try:
-            doc = document_from_msg(msg, VerificationRequestDoc)
-            request = doc.verification_request()
-        except SchemaError as exc:
-            self.get_logger().error(f"ignoring verification request: {exc}")
+        doc = received_document(self, msg, VerificationRequestDoc, "verification request")
+        if doc is None:
             return
+        request = doc.verification_request()
         self._pending[(doc.episode_id, request.request_id)] = (doc, time.monotonic())
         self._dispatch_ready()
 

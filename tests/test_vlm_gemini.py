@@ -96,7 +96,7 @@ def test_garbled_reply_is_recorded_and_not_complete_without_a_re_ask():
         result, complete = verify(components)
     assert result.count is None and not complete and result.raw_reply == garbled
     assert len(server.requests) == 1
-    assert components.ledger.summary()["unparseable_replies"] == 1
+    assert components.ledger.summary()["failed_by_kind"] == {"unparseable": 1}
 
 
 def test_code_fenced_json_after_reasoning():
@@ -110,7 +110,7 @@ def test_blocked_prompt_is_not_complete_and_keeps_its_input_tokens():
     with FakeGeminiServer([blocked_reply("SAFETY", prompt_tokens=900)]) as server:
         components = components_for(server)
         result, complete = verify(components)
-    assert result.count is None and not complete and result.error == "prompt blocked: SAFETY"
+    assert result.count is None and not complete and result.error == "blocked: prompt blocked: SAFETY"
     assert len(server.requests) == 1  # a blocked prompt is an answer, not a transport failure
     assert result.usage["input_tokens"] == 900 and result.usage["cost_usd"] == pytest.approx(900 * 0.30 / 1e6)
 

@@ -9,10 +9,10 @@ the noun, in the singular. What follows the noun and is dropped: a parenthetical
 remark ("the corn (yellow)"), anything after a comma, semicolon, colon or dash ("the corn, the
 yellow one"), a prepositional phrase or relative clause ("the plate on the left", "the cup that is
 empty"), a participle ("the bowl located near the sink"), and trailing colour words after a noun
-("the corn yellow"). A relational or partitive noun before "of" gives way to what follows ("on top
-of the plate" -> "plate", "a slice of bread" -> "bread"). Quantities, articles, case, hyphens and
-plurals are wording too ("both corn cobs" -> "cob"). A different noun is never rewritten: "dish"
-does not match "plate".
+("the corn yellow"). A relational or partitive word before "of" gives way to what follows ("on
+top of the plate" -> "plate", "a slice of bread" -> "bread", "both of the spoons" -> "spoon").
+Quantities, articles, case, hyphens and plurals are wording too ("both corn cobs" -> "cob"). A
+different noun is never rewritten: "dish" does not match "plate".
 """
 
 from __future__ import annotations
@@ -80,7 +80,9 @@ def singular(word: str) -> str:
 
 def _first_clause(phrase: str) -> str:
     """The phrase without bracketed remarks and without what follows a comma, colon or dash."""
-    text = phrase[:MAX_PHRASE_CHARS].lower()
+    text = phrase.lower()
+    if len(text) > MAX_PHRASE_CHARS:
+        text = text[:MAX_PHRASE_CHARS].rsplit(None, 1)[0]  # whole words only
     for _ in range(8):  # nested brackets, innermost first; bounded
         stripped = _BRACKETED.sub(" ", text)
         if stripped == text:
@@ -95,9 +97,9 @@ def _first_clause(phrase: str) -> str:
 def head_noun(phrase: str) -> str:
     """The head noun of a short noun phrase, lower-case and singular; '' when there is none."""
     words = _WORD.findall(_first_clause(phrase).replace("'s", "").replace("\u2019s", ""))
-    # "on top of the plate", "a slice of bread": the head is what follows the relational noun.
+    # "on top of the plate", "a slice of bread", "both of the spoons": the head is what follows "of".
     for index in range(len(words) - 1):
-        if words[index] in _RELATIONAL and words[index + 1] == "of" and \
+        if (words[index] in _RELATIONAL or words[index] in _DETERMINERS) and words[index + 1] == "of" and \
                 all(w in _DETERMINERS or w in _PREPOSITIONS for w in words[:index]):
             words = words[index + 2:]
             break

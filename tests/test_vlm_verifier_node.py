@@ -14,7 +14,8 @@ import rclpy  # noqa: E402
 
 from ladder_ros.core.task import Subgoal  # noqa: E402
 from ladder_ros.core.verification import VerificationRequest, VerificationResult  # noqa: E402
-from ladder_ros.messages import PlanRequestDoc, PlanResultDoc, VerificationRequestDoc, VerificationResultDoc  # noqa: E402
+from ladder_ros.messages import (PlanRequestDoc, PlanResultDoc, VerificationRequestDoc,  # noqa: E402
+                                 VerificationResultDoc)
 from ladder_ros.nodes.vlm_verifier import JOINTS, POSE, PRIVILEGED, VerifierNode  # noqa: E402
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg  # noqa: E402
 

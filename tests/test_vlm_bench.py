@@ -330,10 +330,9 @@ class _GeminiBody:
 
 @pytest.fixture
 def gemini_env(monkeypatch):
-    monkeypatch.setenv("LADDER_TEST_GEMINI_KEY", "bench-test-key")
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    from tests.vlm_fixtures.fake_gemini import use_local_endpoint
+
+    use_local_endpoint(monkeypatch, "LADDER_TEST_GEMINI_KEY", "bench-test-key")
 
 
 def gemini_cli(dataset, out, cache, server, *extra):

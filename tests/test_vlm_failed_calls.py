@@ -22,7 +22,7 @@ from ladder_ros.core.verification import VerificationRequest
 from ladder_ros.vlm import GeminiSettings, VLMConfig, Verifier, make_components
 from ladder_ros.vlm.accounting import ModelPrice, PriceTable, UsageLedger
 from tests.vlm_fixtures.fake_gemini import (Drip, FakeGeminiServer, Hang, Respond, blocked_reply, error_reply,
-                                            text_reply)
+                                            text_reply, use_local_endpoint)
 
 SECRET = "test-key-5c1d-failed-calls"
 MODEL = "gemini-2.5-flash"
@@ -93,10 +93,7 @@ PURPOSES = ("verify", "plan", "next_subtask")
 
 @pytest.fixture(autouse=True)
 def _local_only(monkeypatch):
-    monkeypatch.setenv("LADDER_TEST_GEMINI_KEY", SECRET)
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    use_local_endpoint(monkeypatch, "LADDER_TEST_GEMINI_KEY", SECRET)
 
 
 def components_for(server, call_deadline_s=20.0, **gemini):

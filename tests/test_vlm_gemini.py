@@ -21,7 +21,7 @@ from ladder_ros.vlm import GeminiSettings, VLMConfig, Verifier, make_components
 from ladder_ros.vlm.accounting import ModelPrice, PriceTable, UsageLedger
 from ladder_ros.vlm.prompts import load_prompt
 from tests.vlm_fixtures.fake_gemini import (FakeGeminiServer, Hang, Respond, blocked_reply, error_reply,
-                                            text_reply)
+                                            text_reply, use_local_endpoint)
 
 SECRET = "test-key-7f3a9c-never-logged"
 MODEL = "gemini-2.5-flash"
@@ -33,10 +33,7 @@ IMAGE[:, :8] = (255, 128, 0)
 
 @pytest.fixture(autouse=True)
 def _local_only(monkeypatch):
-    monkeypatch.setenv("LADDER_TEST_GEMINI_KEY", SECRET)
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    use_local_endpoint(monkeypatch, "LADDER_TEST_GEMINI_KEY", SECRET)
 
 
 def components_for(server: FakeGeminiServer, **gemini):

@@ -53,6 +53,14 @@ class RecordedRequest:
     body: Any
 
 
+def use_local_endpoint(monkeypatch: Any, key_env: str, key: str) -> None:
+    """Set the test key and make sure no proxy sits between the client and 127.0.0.1."""
+    monkeypatch.setenv(key_env, key)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
 def text_reply(text: str | None, *, prompt_tokens: int | None = 1200, output_tokens: int | None = 40,
                thinking_tokens: int | None = None, thought: str | None = None,
                finish_reason: str | None = "STOP") -> Respond:

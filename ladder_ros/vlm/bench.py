@@ -1,6 +1,6 @@
 """``ladder-ros vlm-bench``: score a VLM backend on the offline orchestrator benchmark.
 
-The four tasks of the benchmark card (seed ``000_e75bb1a009522329.txt``) and Appendix F of the
+The four tasks of the offline benchmark's card (its dataset README) and Appendix F of the
 paper, each driven through the shipped component (card: "drive the shipped component, not a
 restatement"):
 
@@ -32,9 +32,8 @@ the card says a truncated reply is indistinguishable from a wrong one), ``finish
 finish reason than STOP, or none), ``no_text``, ``backend``, ``unparseable`` (a complete reply
 without a readable answer in the deployed format). A failed call is never read as an answer: it is
 not "not complete", not a true negative, not a done claim. It stays in the denominator and is
-counted wrong (errors stay in the denominator; a truncated or unreadable reply scores as a wrong
-one, as the card's reference evaluation does), and every task reports how many of its items failed
-and of which kinds. The run reports the failed share over all the questions it scored, with an
+counted wrong (errors stay in the denominator; the card: "a truncated reply is indistinguishable
+from a wrong one"), and every task reports how many of its items failed and of which kinds. The run reports the failed share over all the questions it scored, with an
 example reason per kind; when it exceeds ``--max-failed-share`` (default 5 %) the rates are
 withheld (null in ``summary.json``, "withheld" in the table) and the command exits with status 3,
 saying so: a run where, say, every call got HTTP 401 publishes no accuracy.

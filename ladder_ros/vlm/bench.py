@@ -33,8 +33,9 @@ finish reason than STOP, or none), ``no_text``, ``backend``, ``unparseable`` (a 
 without a readable answer in the deployed format). A failed call is never read as an answer: it is
 not "not complete", not a true negative, not a done claim. It stays in the denominator and is
 counted wrong (errors stay in the denominator; the card: "a truncated reply is indistinguishable
-from a wrong one"), and every task reports how many of its items failed and of which kinds. The run reports the failed share over all the questions it scored, with an
-example reason per kind; when it exceeds ``--max-failed-share`` (default 5 %) the rates are
+from a wrong one"), and every task reports how many of its items failed and of which kinds. The
+run reports the failed share over all the questions it scored, with an example reason per kind;
+when it exceeds ``--max-failed-share`` (default 5 %) the rates are
 withheld (null in ``summary.json``, "withheld" in the table) and the command exits with status 3,
 saying so: a run where, say, every call got HTTP 401 publishes no accuracy.
 

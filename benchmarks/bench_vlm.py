@@ -7,7 +7,9 @@
 * verify latency through the real google-genai client against the local fake server (client,
   PNG encoding of a 640x480 frame, HTTP on 127.0.0.1): the overhead this stack adds to a remote call;
 * a vlm-bench sweep of a synthetic dataset (scripted answers): loading, validation, answer storage
-  and scoring per sample.
+  and scoring per sample;
+* reply parsing: a deployed-format reply next to hostile ones (degenerate nesting, a 64 KiB wall of
+  brackets, the worst unbalanced text found), which the parser's limits keep linear.
 
 Nothing leaves 127.0.0.1; no model or dataset is downloaded. Numbers depend on the machine: they
 are printed, never asserted.
@@ -134,6 +136,32 @@ def bench_sweep(workdir: Path, tasks_n: int = 60, samples_per_task: int = 4) -> 
           f"({run_s * 1000 / calls:.2f} ms per call of overhead)")
 
 
+def bench_parsing(repeats: int) -> None:
+    from ladder_ros.vlm.parsing import LIMITS, parse_count, parse_plan
+
+    replies = {
+        "deployed reply (reasoning line + JSON)": 'One carrot rests on the plate.\n{"count": 1}',
+        "10-goal plan": '{"goals": [' + ", ".join(
+            '{"goal": "put the carrot on the plate", "object": "the carrot", "destination": "the plate"}'
+            for _ in range(10)) + "]}",
+        "degenerate nesting, 1.5 kB": '{"count": ' + "[" * 1500,
+        f"wall of braces, {LIMITS.max_reply_chars // 1024} KiB": "{" * LIMITS.max_reply_chars,
+        f"unclosed objects, {LIMITS.max_reply_chars // 1024} KiB": ('x { "a" : [ 1 , 2 ] , ' * 4000)[
+            :LIMITS.max_reply_chars],
+        f"inner objects in an unclosed one, {LIMITS.max_reply_chars // 1024} KiB": ("{ " + '{"b":1} ' * 8000)[
+            :LIMITS.max_reply_chars],
+    }
+    print("reply parsing (parse_count; parse_plan for the plan)")
+    for name, text in replies.items():
+        parse = parse_plan if "plan" in name else parse_count
+        latencies = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            parse(text)
+            latencies.append((time.perf_counter() - t0) * 1000)
+        describe(f"  {name}", latencies)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
@@ -143,6 +171,7 @@ def main() -> int:
         bench_local(args.repeats, workdir)
         bench_gemini(args.repeats)
         bench_sweep(workdir)
+        bench_parsing(args.repeats)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Per-call and per-episode accounting: tokens, latency, and a cost that is unknown, never zero, when unpriced."""
+"""Per-call and per-episode accounting: tokens, latency, and a cost that is unknown, never zero, when it is."""
 
 from __future__ import annotations
 
@@ -7,15 +7,17 @@ import threading
 import pytest
 
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.vlm.accounting import ModelPrice, PriceTable, UsageLedger
-from ladder_ros.vlm.backends.base import Attempt, Reply, TokenUsage
+from ladder_ros.vlm.accounting import Cost, ModelPrice, PriceTable, UsageLedger, format_cost
+from ladder_ros.vlm.backends.base import Attempt, CallFailure, FailureKind, Reply, TokenUsage
 
 TABLE = PriceTable({"priced": ModelPrice(1.0, 10.0)}, source="test", as_of="2026-01")
 
 
-def reply(model="priced", text='{"count": 1}', tokens=(1000, 100, 50), latency=200.0, attempts=None, error=None):
+def reply(model="priced", text='{"count": 1}', tokens=(1000, 100, 50), latency=200.0, attempts=None, error=None,
+          finish_reason="STOP", thoughts=None):
     return Reply(text=text, backend="gemini", model=model, latency_ms=latency, usage=TokenUsage(*tokens),
-                 error=error, attempts=attempts or (Attempt(latency, 200, None),))
+                 error=error, finish_reason=finish_reason, thoughts=thoughts,
+                 attempts=attempts or (Attempt(latency, 200, None),))
 
 
 def test_cost_bills_thinking_at_the_output_price():
@@ -24,33 +26,75 @@ def test_cost_bills_thinking_at_the_output_price():
     assert TABLE.estimate("priced", 1000, None, None) == pytest.approx(1e-3)  # blocked: nothing generated
     assert TABLE.estimate("unpriced", 1000, 100, 50) is None
     assert TABLE.estimate("priced", None, 100, 0) is None
+    assert TABLE.cost(reply()) == Cost.of(pytest.approx(2.5e-3))
 
 
-def test_refused_calls_are_free_and_timeouts_unknown():
-    refused = reply(text=None, tokens=(None, None, None), error="HTTP 500",
-                    attempts=(Attempt(5.0, 500, "x"), Attempt(5.0, 503, "y")))
-    assert TABLE.estimate_reply(refused) == 0.0
-    timed_out = reply(text=None, tokens=(None, None, None), error="ReadTimeout",
-                      attempts=(Attempt(5.0, 429, "x"), Attempt(300.0, None, "ReadTimeout")))
-    assert TABLE.estimate_reply(timed_out) is None
+@pytest.mark.parametrize("case, kwargs, known, fragment", [
+    ("every attempt refused: nothing generated, nothing billed",
+     dict(text=None, tokens=(None, None, None), error="HTTP 500",
+          attempts=(Attempt(5.0, 500, "x"), Attempt(5.0, 503, "y"))), True, None),
+    ("an attempt timed out: it may have been billed",
+     dict(text=None, tokens=(None, None, None), error="ReadTimeout",
+          attempts=(Attempt(5.0, 429, "x"), Attempt(300.0, None, "ReadTimeout"))), False, "attempt 2"),
+    ("the first attempt timed out, the second answered: still unknown",
+     dict(attempts=(Attempt(90_000.0, None, "ReadTimeout"), Attempt(800.0, 200, None))), False, "attempt 1"),
+    ("usage with the prompt count only, although text came back",
+     dict(tokens=(1200, None, None)), False, "no output tokens"),
+    ("usage without an input count", dict(tokens=(None, 40, None)), False, "no input tokens"),
+    ("thoughts came back but no thinking count", dict(tokens=(1000, 40, None), thoughts="hmm"), False,
+     "no thinking tokens"),
+    ("a blocked prompt: input billed, nothing generated",
+     dict(text=None, tokens=(900, None, None), error="prompt blocked: SAFETY"), True, None),
+    ("a model without a price", dict(model="unpriced"), False, "no price for model 'unpriced'"),
+])
+def test_cost_is_unknown_whenever_a_part_of_it_is(case, kwargs, known, fragment):
+    cost = TABLE.cost(reply(**kwargs))
+    assert cost.known == known, case
+    if known:
+        assert cost.unknown is None and cost.usd >= 0
+    else:
+        assert cost.usd is None and fragment in cost.unknown, case
+
+
+def test_cost_is_typed_known_or_unknown_never_both():
+    with pytest.raises(ValueError):
+        Cost(usd=None)
+    with pytest.raises(ValueError):
+        Cost(usd=1.0, unknown="why")
 
 
 def test_ledger_summary_totals_and_unknown_cost():
     ledger = UsageLedger(TABLE)
     ledger.record("verify", reply(latency=100.0))
-    ledger.record("verify", reply(latency=300.0, text="garbled"), parse_error="no JSON object in the reply")
+    garbled = ledger.record("verify", reply(latency=300.0, text="garbled"),
+                            failure=CallFailure(FailureKind.UNPARSEABLE, "no JSON object in the reply"))
     ledger.record("plan", reply(latency=200.0, tokens=(2000, 500, 0)))
     summary = ledger.summary()
     assert summary["calls"] == 3
     assert summary["calls_by_purpose"] == {"verify": 2, "plan": 1}
-    assert summary["unparseable_replies"] == 1 and summary["failed_calls"] == 0
+    assert summary["failed_calls"] == 1 and summary["failed_by_kind"] == {"unparseable": 1}
+    assert garbled.parse_error == "no JSON object in the reply" and garbled.error is None and not garbled.ok
     assert (summary["input_tokens"], summary["output_tokens"], summary["thinking_tokens"]) == (4000, 700, 100)
     assert summary["latency_ms_p50"] == 200.0 and summary["latency_ms_max"] == 300.0
     assert summary["cost_usd"] == pytest.approx(2.5e-3 * 2 + (2000 + 5000) / 1e6)
+    assert summary["cost_unknown_calls"] == 0 and format_cost(summary).startswith("$")
     ledger.record("verify", reply(model="unpriced"))
+    ledger.record("verify", reply(tokens=(1200, None, None)))  # partial usage
     summary = ledger.summary()
-    assert summary["cost_usd"] is None and summary["calls_without_price"] == 1
+    assert summary["cost_usd"] is None and summary["cost_unknown_calls"] == 2
+    assert summary["cost_unknown_reasons"] == {"no price for model 'unpriced'": 1,
+                                               "the usage reports no output tokens although text came back": 1}
+    assert summary["cost_usd_known_part"] == pytest.approx(2.5e-3 * 2 + (2000 + 5000) / 1e6)
+    assert format_cost(summary).startswith("unknown (2 call(s)")
     assert ledger.records[1].raw_reply == "garbled"  # kept although it did not parse
+
+
+def test_a_cut_reply_is_a_failed_call_in_the_ledger():
+    ledger = UsageLedger(TABLE)
+    record = ledger.record("verify", reply(text='{"count": 2} let me re-check', finish_reason="MAX_TOKENS"))
+    assert record.failure_kind == "truncated" and "MAX_TOKENS" in record.error and not record.ok
+    assert record.raw_reply.startswith('{"count": 2}')  # recorded, never used
+    assert ledger.summary()["failed_by_kind"] == {"truncated": 1}
 
 
 def test_ledger_reset_hands_back_the_episode():

@@ -69,7 +69,7 @@ def test_garbled_reply_is_recorded_raw_and_never_complete():
 def test_backend_failure_and_backend_exception_are_not_complete():
     failing = ScriptedBackend(lambda r: None)
     result = Verifier(failing).verify(request(), observation(IMAGE))
-    assert result.count is None and result.error == "scripted failure"
+    assert result.count is None and result.error == "backend: scripted failure"
 
     def explode(r):
         raise RuntimeError("CUDA out of memory")
@@ -87,7 +87,8 @@ def test_bad_input_is_reported_without_calling_the_backend():
     wrong_dtype = verifier.verify(request(), [("main", np.zeros((4, 4, 3), np.float32))])
     same_names = verifier.verify(request(), [("main", IMAGE), ("main", IMAGE)])
     for result in (no_image, wrong_dtype, same_names):
-        assert result.count is None and result.error.startswith("bad input")
+        assert result.count is None and result.error.startswith("bad_input: ")
+        assert result.usage["failure"] == "bad_input"
     assert backend.requests == []
 
 

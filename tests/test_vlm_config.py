@@ -79,3 +79,44 @@ def test_gemini_without_a_key_fails_naming_the_variable(monkeypatch):
     monkeypatch.delenv("LADDER_TEST_NO_SUCH_KEY", raising=False)
     with pytest.raises(BackendError, match="LADDER_TEST_NO_SUCH_KEY"):
         make_components(VLMConfig(gemini=GeminiSettings(api_key_env="LADDER_TEST_NO_SUCH_KEY")))
+
+
+def test_the_call_deadline_is_one_validated_number():
+    assert VLMConfig().call_deadline_s == 50.0
+    with pytest.raises(ConfigError, match="call_deadline_s must be a positive number, got 0"):
+        VLMConfig(call_deadline_s=0)
+    with pytest.raises(ConfigError, match="call_deadline_s"):
+        VLMConfig.from_mapping({"call_deadline_s": float("inf")})
+    assert VLMConfig.from_mapping({"call_deadline_s": 12.5}).call_deadline_s == 12.5
+
+
+def test_the_orchestrator_must_wait_longer_than_a_vlm_verifier_may_take():
+    from ladder_ros.nodes.parameters import check_node_parameters, check_verifier_deadline
+
+    orchestrator = check_node_parameters("orchestrator", {})
+    verifier = check_node_parameters("vlm_verifier", {"backend": "gemini"})
+    # Defaults: 60 s > 5 s (observation) + 50 s (call deadline).
+    check_verifier_deadline(orchestrator, verifier)
+    slow = check_node_parameters("vlm_verifier", {"backend": "gemini", "call_deadline_s": 58.0})
+    with pytest.raises(ConfigError, match=r"orchestrator.verifier_abort_after_s = 60 s must exceed "
+                                          r"vlm_verifier.observation_wait_s \+ vlm_verifier.call_deadline_s = 63 s"):
+        check_verifier_deadline(orchestrator, slow)
+    # The planner's timeout is held to the same bound when the plan comes from the planner.
+    planned = check_node_parameters("orchestrator", {"plan_source": "planner", "planner_timeout_s": 50.0})
+    with pytest.raises(ConfigError, match="planner_timeout_s = 50 s must exceed"):
+        check_verifier_deadline(planned, verifier)
+    # The oracle and replay answer at once: nothing to check.
+    check_verifier_deadline(check_node_parameters("orchestrator", {"verifier_abort_after_s": 1.0}),
+                            check_node_parameters("vlm_verifier", {"backend": "oracle"}))
+
+
+def test_a_graph_whose_orchestrator_would_give_up_on_its_verifier_does_not_start():
+    from ladder_ros.bringup.graph import load_graph
+
+    graph = load_graph("widowx")
+    with pytest.raises(ConfigError, match="verifier_abort_after_s = 30 s must exceed"):
+        graph.node_parameters("real", overrides={"vlm_verifier": {"backend": "gemini"},
+                                                 "orchestrator": {"verifier_abort_after_s": 30.0}})
+    params = graph.node_parameters("real", overrides={"vlm_verifier": {"backend": "gemini", "call_deadline_s": 20.0},
+                                                      "orchestrator": {"verifier_abort_after_s": 30.0}})
+    assert params["vlm_verifier"]["call_deadline_s"] == 20.0

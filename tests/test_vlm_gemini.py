@@ -21,7 +21,7 @@ from ladder_ros.vlm import GeminiSettings, VLMConfig, Verifier, make_components
 from ladder_ros.vlm.accounting import ModelPrice, PriceTable, UsageLedger
 from ladder_ros.vlm.prompts import load_prompt
 from tests.vlm_fixtures.fake_gemini import (FakeGeminiServer, Hang, Respond, blocked_reply, error_reply,
-                                            text_reply)
+                                            text_reply, use_local_endpoint)
 
 SECRET = "test-key-7f3a9c-never-logged"
 MODEL = "gemini-2.5-flash"
@@ -33,10 +33,7 @@ IMAGE[:, :8] = (255, 128, 0)
 
 @pytest.fixture(autouse=True)
 def _local_only(monkeypatch):
-    monkeypatch.setenv("LADDER_TEST_GEMINI_KEY", SECRET)
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    use_local_endpoint(monkeypatch, "LADDER_TEST_GEMINI_KEY", SECRET)
 
 
 def components_for(server: FakeGeminiServer, **gemini):
@@ -96,7 +93,7 @@ def test_garbled_reply_is_recorded_and_not_complete_without_a_re_ask():
         result, complete = verify(components)
     assert result.count is None and not complete and result.raw_reply == garbled
     assert len(server.requests) == 1
-    assert components.ledger.summary()["unparseable_replies"] == 1
+    assert components.ledger.summary()["failed_by_kind"] == {"unparseable": 1}
 
 
 def test_code_fenced_json_after_reasoning():
@@ -110,7 +107,7 @@ def test_blocked_prompt_is_not_complete_and_keeps_its_input_tokens():
     with FakeGeminiServer([blocked_reply("SAFETY", prompt_tokens=900)]) as server:
         components = components_for(server)
         result, complete = verify(components)
-    assert result.count is None and not complete and result.error == "prompt blocked: SAFETY"
+    assert result.count is None and not complete and result.error == "blocked: prompt blocked: SAFETY"
     assert len(server.requests) == 1  # a blocked prompt is an answer, not a transport failure
     assert result.usage["input_tokens"] == 900 and result.usage["cost_usd"] == pytest.approx(900 * 0.30 / 1e6)
 

@@ -79,8 +79,30 @@ def test_random_tiny_vlm_babbles_and_is_never_complete(random_model):
     assert result.count is None and not Verifier.is_complete(result, request(1))
     assert result.raw_reply is not None and result.error
     record = components.ledger.records[0]
-    assert record.raw_reply == result.raw_reply and record.parse_error
+    assert record.raw_reply == result.raw_reply and record.failure_kind in ("truncated", "unparseable")
     assert record.output_tokens <= 12
+
+
+def test_a_reply_cut_at_the_token_cap_is_truncated_even_with_the_whole_answer_in_it(programmed_model):
+    from transformers import AutoTokenizer
+
+    reply_tokens = len(AutoTokenizer.from_pretrained(programmed_model).encode(REPLY, add_special_tokens=False))
+    image = np.zeros((32, 32, 3), np.uint8)
+    # Exactly the reply's tokens: the whole answer is there, but the model never stopped by itself.
+    cut = local_components(programmed_model, max_output_tokens_verify=reply_tokens)
+    result = cut.verifier.verify(request(1), camera_observation(image))
+    assert result.raw_reply == REPLY and result.count is None and result.error.startswith("truncated: ")
+    assert cut.ledger.records[0].finish_reason == "MAX_TOKENS"
+    # One token more and the model ends with its end-of-sequence token: STOP, an answer.
+    whole = local_components(programmed_model, max_output_tokens_verify=reply_tokens + 1)
+    assert whole.verifier.verify(request(1), camera_observation(image)).count == 1
+
+
+def test_the_call_deadline_stops_a_local_generation(programmed_model):
+    components = local_components(programmed_model, call_deadline_s=1e-4)
+    result = components.verifier.verify(request(1), camera_observation(np.zeros((32, 32, 3), np.uint8)))
+    assert result.count is None and result.error.startswith("timeout: ")
+    assert components.ledger.records[0].finish_reason == "DEADLINE"
 
 
 def test_missing_local_model_is_a_clear_error(tmp_path):

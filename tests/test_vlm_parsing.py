@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ladder_ros.vlm.parsing import (json_objects, last_json_object, parse_count, parse_next_subtask,
@@ -88,3 +90,42 @@ def test_next_subtask_reads_a_goal_or_done():
     assert done.goal is None and done.task_done and done.error is None
     partial = parse_next_subtask('{"goal": null, "object": "the orange", "destination": null}')
     assert partial.goal is None and not partial.task_done and partial.error
+
+
+# Hostile replies: each is a parse failure with a reason, never an exception, and takes time linear in
+# its length (the bounds live in parsing.LIMITS).
+HOSTILE = [
+    ("nested brackets after a key", '{"count": ' + "[" * 1500, "nested deeper than 16"),
+    ("balanced deep nesting", '{"count": ' + "[" * 1500 + "]" * 1500 + "}", "nested deeper than 16"),
+    ("nested objects", '{"a":' * 5000 + "1" + "}" * 5000, "nested deeper than 16"),
+    ("a wall of braces", "{" * 60_000, "nested deeper than 16"),
+    ("unclosed objects repeated", '{"count": 1, ' * 5000, "nested deeper than 16"),
+    ("interleaved openers", "{[" * 30_000, "nested deeper than 16"),
+    ("quotes and braces", '{"' * 30_000, "nested deeper than 16"),
+    ("longer than a reply is read", "carrot " * 10_000 + '{"count": 1}', "more than the 65536"),
+    ("an overflowing number", '{"count": 1e999}', "out of range"),
+    ("a number of thousands of digits", '{"count": ' + "9" * 5000 + "}", "5000 digits"),
+    ("a degenerate tail after an answer", '{"count": 1} and then ' + "[{" * 40, "nested deeper"),
+]
+
+
+@pytest.mark.parametrize("case, reply, fragment", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_replies_are_parse_failures_never_exceptions(case, reply, fragment):
+    for parsed in (parse_count(reply), parse_plan(reply), parse_next_subtask(reply)):
+        value = getattr(parsed, "count", None) or getattr(parsed, "goals", None) or getattr(parsed, "goal", None)
+        assert value is None and fragment in parsed.error, (case, parsed.error)
+
+
+def test_depth_within_the_limit_is_read():
+    nested = '{"count": 1, "why": ' + '{"a": ' * 10 + "0" + "}" * 10 + "}"
+    assert parse_count(nested).count == 1
+
+
+@pytest.mark.parametrize("field", ["goal", "object", "destination"])
+def test_runaway_goal_fields_and_plans_are_degenerate(field):
+    goal = {"goal": "put the carrot on the plate", "object": "the carrot", "destination": "the plate"}
+    goal[field] = "very " * 200 + "long"
+    assert "more than 512" in parse_plan(json.dumps({"goals": [goal]})).error
+    assert "more than 512" in parse_next_subtask(json.dumps(goal)).error
+    many = {"goals": [{"goal": "g", "object": "carrot", "destination": "plate"}] * 101}
+    assert "101 goals, more than 100" in parse_plan(json.dumps(many)).error

@@ -31,7 +31,7 @@ import yaml
 
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.messages import CLOCK_MODES
-from ladder_ros.nodes.parameters import NODE_PARAMETERS, check_node_parameters
+from ladder_ros.nodes.parameters import NODE_PARAMETERS, check_node_parameters, check_verifier_deadline
 from ladder_ros.paths import share_path
 
 GRAPH_SCHEMA_VERSION = 1
@@ -110,6 +110,13 @@ class GraphDescription:
             values.update(overrides.get(name, {}))
             try:
                 result[name] = check_node_parameters(node.executable, values, name)
+            except ConfigError as exc:
+                raise ConfigError(str(exc), source=str(params_file)) from None
+        by_executable = {self.nodes[name].executable: name for name in entry.nodes}
+        if "orchestrator" in by_executable and "vlm_verifier" in by_executable:
+            orchestrator, verifier = by_executable["orchestrator"], by_executable["vlm_verifier"]
+            try:
+                check_verifier_deadline(result[orchestrator], result[verifier], (orchestrator, verifier))
             except ConfigError as exc:
                 raise ConfigError(str(exc), source=str(params_file)) from None
         return result

@@ -122,6 +122,10 @@ VLM_VERIFIER = COMMON + (
     ParamSpec("aperture_joint", STR, "gripper_aperture", "JointState entry with the normalised gripper aperture"),
     ParamSpec("observation_wait_s", FLOAT, 5.0, "Wait at most this long (s) for the observation a query is "
               "about before answering with an error", min=0.01, max=600.0),
+    ParamSpec("call_deadline_s", FLOAT, 50.0, "Longest one VLM call may take (s), every attempt and back-off "
+              "included; a call that reaches it is a failed call (count unknown, not complete). The "
+              "orchestrator's verifier_abort_after_s must exceed observation_wait_s + this "
+              "(ladder_ros/vlm/config.py DEFAULT_CALL_DEADLINE_S)", min=1.0, max=3600.0),
 )
 
 ORCHESTRATOR = COMMON + (
@@ -131,13 +135,15 @@ ORCHESTRATOR = COMMON + (
     ParamSpec("plan_source", STR, "reference", "Where an episode's plan comes from: the task's reference "
               "subgoals (the paper's cached plans) or the VLM planner of the vlm_verifier node, asked with the "
               "first frame (the privileged verifier always uses the reference)", choices=("reference", "planner")),
-    ParamSpec("planner_timeout_s", FLOAT, 120.0, "Abort the episode when no plan came within this long (s)",
-              min=0.1, max=3600.0),
+    ParamSpec("planner_timeout_s", FLOAT, 120.0, "Abort the episode when no plan came within this long (s); "
+              "with plan_source planner and a VLM backend it must exceed the vlm_verifier's observation_wait_s + "
+              "call_deadline_s", min=0.1, max=3600.0),
     ParamSpec("verifier_retry_s", FLOAT, 5.0, "Resend a verification query unanswered for this long (s); the "
               "verifier is then reported unavailable", min=0.05, max=600.0),
     ParamSpec("verifier_abort_after_s", FLOAT, 60.0, "Abort the episode when the verifier stayed unavailable "
-              "this long (s); until then the queue is kept and the episode resumes when it answers",
-              min=0.1, max=3600.0),
+              "this long (s); until then the queue is kept and the episode resumes when it answers. With a VLM "
+              "backend it must exceed the vlm_verifier's observation_wait_s + call_deadline_s, the longest a "
+              "working verifier takes to answer", min=0.1, max=3600.0),
     ParamSpec("decision_resend_s", FLOAT, 2.0, "Lockstep: republish the current decision when the next step "
               "did not come for this long (s)", min=0.05, max=600.0),
     ParamSpec("score_timeout_s", FLOAT, 10.0, "Simulation: wait this long (s) for the sim bridge's score of a "
@@ -160,6 +166,33 @@ NODE_PARAMETERS: dict[str, tuple[ParamSpec, ...]] = {
     "orchestrator": ORCHESTRATOR,
     "episode_recorder": EPISODE_RECORDER,
 }
+
+
+# Verifier backends whose calls take real time (bounded by call_deadline_s); oracle and replay answer at once.
+TIMED_VERIFIER_BACKENDS = ("gemini", "local")
+
+
+def check_verifier_deadline(orchestrator: Mapping[str, Any], verifier: Mapping[str, Any],
+                            names: tuple[str, str] = ("orchestrator", "vlm_verifier")) -> None:
+    """Refuse an orchestrator that would give up on a working VLM verifier.
+
+    A query is answered within the verifier's ``observation_wait_s + call_deadline_s`` (the call
+    deadline bounds every attempt and back-off of a VLM call), so ``verifier_abort_after_s`` must
+    exceed that, and so must ``planner_timeout_s`` when the plan comes from the planner. Oracle and
+    replay backends answer at once and are not checked. Both mappings hold checked values.
+    """
+    if verifier.get("backend") not in TIMED_VERIFIER_BACKENDS:
+        return
+    answer_within = float(verifier["observation_wait_s"]) + float(verifier["call_deadline_s"])
+    limits = [("verifier_abort_after_s", "a query")]
+    if orchestrator.get("plan_source") == "planner":
+        limits.append(("planner_timeout_s", "a plan"))
+    for name, what in limits:
+        if float(orchestrator[name]) <= answer_within:
+            raise ConfigError(
+                f"parameter {names[0]}.{name} = {orchestrator[name]:g} s must exceed {names[1]}.observation_wait_s "
+                f"+ {names[1]}.call_deadline_s = {answer_within:g} s: a {verifier['backend']} verifier may take that "
+                f"long to answer {what}; raise {name} or lower call_deadline_s")
 
 
 def check_node_parameters(executable: str, values: Mapping[str, Any], node: str | None = None) -> dict[str, Any]:

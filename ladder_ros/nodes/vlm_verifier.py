@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
@@ -13,7 +15,6 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 
-from ladder_ros.core.errors import LadderError
 from ladder_ros.core.verification import VerificationRequest, VerificationResult
 from ladder_ros.messages import (
     PlanRequestDoc,
@@ -29,6 +30,7 @@ from ladder_ros.ros_conversions import document_to_msg, observation_from_msgs, s
 
 JOINTS, POSE, IMAGE, PRIVILEGED = "joint_states", "ee_pose", "image", "privileged"
 OBSERVATIONS_KEPT = 64  # stamps of recent steps kept for queries (lockstep needs one; wall clock a few)
+ANSWERS_KEPT = 64  # recent answers kept, so a resent query is answered again without a second paid call
 
 
 class VerifierNode(Node):
@@ -37,8 +39,13 @@ class VerifierNode(Node):
     A query names the step it is about; the node answers from that step's observation (the
     oracle reads its privileged goal state, a VLM its camera image), waiting up to
     ``observation_wait_s`` for it to arrive. The backend runs in a worker thread, so a slow model
-    never blocks the subscriptions (CONVENTIONS.md 8); answers go out on ``verifier/result``. A
-    repeated query (the orchestrator resends unanswered ones) is answered again.
+    never blocks the subscriptions; answers go out on ``verifier/result``. A VLM call ends within
+    ``call_deadline_s`` (every attempt and back-off included), so a query is answered within
+    ``observation_wait_s + call_deadline_s`` of its arrival; the orchestrator's
+    ``verifier_abort_after_s`` must exceed that (checked when a graph's parameters are). A repeated
+    query (the orchestrator resends unanswered ones) is not asked twice: while it is being answered
+    the repeat is dropped, and once answered the same answer is published again. Every failure of
+    the worker, whatever it raises, is published as a result with its reason (count None).
 
     At the start of an episode whose plan comes from the planner, a :class:`PlanRequestDoc` names
     the first step; the planner component (same backend and ledger) plans from that step's camera
@@ -49,7 +56,7 @@ class VerifierNode(Node):
     ``camera/image_raw`` (sensor QoS), ``sim/privileged_state``; publishes ``verifier/result`` and
     ``planner/result`` (std_msgs/String JSON).
     Parameters: preset, clock_mode, backend (oracle, gemini, local, replay), model, robot,
-    replay_path, record_path, aperture_joint, observation_wait_s (s).
+    replay_path, record_path, aperture_joint, observation_wait_s (s), call_deadline_s (s).
     """
 
     def __init__(self, *, verifier=None, planner=None, reads_pixels: bool | None = None,
@@ -64,8 +71,12 @@ class VerifierNode(Node):
 
             config = VLMConfig.from_mapping({
                 "backend": self.params["backend"], "model": self.params["model"], "robot": self.params["robot"],
-                "replay_path": self.params["replay_path"], "record_path": self.params["record_path"]})
+                "replay_path": self.params["replay_path"], "record_path": self.params["record_path"],
+                "call_deadline_s": self.params["call_deadline_s"]})
             self._components = make_components(config)
+            self.get_logger().info(
+                f"{config.backend} backend: every VLM call ends within call_deadline_s = {config.call_deadline_s:g} s "
+                "(attempts and back-off included)")
             verifier = self._components.verifier
             planner = planner or self._components.planner
         self.verifier = verifier
@@ -76,6 +87,9 @@ class VerifierNode(Node):
         self._observations: dict[int, dict[str, object]] = {}  # stamp -> inputs
         self._pending: dict[tuple[str, int], tuple[VerificationRequestDoc, float]] = {}
         self._plans_pending: dict[str, tuple[PlanRequestDoc, float]] = {}  # episode id -> request
+        self._answers_lock = threading.Lock()  # the worker answers while the callbacks look up
+        self._in_flight: set[tuple[str, int]] = set()  # queries handed to the worker, not yet answered
+        self._answers: OrderedDict[tuple[str, int], VerificationResultDoc] = OrderedDict()  # recent answers
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verifier")
         self._result_pub = publisher(self, String, topics.VERIFY_RESULT)
         self._plan_pub = publisher(self, String, topics.PLAN_RESULT)
@@ -110,7 +124,15 @@ class VerifierNode(Node):
         if doc is None:
             return
         request = doc.verification_request()
-        self._pending[(doc.episode_id, request.request_id)] = (doc, time.monotonic())
+        key = (doc.episode_id, request.request_id)
+        with self._answers_lock:
+            in_flight, answered = key in self._in_flight, self._answers.get(key)
+        if in_flight:
+            return  # a resend while the answer is being computed: one call per query
+        if answered is not None:  # the answer was lost on the way: the same answer again, no second call
+            self._result_pub.publish(document_to_msg(answered))
+            return
+        self._pending[key] = (doc, time.monotonic())
         self._dispatch_ready()
 
     def _on_plan_request(self, msg: String) -> None:
@@ -125,6 +147,8 @@ class VerifierNode(Node):
             inputs = self._observations.get(doc.stamp_ns, {})
             if self.needs.issubset(inputs):
                 del self._pending[key]
+                with self._answers_lock:
+                    self._in_flight.add(key)
                 self._worker.submit(self._answer, doc, dict(inputs))
         for episode_id, (plan_doc, _) in list(self._plans_pending.items()):
             inputs = self._observations.get(plan_doc.stamp_ns, {})
@@ -156,42 +180,60 @@ class VerifierNode(Node):
     def name(self) -> str:
         return str(getattr(self.verifier, "name", "verifier"))
 
+    def _observation(self, step: int, inputs: dict):
+        return observation_from_msgs(step, inputs[JOINTS], inputs[POSE], self.params["aperture_joint"],
+                                     image=inputs.get(IMAGE), privileged=inputs.get(PRIVILEGED))
+
     def _answer(self, doc: VerificationRequestDoc, inputs: dict) -> None:
-        """Worker thread: build the step's observation and ask the backend (which never raises)."""
+        """Worker thread: build the step's observation and ask the verifier; any exception becomes a failed result."""
         request: VerificationRequest = doc.verification_request()
         try:
-            observation = observation_from_msgs(doc.step, inputs[JOINTS], inputs[POSE], self.params["aperture_joint"],
-                                                image=inputs.get(IMAGE), privileged=inputs.get(PRIVILEGED))
-            result = self.verifier.verify(request, observation)
-        except LadderError as exc:
+            result = self.verifier.verify(request, self._observation(doc.step, inputs))
+        except Exception as exc:  # the worker's boundary: never lose a query to an exception
+            self.get_logger().error(f"query {request.request_id} of step {doc.step} failed: "
+                                    f"{type(exc).__name__}: {exc}")
             result = VerificationResult(request_id=request.request_id, count=None, source=self.name,
-                                        error=f"bad input: {exc}")
+                                        error=f"verifier failed: {type(exc).__name__}: {exc}")
         self._publish(doc, result)
 
     def _plan(self, doc: PlanRequestDoc, inputs: dict) -> None:
         """Worker thread: plan from the step's observation; every failure becomes a result with its reason."""
-        if self.planner is None:
-            result = PlanResultDoc(episode_id=doc.episode_id, subgoals=None, source=self.name,
-                                   error="this verifier node has no planner")
-        else:
-            try:
-                observation = observation_from_msgs(doc.step, inputs[JOINTS], inputs[POSE],
-                                                    self.params["aperture_joint"], image=inputs.get(IMAGE),
-                                                    privileged=inputs.get(PRIVILEGED))
-                plan = self.planner.plan(doc.instruction, observation)
+        try:
+            if self.planner is None:
+                result = PlanResultDoc(episode_id=doc.episode_id, subgoals=None, source=self.name,
+                                       error="this verifier node has no planner")
+            else:
+                plan = self.planner.plan(doc.instruction, self._observation(doc.step, inputs))
                 result = PlanResultDoc(
                     episode_id=doc.episode_id, source=self.name,
                     subgoals=None if plan.subgoals is None else [s.to_dict() for s in plan.subgoals],
                     error=plan.error, raw_reply=plan.raw_reply, latency_ms=float(plan.latency_ms),
                     usage=dict(plan.usage))
-            except LadderError as exc:
-                result = PlanResultDoc(episode_id=doc.episode_id, subgoals=None, source=self.name,
-                                       error=f"bad input: {exc}")
-        self._plan_pub.publish(document_to_msg(result))
+        except Exception as exc:  # the worker's boundary: the orchestrator always gets a plan or a reason
+            self.get_logger().error(f"planning episode {doc.episode_id} failed: {type(exc).__name__}: {exc}")
+            result = PlanResultDoc(episode_id=doc.episode_id, subgoals=None, source=self.name,
+                                   error=f"planner failed: {type(exc).__name__}: {exc}")
+        try:
+            self._plan_pub.publish(document_to_msg(result))
+        except Exception as exc:  # shutting down: nothing left to tell
+            self.get_logger().error(f"could not publish the plan of episode {doc.episode_id}: {exc}")
 
     def _publish(self, doc: VerificationRequestDoc, result: VerificationResult) -> None:
-        self._result_pub.publish(document_to_msg(VerificationResultDoc.of(doc.episode_id, doc.step, result)))
-        self.answered += 1
+        key = (doc.episode_id, result.request_id)
+        try:
+            answer = VerificationResultDoc.of(doc.episode_id, doc.step, result)
+            with self._answers_lock:
+                self._answers[key] = answer
+                while len(self._answers) > ANSWERS_KEPT:
+                    self._answers.popitem(last=False)
+            self._result_pub.publish(document_to_msg(answer))
+            self.answered += 1
+        except Exception as exc:  # shutting down, or a result no document can carry: say so, never raise
+            self.get_logger().error(f"could not publish the answer to query {result.request_id}: "
+                                    f"{type(exc).__name__}: {exc}")
+        finally:
+            with self._answers_lock:
+                self._in_flight.discard(key)
 
     def close(self) -> None:
         self._worker.shutdown(wait=True, cancel_futures=True)

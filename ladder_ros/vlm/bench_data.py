@@ -1,6 +1,6 @@
 """The offline benchmark's two configurations, read from a local copy and checked against each other.
 
-Schema, from the benchmark card (seed ``000_e75bb1a009522329.txt``); where the card names no
+Schema, from the benchmark's card (its dataset README); where the card names no
 column, the name below is this project's and is marked so:
 
 ``decomposition`` (one row per task)

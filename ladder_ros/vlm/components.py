@@ -9,13 +9,20 @@
 The offline benchmark drives these same classes (card: "drive the shipped component, not a
 restatement"). Prompts are the shipped files; parsing is :mod:`ladder_ros.vlm.parsing`.
 
-Failure policy. A reply that cannot be read, a blocked prompt, a timeout or any backend failure
-gives a result whose value is None, with the raw reply (if any) and the error kept; for the
-verifier that is a count of None, which the count rule never takes as complete. There is no
-re-ask on an unreadable reply: the paper describes none for these components, a re-ask is a
-second paid call inside the pause of a lockstep simulation, and the proprioceptive verifier asks
-again by itself at its next trigger (45 steps without a release on the WidowX suites, Appendix B).
-Transport failures (429, 5xx, timeouts) are retried inside the Gemini backend, boundedly.
+Failure policy. A call is failed when the backend got no reply (transport, HTTP status, timeout or
+deadline, backend error), when the reply did not finish with ``STOP`` (cut at the token cap,
+stopped by a filter, blocked prompt, any other or no finish reason), or when a complete reply has
+no readable answer (:class:`~ladder_ros.vlm.backends.base.FailureKind`). A failed call gives a
+result whose value is None, whose ``failure`` names the kind and whose ``error`` the reason, with
+the raw reply (if any) kept; for the verifier that is a count of None, which the count rule never
+takes as complete, and no draft text before a cut is ever read as a count, a plan or a subtask.
+``verify``, ``plan`` and ``propose`` never raise, whatever the backend returns or raises.
+
+There is no re-ask on an unreadable reply: the paper describes none for these components, a
+re-ask is a second paid call inside the pause of a lockstep simulation, and the proprioceptive
+verifier asks again by itself at its next trigger (45 steps without a release on the WidowX
+suites, Appendix B). Transport failures (429, 5xx, timeouts) are retried inside the Gemini
+backend, boundedly, within the call deadline.
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ from ladder_ros.core.verification import VerificationRequest, VerificationResult
 from ladder_ros.sim.base import Observation, PrivilegedState
 from ladder_ros.vlm import prompts
 from ladder_ros.vlm.accounting import CallRecord, UsageLedger
-from ladder_ros.vlm.backends.base import GenerationRequest, ImagePart, Purpose, Reply, VLMBackend
+from ladder_ros.vlm.backends.base import (CallFailure, FailureKind, GenerationRequest, ImagePart, Purpose, Reply,
+                                          VLMBackend)
 from ladder_ros.vlm.config import NEXT_SUBTASK_MAX_OUTPUT_TOKENS, PLAN_MAX_OUTPUT_TOKENS, VERIFY_MAX_OUTPUT_TOKENS
 from ladder_ros.vlm.goal_matching import head_noun
 from ladder_ros.vlm.parsing import ParsedGoal, parse_count, parse_next_subtask, parse_plan
@@ -88,12 +96,22 @@ def usage_dict(record: CallRecord | None) -> dict:
     if record is None:
         return {}
     return {"model": record.model, "input_tokens": record.input_tokens, "output_tokens": record.output_tokens,
-            "thinking_tokens": record.thinking_tokens, "cost_usd": record.cost_usd, "attempts": record.attempts,
-            "finish_reason": record.finish_reason}
+            "thinking_tokens": record.thinking_tokens, "cost_usd": record.cost_usd,
+            "cost_unknown": record.cost_unknown, "attempts": record.attempts,
+            "finish_reason": record.finish_reason, "failure": record.failure_kind}
+
+
+def _bad_input(exc: Exception) -> CallFailure:
+    return CallFailure(FailureKind.BAD_INPUT, str(exc))
 
 
 class _Component:
-    """What the three components share: a backend, a ledger, and a call that never raises."""
+    """What the three components share: a backend, a ledger, and a call that never raises.
+
+    :meth:`_ask` is the one path of every call: send, take the reply's own failure (no reply, or
+    not finished with STOP) or else parse it, account it, and hand back the parsed value or the
+    failure. Nothing a backend or a reply does can make it raise.
+    """
 
     purpose: Purpose
 
@@ -110,18 +128,40 @@ class _Component:
 
     def _call(self, request: GenerationRequest) -> Reply:
         try:
-            return self.backend.generate(request)
+            reply = self.backend.generate(request)
+            if not isinstance(reply, Reply):
+                raise TypeError(f"generate() returned {type(reply).__name__}, not a Reply")
+            return reply
         except Exception as exc:  # the boundary: a backend bug must not take the loop down
             LOG.exception("%s backend raised during %s", self.backend.name, request.purpose.value)
-            return Reply(text=None, backend=self.backend.name, model=self.backend.model, latency_ms=0.0,
-                         error=f"backend raised {type(exc).__name__}: {exc}")
+            return Reply(text=None, backend=str(getattr(self.backend, "name", "?")),
+                         model=str(getattr(self.backend, "model", "?")), latency_ms=0.0,
+                         error=f"backend raised {type(exc).__name__}: {exc}", error_kind=FailureKind.BACKEND)
 
-    def _account(self, reply: Reply, parse_error: str | None) -> CallRecord:
-        record = self.ledger.record(self.purpose.value, reply, parse_error=parse_error)
-        if not record.ok:
-            LOG.warning("%s call via %s gave no usable answer: %s", self.purpose.value, reply.backend,
-                        record.error or record.parse_error)
-        return record
+    def _ask(self, request: GenerationRequest, read: Any) -> tuple[Any, Reply, CallFailure | None, CallRecord | None]:
+        """Send ``request``; ``read(text) -> (value, parse error)`` turns a complete reply into its value.
+
+        Returns (value, reply, failure, record): value None exactly when failure is set.
+        """
+        reply = self._call(request)
+        failure = reply.failure
+        value = None
+        if failure is None:
+            try:
+                value, parse_error = read(reply.text)
+            except Exception as exc:  # the parser is bounded; a bug in it still must not escape
+                LOG.exception("reading a %s reply raised", self.purpose.value)
+                value, parse_error = None, f"the reply could not be read: {type(exc).__name__}: {exc}"
+            if value is None:
+                failure = CallFailure(FailureKind.UNPARSEABLE, parse_error or "no answer in the reply")
+        record = None
+        try:
+            record = self.ledger.record(self.purpose.value, reply, failure=failure)
+        except Exception:  # accounting must not lose the answer either
+            LOG.exception("accounting a %s call raised", self.purpose.value)
+        if failure is not None:
+            LOG.warning("%s call via %s gave no answer: %s", self.purpose.value, reply.backend, failure)
+        return value, reply, failure, record
 
 
 class Verifier(_Component):
@@ -139,6 +179,7 @@ class Verifier(_Component):
         super().__init__(backend, ledger, max_output_tokens)
 
     def verify(self, request: VerificationRequest, observation: ViewsInput) -> VerificationResult:
+        """The count at the subgoal's destination now; count None (never complete) on any failure."""
         try:
             views, privileged = to_views(observation)
             if not views and self.backend.reads_pixels:
@@ -146,17 +187,20 @@ class Verifier(_Component):
             generation = GenerationRequest(
                 purpose=Purpose.VERIFY, parts=prompts.verification_parts(request.subgoal.text, views),
                 max_output_tokens=self.max_output_tokens, subgoal=request.subgoal, privileged=privileged)
-        except InvalidInputError as exc:
-            LOG.warning("verification %d not sent: %s", request.request_id, exc)
+        except Exception as exc:  # unusable views or request: nothing is sent
+            LOG.warning("verification %s not sent: %s", getattr(request, "request_id", "?"), exc)
             return VerificationResult(request_id=request.request_id, count=None, source=self.name,
-                                      error=f"bad input: {exc}")
-        reply = self._call(generation)
-        parsed = parse_count(reply.text) if reply.text is not None else None
-        record = self._account(reply, parsed.error if parsed else None)
+                                      error=str(_bad_input(exc)), usage={"failure": FailureKind.BAD_INPUT.value})
+
+        def read(text: str) -> tuple[int | None, str | None]:
+            parsed = parse_count(text)
+            return parsed.count, parsed.error
+
+        count, reply, failure, record = self._ask(generation, read)
         return VerificationResult(
-            request_id=request.request_id, count=parsed.count if parsed else None, source=self.name,
-            raw_reply=reply.text, error=reply.error or (parsed.error if parsed else None),
-            latency_ms=reply.latency_ms, usage=usage_dict(record))
+            request_id=request.request_id, count=count, source=self.name, raw_reply=reply.text,
+            error=None if failure is None else str(failure), latency_ms=reply.latency_ms,
+            usage=usage_dict(record) or {"failure": None if failure is None else failure.kind.value})
 
     @staticmethod
     def is_complete(result: VerificationResult, request: VerificationRequest) -> bool:
@@ -178,6 +222,7 @@ class PlanResult:
     error: str | None
     latency_ms: float
     usage: dict = field(default_factory=dict)
+    failure: FailureKind | None = None
 
     @property
     def ok(self) -> bool:
@@ -187,7 +232,7 @@ class PlanResult:
         return {"goals": None if self.goals is None else [g.to_dict() for g in self.goals],
                 "subgoals": None if self.subgoals is None else [s.to_dict() for s in self.subgoals],
                 "raw_reply": self.raw_reply, "error": self.error, "latency_ms": round(self.latency_ms, 3),
-                "usage": dict(self.usage)}
+                "usage": dict(self.usage), "failure": None if self.failure is None else self.failure.value}
 
 
 def subgoal_from(goal: ParsedGoal) -> Subgoal:
@@ -219,22 +264,24 @@ class Planner(_Component):
                 purpose=Purpose.PLAN, parts=prompts.frame_parts(
                     prompts.planning_text(robot or self.robot, instruction, attempted), views),
                 max_output_tokens=self.max_output_tokens)
-        except InvalidInputError as exc:
-            return PlanResult(None, None, None, f"bad input: {exc}", 0.0)
-        reply = self._call(generation)
-        goals, subgoals, parse_error = None, None, None
-        if reply.text is not None:
-            parsed = parse_plan(reply.text)
-            parse_error = parsed.error
-            if parsed.goals is not None:
-                try:
-                    subgoals = tuple(subgoal_from(g) for g in parsed.goals)
-                    goals = parsed.goals
-                except InvalidInputError as exc:
-                    parse_error = str(exc)
-        record = self._account(reply, parse_error)
-        return PlanResult(goals=goals, subgoals=subgoals, raw_reply=reply.text, error=reply.error or parse_error,
-                          latency_ms=reply.latency_ms, usage=usage_dict(record))
+        except Exception as exc:  # unusable views or request: nothing is sent
+            bad = _bad_input(exc)
+            return PlanResult(None, None, None, str(bad), 0.0, failure=bad.kind)
+
+        def read(text: str) -> tuple[tuple | None, str | None]:
+            parsed = parse_plan(text)
+            if parsed.goals is None:
+                return None, parsed.error
+            try:
+                return (parsed.goals, tuple(subgoal_from(g) for g in parsed.goals)), None
+            except InvalidInputError as exc:
+                return None, str(exc)
+
+        value, reply, failure, record = self._ask(generation, read)
+        goals, subgoals = value if value is not None else (None, None)
+        return PlanResult(goals=goals, subgoals=subgoals, raw_reply=reply.text,
+                          error=None if failure is None else str(failure), latency_ms=reply.latency_ms,
+                          usage=usage_dict(record), failure=None if failure is None else failure.kind)
 
 
 @dataclass(frozen=True)
@@ -248,12 +295,14 @@ class NextSubtaskResult:
     error: str | None
     latency_ms: float
     usage: dict = field(default_factory=dict)
+    failure: FailureKind | None = None
 
     def to_dict(self) -> dict:
         return {"goal": None if self.goal is None else self.goal.to_dict(),
                 "subgoal": None if self.subgoal is None else self.subgoal.to_dict(),
                 "task_done": self.task_done, "raw_reply": self.raw_reply, "error": self.error,
-                "latency_ms": round(self.latency_ms, 3), "usage": dict(self.usage)}
+                "latency_ms": round(self.latency_ms, 3), "usage": dict(self.usage),
+                "failure": None if self.failure is None else self.failure.value}
 
 
 class NextSubtask(_Component):
@@ -280,20 +329,23 @@ class NextSubtask(_Component):
                 purpose=Purpose.NEXT_SUBTASK,
                 parts=prompts.frame_parts(prompts.next_subtask_text(robot or self.robot, instruction), views),
                 max_output_tokens=self.max_output_tokens)
-        except InvalidInputError as exc:
-            return NextSubtaskResult(None, None, False, None, f"bad input: {exc}", 0.0)
-        reply = self._call(generation)
-        goal, subgoal, done, parse_error = None, None, False, None
-        if reply.text is not None:
-            parsed = parse_next_subtask(reply.text)
-            parse_error, done = parsed.error, parsed.task_done
-            if parsed.goal is not None:
-                try:
-                    subgoal = subgoal_from(parsed.goal)
-                    goal = parsed.goal
-                except InvalidInputError as exc:
-                    parse_error = str(exc)
-        record = self._account(reply, parse_error)
+        except Exception as exc:  # unusable views or request: nothing is sent
+            bad = _bad_input(exc)
+            return NextSubtaskResult(None, None, False, None, str(bad), 0.0, failure=bad.kind)
+
+        def read(text: str) -> tuple[tuple | None, str | None]:
+            parsed = parse_next_subtask(text)
+            if parsed.task_done:
+                return (None, None, True), None
+            if parsed.goal is None:
+                return None, parsed.error
+            try:
+                return (parsed.goal, subgoal_from(parsed.goal), False), None
+            except InvalidInputError as exc:
+                return None, str(exc)
+
+        value, reply, failure, record = self._ask(generation, read)
+        goal, subgoal, done = value if value is not None else (None, None, False)
         return NextSubtaskResult(goal=goal, subgoal=subgoal, task_done=done, raw_reply=reply.text,
-                                 error=reply.error or parse_error, latency_ms=reply.latency_ms,
-                                 usage=usage_dict(record))
+                                 error=None if failure is None else str(failure), latency_ms=reply.latency_ms,
+                                 usage=usage_dict(record), failure=None if failure is None else failure.kind)

@@ -27,6 +27,10 @@ DEFAULT_GEMINI_MODEL = "gemini-3.7-flash"  # the paper's visual verifier and pla
 VERIFY_MAX_OUTPUT_TOKENS = 2048  # "capped at 2048 tokens for verification" (Appendix B)
 PLAN_MAX_OUTPUT_TOKENS = 8192  # card: "Decomposition uses 8192 by default" (hidden thinking counts against it)
 NEXT_SUBTASK_MAX_OUTPUT_TOKENS = 2048  # project choice: a per-frame judgement like verification
+# Project choice: the longest one VLM call may take, every attempt and back-off included. On the robot
+# the orchestrator gives up on a query after verifier_abort_after_s (60 s by default), which must exceed
+# the verifier's observation_wait_s (5 s) plus this; the graph's configuration check enforces it.
+DEFAULT_CALL_DEADLINE_S = 50.0
 
 
 def _positive_int(name: str, value: Any) -> None:
@@ -61,12 +65,14 @@ class GeminiSettings:
     The key is read from the environment variable ``api_key_env`` when the client is built and is
     never stored in this object, logged or recorded. ``base_url`` points the real client elsewhere
     (the tests' local fake server, a proxy). Retries cover HTTP 408/429/5xx and transport failures
-    (timeouts, refused connections), with exponential back-off and jitter.
+    (timeouts, refused connections), with exponential back-off and jitter. ``timeout_s`` bounds one
+    attempt; the whole call, retries and back-off included, is bounded by
+    ``VLMConfig.call_deadline_s``, so an attempt gets the smaller of the two.
     """
 
     api_key_env: str = "GEMINI_API_KEY"
     base_url: str | None = None
-    timeout_s: float = 90.0  # project choice: an 8192-token plan with thinking can take tens of seconds
+    timeout_s: float = 90.0  # project choice, per attempt: an 8192-token plan with thinking can take a minute
     max_attempts: int = 4  # project choice: the first try plus three retries
     initial_backoff_s: float = 1.0  # the google-genai default first delay
     max_backoff_s: float = 16.0
@@ -115,6 +121,8 @@ class VLMConfig:
     ``backend``: ``gemini``, ``local`` (a transformers model at the local path ``model``),
     ``oracle`` (simulator state; answers count queries only) or ``replay`` (recorded replies from
     ``replay_path``). ``model``: the Gemini model id (default: the paper's) or the local model path.
+    ``call_deadline_s``: the longest one call may take, all attempts and back-off included (Gemini),
+    or the generation time (local models, ``max_time``); a call that reaches it is a failed call.
     ``robot`` fills ``<robot>`` in the planning and next-subtask prompts (e.g. "WidowX 250 robot
     arm"). ``record_path``: append every prompt fingerprint and reply to this JSONL file, which a
     ``replay`` backend reads back. ``prices_path``: a price table replacing the packaged one.
@@ -126,6 +134,7 @@ class VLMConfig:
     max_output_tokens_verify: int = VERIFY_MAX_OUTPUT_TOKENS
     max_output_tokens_plan: int = PLAN_MAX_OUTPUT_TOKENS
     max_output_tokens_next_subtask: int = NEXT_SUBTASK_MAX_OUTPUT_TOKENS
+    call_deadline_s: float = DEFAULT_CALL_DEADLINE_S
     gemini: GeminiSettings = field(default_factory=GeminiSettings)
     local: LocalSettings = field(default_factory=LocalSettings)
     replay_path: str | None = None
@@ -142,6 +151,7 @@ class VLMConfig:
         _positive_int("max_output_tokens_verify", self.max_output_tokens_verify)
         _positive_int("max_output_tokens_plan", self.max_output_tokens_plan)
         _positive_int("max_output_tokens_next_subtask", self.max_output_tokens_next_subtask)
+        _positive_float("call_deadline_s", self.call_deadline_s)
         if not isinstance(self.gemini, GeminiSettings):
             raise ConfigError(f"gemini must be GeminiSettings, got {type(self.gemini).__name__}")
         if not isinstance(self.local, LocalSettings):

@@ -21,11 +21,12 @@ def make_backend(config: VLMConfig) -> VLMBackend:
     if config.backend == "gemini":
         from ladder_ros.vlm.backends.gemini import GeminiBackend
 
-        backend = GeminiBackend(config.model_name, config.gemini)
+        backend = GeminiBackend(config.model_name, config.gemini, call_deadline_s=config.call_deadline_s)
     elif config.backend == "local":
         from ladder_ros.vlm.backends.local_transformers import LocalTransformersBackend
 
-        backend = LocalTransformersBackend(config.model_name, config.local)
+        backend = LocalTransformersBackend(config.model_name, config.local,
+                                           call_deadline_s=config.call_deadline_s)
     elif config.backend == "oracle":
         from ladder_ros.vlm.backends.oracle import OracleBackend
 

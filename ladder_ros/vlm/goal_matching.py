@@ -4,9 +4,15 @@ One rule serves the offline benchmark and the mapping of a VLM plan onto a task'
 two never disagree. The benchmark card: "Goal matching for decomposition and next_subtask is on
 (object, destination) head nouns with multiplicity, so wording differences don't count as errors;
 a genuine synonym still scores as wrong". The planner is told to name objects by colour and kind
-("the yellow lemon"), so the head noun is the kind: the last word before any prepositional phrase,
-in the singular ("the yellow lemon" -> "lemon", "the plate on the left" -> "plate",
-"both corn cobs" -> "cob").
+("the yellow lemon"), so the head noun is the kind: the last word before any modifier that follows
+the noun, in the singular. What follows the noun and is dropped: a parenthetical or bracketed
+remark ("the corn (yellow)"), anything after a comma, semicolon, colon or dash ("the corn, the
+yellow one"), a prepositional phrase or relative clause ("the plate on the left", "the cup that is
+empty"), a participle ("the bowl located near the sink"), and trailing colour words after a noun
+("the corn yellow"). A relational or partitive word before "of" gives way to what follows ("on
+top of the plate" -> "plate", "a slice of bread" -> "bread", "both of the spoons" -> "spoon").
+Quantities, articles, case, hyphens and plurals are wording too ("both corn cobs" -> "cob"). A
+different noun is never rewritten: "dish" does not match "plate".
 """
 
 from __future__ import annotations
@@ -16,23 +22,45 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-# A noun phrase's head comes before any prepositional phrase that modifies it.
+# A noun phrase's head comes before any prepositional phrase or clause that modifies it.
 _PREPOSITIONS = frozenset({
     "of", "on", "in", "into", "onto", "at", "with", "from", "to", "near", "beside", "by", "under",
-    "behind", "next", "inside", "above", "below", "that", "which",
+    "behind", "next", "inside", "above", "below", "that", "which", "who", "where", "for", "over",
+    "beneath", "underneath", "toward", "towards", "around", "between", "atop", "within", "upon",
+    "without", "against", "across", "along", "beyond", "among", "opposite", "outside",
 })
+# Participles that introduce a modifier after the noun ("the bowl located near the sink").
+_POST_MODIFIERS = frozenset({"located", "sitting", "lying", "resting", "placed", "standing", "positioned",
+                             "kept", "found", "shown", "seen", "currently", "closest", "nearest", "farthest",
+                             "furthest"})
+# Nouns that name a part or an amount of what follows "of": "on top of the plate", "a slice of bread".
+_RELATIONAL = frozenset({"top", "front", "middle", "center", "centre", "inside", "interior", "surface",
+                         "piece", "slice", "bunch", "pair", "chunk", "stick", "bit", "half", "sheet", "handful"})
 # Words that can end a phrase without being its noun ("the red one", "the bowl itself"), and
 # determiners, which a truncated phrase ("the") can end with.
 _TRAILING_NON_NOUNS = frozenset({"one", "ones", "itself", "please", "the", "a", "an", "both", "all", "each",
                                  "every", "some", "this", "that", "these", "those", "its", "their"})
+_DETERMINERS = frozenset({"the", "a", "an", "both", "all", "each", "every", "some", "this", "that", "these",
+                          "those", "its", "their", "two", "three", "four", "five", "one", "another", "other"})
+# Colour words that may trail a noun ("the corn yellow"); dropped only when a noun comes before them,
+# so "the orange" stays an orange.
+_COLOURS = frozenset({"red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white",
+                      "grey", "gray", "silver", "gold", "golden", "beige", "violet", "cyan", "magenta", "dark",
+                      "light", "colored", "coloured"})
 _IRREGULAR_PLURALS = {
     "knives": "knife", "leaves": "leaf", "loaves": "loaf", "halves": "half", "shelves": "shelf",
     "mice": "mouse", "geese": "goose", "teeth": "tooth", "feet": "foot", "children": "child",
     "people": "person", "cookies": "cookie", "pies": "pie", "ties": "tie", "movies": "movie",
+    "shoes": "shoe", "toes": "toe", "canoes": "canoe", "hoes": "hoe", "oboes": "oboe", "lenses": "lens",
+    "buses": "bus",
 }
 # Singular words that look plural.
 _INVARIANT = frozenset({"glass", "grass", "bus", "citrus", "asparagus", "hummus", "couscous", "lens",
                         "cactus", "octopus", "series", "species", "dice", "chess", "lettuce"})
+_BRACKETED = re.compile(r"\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}")
+_CLAUSE_BREAK = re.compile(r"[,;:(\[{]|\s[-\u2013\u2014]+\s|[\u2013\u2014]")
+_WORD = re.compile(r"[^\W\d_]+")
+MAX_PHRASE_CHARS = 512  # a phrase is read up to this long (reply parsing bounds goal fields the same way)
 
 
 def singular(word: str) -> str:
@@ -50,14 +78,41 @@ def singular(word: str) -> str:
     return word
 
 
+def _first_clause(phrase: str) -> str:
+    """The phrase without bracketed remarks and without what follows a comma, colon or dash."""
+    text = phrase.lower()
+    if len(text) > MAX_PHRASE_CHARS:
+        text = text[:MAX_PHRASE_CHARS].rsplit(None, 1)[0]  # whole words only
+    for _ in range(8):  # nested brackets, innermost first; bounded
+        stripped = _BRACKETED.sub(" ", text)
+        if stripped == text:
+            break
+        text = stripped
+    for part in _CLAUSE_BREAK.split(text):
+        if _WORD.search(part):
+            return part
+    return ""
+
+
 def head_noun(phrase: str) -> str:
     """The head noun of a short noun phrase, lower-case and singular; '' when there is none."""
-    words = re.findall(r"[a-z]+", phrase.lower().replace("'s", ""))
+    words = _WORD.findall(_first_clause(phrase).replace("'s", "").replace("\u2019s", ""))
+    # "on top of the plate", "a slice of bread", "both of the spoons": the head is what follows "of".
+    for index in range(len(words) - 1):
+        if (words[index] in _RELATIONAL or words[index] in _DETERMINERS) and words[index + 1] == "of" and \
+                all(w in _DETERMINERS or w in _PREPOSITIONS for w in words[:index]):
+            words = words[index + 2:]
+            break
+    while words and words[0] in _PREPOSITIONS:  # a destination given as "into the pot"
+        words = words[1:]
     for index, word in enumerate(words):
-        if index > 0 and word in _PREPOSITIONS:
+        if index > 0 and (word in _PREPOSITIONS or word in _POST_MODIFIERS):
             words = words[:index]
             break
     while words and words[-1] in _TRAILING_NON_NOUNS:
+        words.pop()
+    while len(words) > 1 and words[-1] in _COLOURS and any(
+            w not in _COLOURS and w not in _DETERMINERS for w in words[:-1]):
         words.pop()
     return singular(words[-1]) if words else ""
 

@@ -1,7 +1,7 @@
 """The deployed prompts, read byte for byte from package data, and how a query is assembled.
 
 Which text is "as deployed". The LADDER paper (Appendix C) typesets its prompts with curly quotes,
-en-dashes and an ellipsis glyph; the offline benchmark card (seed ``000_e75bb1a009522329.txt``)
+en-dashes and an ellipsis glyph; the offline benchmark's card (its dataset README)
 prints the verification prompt as the Python string literal that is actually sent. Mapping the
 paper's typography back to ASCII (curly quotes to ``'`` and ``"``, en-dash to ``--``, ellipsis to
 ``...``) turns the paper's verification prompt into the card's literal byte for byte, which shows

@@ -1,9 +1,10 @@
 """A fake Gemini REST endpoint on 127.0.0.1 for driving the real ``google-genai`` client.
 
-It answers ``POST .../models/<model>:generateContent`` from a script of steps, one per request,
-and records every request (path, headers, JSON body). Bounded: it binds 127.0.0.1 on an ephemeral
-port, serves at most ``max_requests``, a hang lasts at most ``MAX_HANG_S``, and it shuts itself
-down after ``lifetime_s`` even if a test forgets to stop it.
+It answers ``POST .../models/<model>:generateContent`` from a script of steps, one per request
+(or, with ``responder``, from a function of the request body), and records every request (path,
+headers, JSON body). Bounded: it binds 127.0.0.1 on an ephemeral port, serves at most
+``max_requests``, a hang or a drip lasts at most ``MAX_HANG_S``, and it shuts itself down after
+``lifetime_s`` even if a test forgets to stop it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 MAX_HANG_S = 5.0
 
@@ -33,6 +34,18 @@ class Hang:
     seconds: float
 
 
+@dataclass(frozen=True)
+class Drip:
+    """Send a 200 header, then one byte of body every ``interval_s`` for ``seconds``, then close.
+
+    Each byte arrives before a read timeout of more than ``interval_s`` fires, so only a deadline
+    over the whole call ends such a request.
+    """
+
+    interval_s: float
+    seconds: float
+
+
 @dataclass
 class RecordedRequest:
     path: str
@@ -40,28 +53,48 @@ class RecordedRequest:
     body: Any
 
 
-def text_reply(text: str, *, prompt_tokens: int = 1200, output_tokens: int = 40, thinking_tokens: int | None = None,
-               thought: str | None = None, finish_reason: str = "STOP") -> Respond:
-    """A 200 generateContent response carrying ``text`` (and an optional thought part)."""
+def use_local_endpoint(monkeypatch: Any, key_env: str, key: str) -> None:
+    """Set the test key and make sure no proxy sits between the client and 127.0.0.1."""
+    monkeypatch.setenv(key_env, key)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+def text_reply(text: str | None, *, prompt_tokens: int | None = 1200, output_tokens: int | None = 40,
+               thinking_tokens: int | None = None, thought: str | None = None,
+               finish_reason: str | None = "STOP") -> Respond:
+    """A 200 generateContent response carrying ``text`` (and an optional thought part).
+
+    ``None`` leaves a field out, as the API does: no text part, no finish reason, a usage count missing.
+    """
     parts = []
     if thought is not None:
         parts.append({"text": thought, "thought": True})
-    parts.append({"text": text})
+    if text is not None:
+        parts.append({"text": text})
     usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": output_tokens,
-             "totalTokenCount": prompt_tokens + output_tokens + (thinking_tokens or 0)}
-    if thinking_tokens is not None:
-        usage["thoughtsTokenCount"] = thinking_tokens
-    return Respond(200, {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish_reason}],
-                         "usageMetadata": usage, "modelVersion": "fake"})
+             "thoughtsTokenCount": thinking_tokens}
+    usage = {k: v for k, v in usage.items() if v is not None}
+    usage["totalTokenCount"] = sum(usage.values())
+    candidate: dict = {"content": {"role": "model", "parts": parts}}
+    if finish_reason is not None:
+        candidate["finishReason"] = finish_reason
+    return Respond(200, {"candidates": [candidate], "usageMetadata": usage, "modelVersion": "fake"})
 
 
-def blocked_reply(reason: str = "SAFETY", prompt_tokens: int = 1200) -> Respond:
-    return Respond(200, {"promptFeedback": {"blockReason": reason},
-                         "usageMetadata": {"promptTokenCount": prompt_tokens, "totalTokenCount": prompt_tokens}})
+def blocked_reply(reason: str = "SAFETY", prompt_tokens: int = 1200, with_text: str | None = None) -> Respond:
+    """A blocked prompt (``promptFeedback.blockReason``); ``with_text`` adds a candidate anyway."""
+    body: dict = {"promptFeedback": {"blockReason": reason},
+                  "usageMetadata": {"promptTokenCount": prompt_tokens, "totalTokenCount": prompt_tokens}}
+    if with_text is not None:
+        body["candidates"] = [{"content": {"role": "model", "parts": [{"text": with_text}]}, "finishReason": "STOP"}]
+    return Respond(200, body)
 
 
 def error_reply(status: int, message: str) -> Respond:
-    names = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 400: "INVALID_ARGUMENT"}
+    names = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 400: "INVALID_ARGUMENT",
+             401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED"}
     return Respond(status, {"error": {"code": status, "message": message, "status": names.get(status, "UNKNOWN")}})
 
 
@@ -71,6 +104,7 @@ class FakeGeminiServer:
     lifetime_s: float = 30.0
     max_requests: int = 50
     requests: list = field(default_factory=list)
+    responder: Callable[[Any], Any] | None = None  # body -> step, for every request (the script is then unused)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -92,11 +126,19 @@ class FakeGeminiServer:
                         step = Respond(503, {"error": {"code": 503, "message": "request limit", "status": "X"}})
                     else:
                         server.requests.append(RecordedRequest(self.path, dict(self.headers), body))
-                        step = server._steps.pop(0) if server._steps else Respond(
-                            500, {"error": {"code": 500, "message": "script exhausted", "status": "INTERNAL"}})
+                        if server.responder is not None:
+                            step = None
+                        else:
+                            step = server._steps.pop(0) if server._steps else Respond(
+                                500, {"error": {"code": 500, "message": "script exhausted", "status": "INTERNAL"}})
+                if step is None:
+                    step = server.responder(body)
                 if isinstance(step, Hang):
                     time.sleep(min(step.seconds, MAX_HANG_S))
                     self.close_connection = True
+                    return
+                if isinstance(step, Drip):
+                    self._drip(step)
                     return
                 data = step.body if isinstance(step.body, bytes) else json.dumps(step.body).encode()
                 self.send_response(step.status)
@@ -104,6 +146,21 @@ class FakeGeminiServer:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _drip(self, step: Drip) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "1000000")
+                self.end_headers()
+                ends = time.monotonic() + min(step.seconds, MAX_HANG_S)
+                try:
+                    while time.monotonic() < ends:
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                        time.sleep(step.interval_s)
+                except OSError:  # the client gave up
+                    pass
+                self.close_connection = True
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -6,9 +6,16 @@ own the prompts, the parsing and the count rule, so Gemini, a local model, the o
 file are interchangeable under the same deployed behaviour.
 
 A backend does not raise for the failures a remote model has in normal operation (rate limits,
-server errors, timeouts, blocked prompts): it returns a :class:`Reply` whose ``text`` is None and
-whose ``error`` says why, with every attempt listed, so the component can record the failure and
-count it as "not complete". Exceptions are left for misuse and for bugs.
+server errors, timeouts, blocked prompts): it returns a :class:`Reply` whose ``error`` says why
+and whose ``error_kind`` says what kind of failure it was, with every attempt listed, so the
+component can record the failure. Exceptions are left for misuse and for bugs.
+
+The finish reason is part of the reply. A reply is an answer only when the model stopped by
+itself (``STOP``); a reply cut at the token cap (``MAX_TOKENS``), stopped by a filter
+(``SAFETY``, ``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ...), stopped for any other
+reason, or with no finish reason at all, is a failed call whatever text it carries: a draft
+``{"count": 2}`` before the cut is not the model's answer. :attr:`Reply.failure` is the one place
+that decides this; every component asks it before parsing.
 """
 
 from __future__ import annotations
@@ -153,13 +160,74 @@ class Attempt:
         return cls(float(data.get("latency_ms", 0.0)), None if status is None else int(status), data.get("error"))
 
 
+STOP = "STOP"  # the one finish reason of a complete reply (Gemini ``FinishReason.STOP``; EOS locally)
+MAX_TOKENS = "MAX_TOKENS"  # cut at the output-token cap (Gemini; max_new_tokens locally)
+DEADLINE = "DEADLINE"  # this project's: generation stopped at the call deadline (local models)
+# Finish reasons that mean a filter stopped the reply (google-genai ``FinishReason``).
+FILTER_FINISH_REASONS = frozenset({
+    "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "LANGUAGE",
+})
+
+
+class FailureKind(str, enum.Enum):
+    """Why a call gave no answer. Every failed call has exactly one kind."""
+
+    TRANSPORT = "transport"  # the request did not get through: refused, reset, DNS, TLS
+    TIMEOUT = "timeout"  # an attempt timed out, or the call deadline ended the call
+    HTTP = "http"  # the server answered with an HTTP error status (401, 403, 429, 5xx ...)
+    BLOCKED = "blocked"  # the prompt was blocked, or a filter stopped the reply
+    TRUNCATED = "truncated"  # cut at the output-token cap: indistinguishable from a wrong answer
+    FINISH = "finish"  # any other finish reason than STOP, or none reported
+    NO_TEXT = "no_text"  # the model stopped without any visible text
+    BACKEND = "backend"  # the backend failed (bad response body, model error, no recorded reply)
+    UNPARSEABLE = "unparseable"  # a complete reply with no readable answer in the deployed format
+    BAD_INPUT = "bad_input"  # nothing was sent: the views or the request were unusable
+
+
+@dataclass(frozen=True)
+class CallFailure:
+    """A failed call: its kind and a one-line reason (never containing a secret)."""
+
+    kind: FailureKind
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.reason}"
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind.value, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CallFailure":
+        return cls(FailureKind(data["kind"]), str(data["reason"]))
+
+
+def finish_failure(finish_reason: str | None) -> CallFailure | None:
+    """The failure a finish reason means: None for STOP, a failure for anything else, missing included."""
+    if finish_reason == STOP:
+        return None
+    if finish_reason is None or not str(finish_reason).strip():
+        return CallFailure(FailureKind.FINISH, "no finish reason reported: the reply may be incomplete")
+    if finish_reason == MAX_TOKENS:
+        return CallFailure(FailureKind.TRUNCATED, "the reply was cut at the output-token cap (MAX_TOKENS)")
+    if finish_reason == DEADLINE:
+        return CallFailure(FailureKind.TIMEOUT, "generation stopped at the call deadline (DEADLINE)")
+    if finish_reason in FILTER_FINISH_REASONS:
+        return CallFailure(FailureKind.BLOCKED, f"the reply was stopped by a filter ({finish_reason})")
+    return CallFailure(FailureKind.FINISH, f"the reply did not finish normally ({finish_reason})")
+
+
 @dataclass(frozen=True)
 class Reply:
     """What a backend answered.
 
-    ``text`` is the visible answer (thought summaries excluded), None when no usable answer came
-    back; then ``error`` says why. ``latency_ms`` is the wall time of the whole call, retries and
-    back-off included, because that is what the loop waits for.
+    ``text`` is the visible text (thought summaries excluded), kept even when the call failed (a
+    draft cut at the token cap is recorded, never used). ``error`` is set when the backend got no
+    reply it could hand on, with ``error_kind`` saying what kind of failure (``BACKEND`` when
+    unset). ``finish_reason`` is the model's, as reported (``STOP`` is the only complete one).
+    ``latency_ms`` is the wall time of the whole call, retries and back-off included, because that
+    is what the loop waits for. Whether the call gave an answer is :attr:`failure`.
     """
 
     text: str | None
@@ -171,20 +239,35 @@ class Reply:
     finish_reason: str | None = None
     error: str | None = None
     attempts: tuple[Attempt, ...] = ()
+    error_kind: FailureKind | None = None
+
+    @property
+    def failure(self) -> CallFailure | None:
+        """Why this reply is no answer, or None when it is one (text, and the model stopped by itself)."""
+        if self.error is not None:
+            return CallFailure(self.error_kind or FailureKind.BACKEND, self.error)
+        stopped = finish_failure(self.finish_reason)
+        if stopped is not None:
+            return stopped
+        if self.text is None:
+            return CallFailure(FailureKind.NO_TEXT, "the model stopped without any visible text")
+        return None
 
     def to_dict(self) -> dict:
         return {"text": self.text, "backend": self.backend, "model": self.model,
                 "latency_ms": round(self.latency_ms, 3), "usage": self.usage.to_dict(),
                 "thoughts": self.thoughts, "finish_reason": self.finish_reason, "error": self.error,
+                "error_kind": None if self.error_kind is None else self.error_kind.value,
                 "attempts": [a.to_dict() for a in self.attempts]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Reply":
+        kind = data.get("error_kind")
         return cls(text=data.get("text"), backend=str(data.get("backend", "")), model=str(data.get("model", "")),
                    latency_ms=float(data.get("latency_ms", 0.0)),
                    usage=TokenUsage.from_dict(data.get("usage") or {}),
                    thoughts=data.get("thoughts"), finish_reason=data.get("finish_reason"),
-                   error=data.get("error"),
+                   error=data.get("error"), error_kind=None if kind is None else FailureKind(kind),
                    attempts=tuple(Attempt.from_dict(a) for a in data.get("attempts", ())))
 
 

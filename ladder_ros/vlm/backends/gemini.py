@@ -7,11 +7,25 @@ provider's default unless configured.
 Retries are done here, not by the client (its own retry is switched off with ``attempts=1``), so
 that every attempt is recorded with its status and latency. HTTP 408, 429 and 5xx and transport
 failures (timeouts, refused or dropped connections) are retried with exponential back-off and
-jitter, up to ``max_attempts`` in all; anything else ends the call at once. A call that ends
-without text returns a :class:`Reply` with ``error`` set and never raises.
+jitter, up to ``max_attempts`` in all; anything else ends the call at once.
 
-The API key is read from the environment when the backend is built, handed to the client, and
-scrubbed from every error text this module records or logs.
+One number bounds a call: ``call_deadline_s`` covers every attempt and every back-off. An attempt
+may take the smaller of ``timeout_s`` and what is left of the deadline; a retry starts only when
+its back-off ends before the deadline with at least :data:`MIN_ATTEMPT_S` (or ``timeout_s`` when
+smaller) left; and each attempt runs in its own thread, so a server that trickles bytes to keep a
+read timeout alive still cannot hold the call past the deadline. The caller always has a
+:class:`Reply` by then, and it never raises.
+
+The reply's finish reason and ``promptFeedback.blockReason`` are kept: a blocked prompt is a failed
+call of kind ``blocked``, and the text of any reply that did not finish with ``STOP`` is recorded
+but is no answer (:attr:`Reply.failure`).
+
+The API key is read from the environment variable ``api_key_env`` when the backend is built and
+handed to the client explicitly (so neither ``GOOGLE_API_KEY`` nor ``GEMINI_API_KEY`` is picked up
+behind the configuration's back, and Vertex AI is off whatever ``GOOGLE_GENAI_USE_VERTEXAI`` says).
+The client still reads both variables at construction and warns that it is "Using GOOGLE_API_KEY"
+when both are set, which is not true here; that one warning is replaced by a line saying which
+variable the key came from. The key is scrubbed from every error text this module records or logs.
 """
 
 from __future__ import annotations
@@ -20,34 +34,68 @@ import io
 import logging
 import os
 import random
+import threading
 import time
 from typing import Any, Callable
 
 import numpy as np
 
-from ladder_ros.vlm.backends.base import (Attempt, BackendError, GenerationRequest, ImagePart, Reply,
-                                          TokenUsage)
-from ladder_ros.vlm.config import GeminiSettings
+from ladder_ros.vlm.backends.base import (Attempt, BackendError, FailureKind, GenerationRequest, ImagePart,
+                                          Reply, TokenUsage)
+from ladder_ros.vlm.config import DEFAULT_CALL_DEADLINE_S, GeminiSettings
 
 LOG = logging.getLogger(__name__)
 
 TEMPERATURE = 0.0  # Appendix B: the proprioceptive verifier and PSP-Agent decode at temperature 0.0
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})  # the google-genai client's own retry set
+MIN_ATTEMPT_S = 1.0  # project choice: a retry with less time than this left is not worth sending
+_CLIENT_LOGGER = "google_genai._api_client"  # where google-genai logs which environment key it picked
+_BOTH_KEYS_WARNING = "Both GOOGLE_API_KEY and GEMINI_API_KEY are set"
 
 
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    """Transport exception classes of whichever HTTP stack google-genai uses (httpx or httpx2).
+def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(transport, timeout) exception classes of whichever HTTP stack google-genai uses (httpx or httpx2).
 
-    Timeouts surface as these, not as genai errors (DESIGN.md section 4).
+    Timeouts surface as these, not as genai errors.
     """
-    classes: list[type[BaseException]] = []
+    transport: list[type[BaseException]] = []
+    timeouts: list[type[BaseException]] = []
     for module_name in ("httpx2", "httpx"):
         try:
             module = __import__(module_name)
         except ImportError:
             continue
-        classes.append(module.TransportError)
-    return tuple(classes)
+        transport.append(module.TransportError)
+        timeouts.append(module.TimeoutException)
+    return tuple(transport), tuple(timeouts)
+
+
+class _DropBothKeysWarning(logging.Filter):
+    """Drops google-genai's "Both ... are set. Using GOOGLE_API_KEY." line: the key is passed explicitly."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _BOTH_KEYS_WARNING not in record.getMessage()
+
+
+def make_client(key: str, key_env: str, http_options: Any) -> Any:
+    """A google-genai client for the Gemini Developer API with ``key`` passed explicitly.
+
+    Logs, truthfully, where the key came from; the client's own line about environment keys, which
+    describes a choice it does not make when a key is passed, is filtered out while it is built.
+    """
+    from google import genai
+
+    others = [name for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY") if name != key_env and os.environ.get(name)]
+    client_log = logging.getLogger(_CLIENT_LOGGER)
+    drop = _DropBothKeysWarning()
+    client_log.addFilter(drop)
+    try:
+        client = genai.Client(vertexai=False, api_key=key, http_options=http_options)
+    finally:
+        client_log.removeFilter(drop)
+    LOG.info("Gemini API key taken from $%s and passed to the client explicitly%s", key_env,
+             f" ({', '.join('$' + n for n in others)} also set, not used)" if others else "")
+    return client
 
 
 def encode_png(image: np.ndarray) -> bytes:
@@ -60,14 +108,13 @@ def encode_png(image: np.ndarray) -> bytes:
 
 
 class GeminiBackend:
-    """Generates replies with a Gemini model; see the module docstring for the retry contract."""
+    """Generates replies with a Gemini model; see the module docstring for the retry and deadline contract."""
 
     name = "gemini"
     reads_pixels = True
 
-    def __init__(self, model: str, settings: GeminiSettings, *,
+    def __init__(self, model: str, settings: GeminiSettings, *, call_deadline_s: float = DEFAULT_CALL_DEADLINE_S,
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None):
-        from google import genai
         from google.genai import errors as genai_errors
         from google.genai import types
 
@@ -76,24 +123,28 @@ class GeminiBackend:
             raise BackendError(f"no Gemini API key: set the environment variable {settings.api_key_env}")
         self.model = model
         self.settings = settings
-        self._secret = key
+        self.call_deadline_s = float(call_deadline_s)
+        self._secrets = tuple({key, key.strip()})
         self._types = types
         self._api_error = genai_errors.APIError
-        self._transport_errors = _transport_errors()
+        self._transport_errors, self._timeout_errors = _transport_errors()
         self._sleep = sleep
         self._rng = rng or random.Random()
         http_options = types.HttpOptions(
             base_url=settings.base_url,
-            timeout=int(round(settings.timeout_s * 1000)),  # HttpOptions.timeout is in milliseconds
+            timeout=_milliseconds(settings.timeout_s),
             retry_options=types.HttpRetryOptions(attempts=1),  # retries are ours, so each is recorded
         )
         # Keep the reference: the client closes its connection pool when it is collected.
-        self._client = genai.Client(api_key=key, http_options=http_options)
+        self._client = make_client(key.strip(), settings.api_key_env, http_options)
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        for secret in self._secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return text
 
-    def _generation_config(self, max_output_tokens: int) -> Any:
+    def _generation_config(self, max_output_tokens: int, timeout_s: float) -> Any:
         types = self._types
         s = self.settings
         thinking = None
@@ -102,8 +153,9 @@ class GeminiBackend:
                 thinking_budget=s.thinking_budget,
                 thinking_level=s.thinking_level.upper() if s.thinking_level else None,
                 include_thoughts=s.include_thoughts or None)
-        return types.GenerateContentConfig(temperature=TEMPERATURE, max_output_tokens=max_output_tokens,
-                                           thinking_config=thinking)
+        return types.GenerateContentConfig(
+            temperature=TEMPERATURE, max_output_tokens=max_output_tokens, thinking_config=thinking,
+            http_options=types.HttpOptions(timeout=_milliseconds(timeout_s)))  # this attempt's share
 
     def _contents(self, request: GenerationRequest) -> list[Any]:
         types = self._types
@@ -120,43 +172,86 @@ class GeminiBackend:
         step = min(self.settings.max_backoff_s, self.settings.initial_backoff_s * (2 ** (attempt - 1)))
         return step / 2 + self._rng.uniform(0, step / 2)
 
+    def _attempt(self, contents: list[Any], config: Any, wait_s: float) -> tuple[str, Any]:
+        """One request in its own thread, waited for at most ``wait_s``.
+
+        Returns ("ok", response), ("raised", exception) or ("deadline", None). A request still
+        running at the deadline is left to finish on its own (its timeout ends it) and ignored.
+        """
+        outcome: list[tuple[str, Any]] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                outcome.append(("ok", self._client.models.generate_content(
+                    model=self.model, contents=contents, config=config)))
+            except BaseException as exc:  # handed to the caller, never lost in the thread
+                outcome.append(("raised", exc))
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="gemini-attempt", daemon=True).start()
+        if not done.wait(timeout=max(wait_s, 0.0)):
+            return "deadline", None
+        return outcome[0]
+
     def generate(self, request: GenerationRequest) -> Reply:
         contents = self._contents(request)
-        config = self._generation_config(request.max_output_tokens)
         attempts: list[Attempt] = []
         started = time.monotonic()
-        last_error = "no attempt made"
+        deadline = started + self.call_deadline_s
+        last_error, last_kind = "no attempt made", FailureKind.TIMEOUT
         for attempt in range(1, self.settings.max_attempts + 1):
             t0 = time.monotonic()
+            budget = min(self.settings.timeout_s, deadline - t0)
             retryable = False
-            try:
-                response = self._client.models.generate_content(model=self.model, contents=contents, config=config)
-            except self._api_error as exc:
+            # The request's own timeout is this attempt's share; the wait is what is left of the call.
+            how, value = self._attempt(contents, self._generation_config(request.max_output_tokens, budget),
+                                       deadline - t0)
+            elapsed_ms = (time.monotonic() - t0) * 1000
+            if how == "ok":
+                attempts.append(Attempt(elapsed_ms, 200, None))
+                return self._reply_from(value, attempts, started)
+            if how == "deadline":
+                last_error = (f"call deadline of {self.call_deadline_s:g} s reached during attempt {attempt} "
+                              "(call_deadline_s)")
+                last_kind = FailureKind.TIMEOUT
+                attempts.append(Attempt(elapsed_ms, None, last_error))
+                break
+            exc = value
+            if isinstance(exc, self._api_error):
                 status = getattr(exc, "code", None)
-                last_error = self._scrub(f"HTTP {status}: {exc}")
-                attempts.append(Attempt((time.monotonic() - t0) * 1000, status, last_error))
+                last_error, last_kind = self._scrub(f"HTTP {status}: {exc}"), FailureKind.HTTP
+                attempts.append(Attempt(elapsed_ms, status, last_error))
                 retryable = status in RETRYABLE_STATUS
-            except self._transport_errors as exc:
+            elif isinstance(exc, self._transport_errors):
+                last_kind = FailureKind.TIMEOUT if isinstance(exc, self._timeout_errors) else FailureKind.TRANSPORT
                 last_error = self._scrub(f"{type(exc).__name__}: {exc}")
-                attempts.append(Attempt((time.monotonic() - t0) * 1000, None, last_error))
+                attempts.append(Attempt(elapsed_ms, None, last_error))
                 retryable = True
-            except Exception as exc:  # a malformed response body and the like: recorded, not retried
-                last_error = self._scrub(f"{type(exc).__name__}: {exc}")
-                attempts.append(Attempt((time.monotonic() - t0) * 1000, None, last_error))
-            else:
-                attempts.append(Attempt((time.monotonic() - t0) * 1000, 200, None))
-                return self._reply_from(response, attempts, started)
+            elif isinstance(exc, Exception):  # a malformed response body and the like: recorded, not retried
+                last_error, last_kind = self._scrub(f"{type(exc).__name__}: {exc}"), FailureKind.BACKEND
+                attempts.append(Attempt(elapsed_ms, None, last_error))
+            else:  # KeyboardInterrupt, SystemExit: not ours to swallow
+                raise exc
             if not retryable or attempt == self.settings.max_attempts:
                 break
             delay = self._backoff_s(attempt)
+            left_after_delay = deadline - time.monotonic() - delay
+            if left_after_delay < min(MIN_ATTEMPT_S, self.settings.timeout_s):
+                last_error += (f" (no retry: the call deadline of {self.call_deadline_s:g} s leaves "
+                               f"{max(left_after_delay, 0.0):.1f} s after the back-off)")
+                break
             LOG.warning("Gemini attempt %d/%d failed (%s); retrying in %.2f s",
                         attempt, self.settings.max_attempts, last_error[:200], delay)
             self._sleep(delay)
         error = last_error if len(attempts) == 1 else f"{last_error} (after {len(attempts)} attempts)"
         return Reply(text=None, backend=self.name, model=self.model,
-                     latency_ms=(time.monotonic() - started) * 1000, error=error, attempts=tuple(attempts))
+                     latency_ms=(time.monotonic() - started) * 1000, error=error, error_kind=last_kind,
+                     attempts=tuple(attempts))
 
     def _reply_from(self, response: Any, attempts: list[Attempt], started: float) -> Reply:
+        """The reply of a 200 response: text, thoughts, usage, finish reason, or why it is no answer."""
         meta = getattr(response, "usage_metadata", None)
         usage = TokenUsage(
             input_tokens=getattr(meta, "prompt_token_count", None),
@@ -168,14 +263,16 @@ class GeminiBackend:
         feedback = getattr(response, "prompt_feedback", None)
         block = getattr(feedback, "block_reason", None)
         if block is not None:
-            reason = getattr(block, "value", str(block))
-            return Reply(text=None, finish_reason="BLOCKED", error=f"prompt blocked: {reason}", **common)
+            reason = _enum_text(block)
+            message = getattr(feedback, "block_reason_message", None)
+            return Reply(text=None, error=f"prompt blocked: {reason}" + (f" ({message})" if message else ""),
+                         error_kind=FailureKind.BLOCKED, **common)
         candidates = getattr(response, "candidates", None) or []
         if not candidates:
-            return Reply(text=None, error="the response has no candidates", **common)
+            return Reply(text=None, error="the response has no candidates", error_kind=FailureKind.NO_TEXT, **common)
         candidate = candidates[0]
         finish = getattr(candidate, "finish_reason", None)
-        finish_reason = getattr(finish, "value", None if finish is None else str(finish))
+        finish_reason = None if finish is None else _enum_text(finish)
         texts: list[str] = []
         thoughts: list[str] = []
         content = getattr(candidate, "content", None)
@@ -184,13 +281,22 @@ class GeminiBackend:
             if not isinstance(text, str):
                 continue
             (thoughts if getattr(part, "thought", None) else texts).append(text)
-        thought_text = "".join(thoughts) or None
-        if not texts:
-            return Reply(text=None, thoughts=thought_text, finish_reason=finish_reason,
-                         error=f"the response has no text (finish reason {finish_reason})", **common)
-        return Reply(text="".join(texts), thoughts=thought_text, finish_reason=finish_reason, **common)
+        # Text is kept whatever the finish reason; Reply.failure decides whether it is an answer.
+        return Reply(text="".join(texts) if texts else None, thoughts="".join(thoughts) or None,
+                     finish_reason=finish_reason, **common)
 
     def close(self) -> None:
         close = getattr(self._client, "close", None)
         if callable(close):
             close()
+
+
+def _milliseconds(seconds: float) -> int:
+    """HttpOptions.timeout is in milliseconds; never 0, which the client reads as "no timeout"."""
+    return max(1, int(round(seconds * 1000)))
+
+
+def _enum_text(value: Any) -> str:
+    """The name a google-genai enum (or a plain string from a newer API) stands for."""
+    text = getattr(value, "value", value)
+    return str(text)

@@ -10,6 +10,11 @@ when torchvision is missing, which is what the CPU tests use.
 
 Reasoning models that think in ``<think> ... </think>`` have the thinking split off into
 ``Reply.thoughts`` and counted as thinking tokens, so parsing sees only the answer.
+
+The finish reason is read from how generation ended: ``STOP`` when the model emitted an
+end-of-sequence token, ``MAX_TOKENS`` when it used up ``max_new_tokens`` without one,
+``DEADLINE`` when the call deadline stopped it (``max_time``), ``OTHER`` for anything else. Only
+``STOP`` is an answer (:attr:`Reply.failure`); the text of the others is kept for the record.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import threading
 import time
 from typing import Any
 
-from ladder_ros.vlm.backends.base import Attempt, BackendError, GenerationRequest, ImagePart, Reply, TokenUsage
-from ladder_ros.vlm.config import LocalSettings
+from ladder_ros.vlm.backends.base import (DEADLINE, MAX_TOKENS, STOP, Attempt, BackendError, FailureKind,
+                                          GenerationRequest, ImagePart, Reply, TokenUsage)
+from ladder_ros.vlm.config import DEFAULT_CALL_DEADLINE_S, LocalSettings
 
 LOG = logging.getLogger(__name__)
 
@@ -51,12 +57,14 @@ class LocalTransformersBackend:
     name = "local"
     reads_pixels = True
 
-    def __init__(self, model_path: str, settings: LocalSettings | None = None):
+    def __init__(self, model_path: str, settings: LocalSettings | None = None, *,
+                 call_deadline_s: float = DEFAULT_CALL_DEADLINE_S):
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
         settings = settings or LocalSettings()
         self.model = model_path
+        self.call_deadline_s = float(call_deadline_s)
         self.device = resolve_device(settings.device)
         self.dtype = resolve_dtype(settings.dtype, self.device)
         self._torch = torch
@@ -93,7 +101,7 @@ class LocalTransformersBackend:
             error = f"{type(exc).__name__}: {exc}"
             LOG.error("local generation failed: %s", error)
             return Reply(text=None, backend=self.name, model=self.model, latency_ms=latency_ms,
-                         error=error, attempts=(Attempt(latency_ms, None, error),))
+                         error=error, error_kind=FailureKind.BACKEND, attempts=(Attempt(latency_ms, None, error),))
         latency_ms = (time.monotonic() - started) * 1000
         return Reply(text=text, backend=self.name, model=self.model, latency_ms=latency_ms, usage=usage,
                      thoughts=thoughts, finish_reason=finish_reason, attempts=(Attempt(latency_ms, None, None),))
@@ -105,13 +113,13 @@ class LocalTransformersBackend:
         if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
             inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
         prompt_length = int(inputs["input_ids"].shape[1])
+        started = time.monotonic()
         with self._torch.inference_mode():
-            output = self._model.generate(**inputs, max_new_tokens=request.max_output_tokens, do_sample=False)
+            output = self._model.generate(**inputs, max_new_tokens=request.max_output_tokens, do_sample=False,
+                                          max_time=self.call_deadline_s)
+        elapsed_s = time.monotonic() - started
         new_tokens = output[0, prompt_length:].tolist()
-        eos = self._model.generation_config.eos_token_id
-        eos_ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
-        stopped = bool(new_tokens) and new_tokens[-1] in eos_ids
-        finish_reason = "STOP" if stopped or len(new_tokens) < request.max_output_tokens else "MAX_TOKENS"
+        finish_reason = self._finish_reason(new_tokens, request.max_output_tokens, elapsed_s)
         text = self._tokenizer.decode(new_tokens, skip_special_tokens=True)
         thoughts = None
         thinking_tokens = 0
@@ -123,6 +131,23 @@ class LocalTransformersBackend:
                            output_tokens=max(len(new_tokens) - thinking_tokens, 0),
                            thinking_tokens=thinking_tokens)
         return text.strip(), usage, thoughts, finish_reason
+
+    def _eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for eos in (self._model.generation_config.eos_token_id, getattr(self._tokenizer, "eos_token_id", None)):
+            if eos is not None:
+                ids.update(eos if isinstance(eos, (list, tuple)) else [eos])
+        return ids
+
+    def _finish_reason(self, new_tokens: list[int], max_new_tokens: int, elapsed_s: float) -> str:
+        """How generation ended: end-of-sequence, the token cap, the deadline, or something else."""
+        if new_tokens and new_tokens[-1] in self._eos_ids():
+            return STOP
+        if len(new_tokens) >= max_new_tokens:
+            return MAX_TOKENS
+        if elapsed_s >= self.call_deadline_s:
+            return DEADLINE
+        return "OTHER"
 
     def close(self) -> None:
         self._model = None

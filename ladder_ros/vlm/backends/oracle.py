@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 
-from ladder_ros.vlm.backends.base import Attempt, GenerationRequest, Purpose, Reply, TokenUsage
+from ladder_ros.vlm.backends.base import STOP, Attempt, FailureKind, GenerationRequest, Purpose, Reply, TokenUsage
 
 
 class OracleBackend:
@@ -30,7 +30,8 @@ class OracleBackend:
         def reply(text: str | None, error: str | None = None) -> Reply:
             latency_ms = (time.monotonic() - started) * 1000
             return Reply(text=text, backend=self.name, model=self.model, latency_ms=latency_ms,
-                         usage=TokenUsage(0, 0, 0), error=error, finish_reason="STOP" if text else None,
+                         usage=TokenUsage(0, 0, 0), error=error, finish_reason=STOP if text else None,
+                         error_kind=None if error is None else FailureKind.BACKEND,
                          attempts=(Attempt(latency_ms, None, error),))
 
         if request.purpose is not Purpose.VERIFY:

@@ -19,7 +19,7 @@ from collections import defaultdict, deque
 from pathlib import Path
 
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.vlm.backends.base import Attempt, GenerationRequest, Reply, VLMBackend
+from ladder_ros.vlm.backends.base import Attempt, FailureKind, GenerationRequest, Reply, VLMBackend
 
 FORMAT = "ladder_ros.vlm.recording"
 VERSION = 1
@@ -113,15 +113,16 @@ class ReplayBackend:
             error = ("no recorded reply for this prompt" if self.match == "fingerprint"
                      else "the recording has no replies left")
             return Reply(text=None, backend=self.name, model=self.model, latency_ms=latency_ms, error=error,
-                         attempts=(Attempt(latency_ms, None, error),))
+                         error_kind=FailureKind.BACKEND, attempts=(Attempt(latency_ms, None, error),))
         purpose, recorded = item
         if purpose != request.purpose.value:
             error = f"the next recorded reply is for {purpose!r}, not {request.purpose.value!r}"
             return Reply(text=None, backend=self.name, model=recorded.model, latency_ms=latency_ms, error=error,
-                         attempts=(Attempt(latency_ms, None, error),))
+                         error_kind=FailureKind.BACKEND, attempts=(Attempt(latency_ms, None, error),))
+        # The recorded finish reason travels with the text: a cut or blocked reply replays as one.
         return Reply(text=recorded.text, backend=self.name, model=recorded.model, latency_ms=latency_ms,
                      usage=recorded.usage, thoughts=recorded.thoughts, finish_reason=recorded.finish_reason,
-                     error=recorded.error, attempts=recorded.attempts)
+                     error=recorded.error, error_kind=recorded.error_kind, attempts=recorded.attempts)
 
     def close(self) -> None:
         pass

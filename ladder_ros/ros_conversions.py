@@ -84,6 +84,44 @@ def image_from_msg(msg: Image) -> np.ndarray:
     return arr[:, :, ::-1].copy() if msg.encoding == "bgr8" else arr
 
 
+_DEPTH_ENCODINGS = {"16UC1": (np.uint16, 1e-3), "mono16": (np.uint16, 1e-3), "32FC1": (np.float32, 1.0)}
+
+
+def depth_from_msg(msg: Image) -> np.ndarray:
+    """A depth image (16UC1 in millimetres, as RealSense publishes, or 32FC1 in metres) as float32 metres.
+
+    Zero and non-finite pixels (no depth) come back as NaN.
+    """
+    if msg.encoding not in _DEPTH_ENCODINGS:
+        raise InvalidInputError(f"only {', '.join(_DEPTH_ENCODINGS)} depth images are read, got {msg.encoding!r}")
+    dtype, scale = _DEPTH_ENCODINGS[msg.encoding]
+    width = msg.width * np.dtype(dtype).itemsize
+    if msg.step < width or len(msg.data) < msg.step * msg.height:
+        raise InvalidInputError(f"depth data too short: {len(msg.data)} bytes for {msg.height} rows of {msg.step}")
+    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)[:, :width]
+    order = ">" if msg.is_bigendian else "<"
+    depth = rows.copy().view(np.dtype(dtype).newbyteorder(order)).reshape(msg.height, msg.width)
+    metres = depth.astype(np.float32) * np.float32(scale)
+    metres[~np.isfinite(metres) | (metres <= 0)] = np.nan
+    return metres
+
+
+def depth_to_msg(depth_m: np.ndarray, stamp_ns: int, frame_id: str) -> Image:
+    """Float metres (H, W) as a 32FC1 ``sensor_msgs/Image`` (NaN: no depth)."""
+    arr = np.ascontiguousarray(depth_m, dtype=np.float32)
+    if arr.ndim != 2:
+        raise InvalidInputError(f"a depth image is a (H, W) array, got shape {arr.shape}")
+    msg = Image()
+    msg.header.stamp = ns_to_stamp(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.height, msg.width = int(arr.shape[0]), int(arr.shape[1])
+    msg.encoding = "32FC1"
+    msg.is_bigendian = 0
+    msg.step = int(arr.shape[1] * 4)
+    msg.data = arr.astype("<f4").tobytes()
+    return msg
+
+
 # ------------------------------------------------------------------------------ joint states
 def joint_state_to_msg(names: Sequence[str], positions: np.ndarray, aperture: float, stamp_ns: int,
                        aperture_joint: str) -> JointState:

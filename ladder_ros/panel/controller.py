@@ -75,8 +75,8 @@ class PanelController:
         summary.pop("result", None)
         changed = False
         old = self.record.status or {}
-        if any(old.get(k) != summary.get(k) for k in ("state", "plan", "task", "finish_reason", "message",
-                                                         "verifier_available")):
+        watched = ("state", "plan", "task", "finish_reason", "message", "verifier_available")
+        if any(old.get(k) != summary.get(k) for k in watched):
             changed = True
         self.record.status = summary
         if status.result is not None and self.record.result is None:

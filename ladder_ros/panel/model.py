@@ -107,6 +107,26 @@ class SafetyState:
             f", {self.interventions} safety interventions" if self.interventions else "")
 
 
+class EventLog:
+    """The panel's log: the newest :data:`LOG_LINES` lines and how many were ever written."""
+
+    def __init__(self, maxlen: int = LOG_LINES):
+        self.lines: deque[str] = deque(maxlen=maxlen)
+        self.total = 0
+
+    def append(self, line: str) -> None:
+        self.lines.append(line)
+        self.total += 1
+
+    def since(self, total: int) -> list[str]:
+        """The lines written after the log had ``total`` lines (as many as are still kept)."""
+        new = self.total - total
+        return list(self.lines)[-new:] if new > 0 else []
+
+    def __iter__(self):
+        return iter(self.lines)
+
+
 def _short(text: str | None, limit: int = REPLY_CHARS) -> str:
     text = " ".join((text or "").split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
@@ -120,7 +140,7 @@ class PanelModel:
         self.current_subgoal = ""
         self.safety = SafetyState()
         self.labels: EpisodeLabels | None = None
-        self.log: deque[str] = deque(maxlen=LOG_LINES)
+        self.log = EventLog()
         self._reset("")
 
     def _reset(self, episode_id: str) -> None:

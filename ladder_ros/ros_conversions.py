@@ -61,13 +61,18 @@ def image_to_msg(image: np.ndarray, stamp_ns: int, frame_id: str) -> Image:
     arr = np.ascontiguousarray(image)
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
         raise InvalidInputError(f"an image is a (H, W, 3) uint8 array, got {arr.dtype} {arr.shape}")
+    return _image_msg(arr, stamp_ns, frame_id, "rgb8")
+
+
+def _image_msg(arr: np.ndarray, stamp_ns: int, frame_id: str, encoding: str) -> Image:
+    """A C-contiguous little-endian (H, W[, C]) array as ``sensor_msgs/Image`` with ``encoding``."""
     msg = Image()
     msg.header.stamp = ns_to_stamp(stamp_ns)
     msg.header.frame_id = frame_id
     msg.height, msg.width = int(arr.shape[0]), int(arr.shape[1])
-    msg.encoding = "rgb8"
+    msg.encoding = encoding
     msg.is_bigendian = 0
-    msg.step = int(arr.shape[1] * 3)
+    msg.step = int(arr.strides[0])
     msg.data = arr.tobytes()
     return msg
 
@@ -111,15 +116,7 @@ def depth_to_msg(depth_m: np.ndarray, stamp_ns: int, frame_id: str) -> Image:
     arr = np.ascontiguousarray(depth_m, dtype=np.float32)
     if arr.ndim != 2:
         raise InvalidInputError(f"a depth image is a (H, W) array, got shape {arr.shape}")
-    msg = Image()
-    msg.header.stamp = ns_to_stamp(stamp_ns)
-    msg.header.frame_id = frame_id
-    msg.height, msg.width = int(arr.shape[0]), int(arr.shape[1])
-    msg.encoding = "32FC1"
-    msg.is_bigendian = 0
-    msg.step = int(arr.shape[1] * 4)
-    msg.data = arr.astype("<f4").tobytes()
-    return msg
+    return _image_msg(np.ascontiguousarray(arr, dtype="<f4"), stamp_ns, frame_id, "32FC1")
 
 
 # ------------------------------------------------------------------------------ joint states

@@ -240,3 +240,40 @@ def test_controller_without_driver_or_stop_service(tmp_path):
     ctl.abort()  # no abort service seen: the command topic instead
     assert outbox.commands[-1].command == "abort"
     assert not ctl.label_episode(None)  # nothing to take back
+
+
+# ------------------------------------------------------------------ rqt wiring and depth images
+def test_rqt_plugin_wiring():
+    import ast
+    import xml.etree.ElementTree as ET
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    cls = ET.parse(repo / "plugin.xml").getroot().find("class")
+    assert cls.get("base_class_type") == "rqt_gui_py::Plugin"
+    module, name = cls.get("type").rsplit(".", 1)
+    tree = ast.parse((repo / (module.replace(".", "/") + ".py")).read_text())
+    plugin = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+    assert {f.name for f in plugin.body if isinstance(f, ast.FunctionDef)} >= {"__init__", "shutdown_plugin"}
+    export = ET.parse(repo / "package.xml").getroot().find("export/rqt_gui")
+    assert export.get("plugin") == "${prefix}/plugin.xml"
+    assert '"plugin.xml"' in (repo / "setup.py").read_text()
+
+
+def test_depth_images_round_trip():
+    pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
+    import numpy as np
+
+    from ladder_ros.ros_conversions import depth_from_msg, depth_to_msg
+
+    depth = np.array([[0.5, np.nan], [1.25, 2.0]], dtype=np.float32)
+    back = depth_from_msg(depth_to_msg(depth, 7, "camera"))
+    assert np.array_equal(np.isnan(back), np.isnan(depth)) and np.allclose(back[~np.isnan(back)], [0.5, 1.25, 2.0])
+    msg = depth_to_msg(depth, 7, "camera")
+    msg.encoding, msg.step = "16UC1", 4
+    msg.data = np.array([[500, 0], [1250, 2000]], dtype="<u2").tobytes()
+    mm = depth_from_msg(msg)
+    assert np.isnan(mm[0, 1]) and np.allclose(mm[1], [1.25, 2.0])
+    msg.encoding = "rgb8"
+    with pytest.raises(InvalidInputError, match="rgb8"):
+        depth_from_msg(msg)

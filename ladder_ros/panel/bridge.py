@@ -98,23 +98,24 @@ class PanelBridge:
         self.inbox.put(("safety", SafetyState.from_values(values, msg.message)))
 
     def _on_image(self, msg: Image) -> None:
-        try:
-            frame = image_from_msg(msg)
-        except InvalidInputError as exc:
-            self.inbox.put(("error", f"camera image: {exc}"))
-            return
-        with self._lock:
-            self._image = (stamp_to_ns(msg.header.stamp), frame)
-            self.frames += 1
+        self._keep_latest("image", msg, image_from_msg)
 
     def _on_depth(self, msg: Image) -> None:
+        self._keep_latest("depth", msg, depth_from_msg)
+
+    def _keep_latest(self, which: str, msg: Image, convert) -> None:
+        """Convert a camera frame and keep it as the newest one (frames are never queued)."""
         try:
-            depth = depth_from_msg(msg)
+            frame = (stamp_to_ns(msg.header.stamp), convert(msg))
         except InvalidInputError as exc:
-            self.inbox.put(("error", f"depth image: {exc}"))
+            self.inbox.put(("error", f"{which} image: {exc}"))
             return
         with self._lock:
-            self._depth = (stamp_to_ns(msg.header.stamp), depth)
+            if which == "image":
+                self._image = frame
+                self.frames += 1
+            else:
+                self._depth = frame
 
     def latest_image(self) -> tuple[int, np.ndarray] | None:
         with self._lock:

@@ -26,7 +26,7 @@ setup(
     package_data={PACKAGE: ["data/**/*"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
-        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}", ["package.xml", "plugin.xml"]),
         *share_files("launch"),
         *share_files("config"),
         *share_files("policies"),

@@ -22,6 +22,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("ladder_ros.bringup.run", "run episodes on a graph in simulation and print the results"),
     "parity": ("ladder_ros.evaluation.parity", "check that the ROS graph reproduces the in-process loop"),
     "recording": ("ladder_ros.bringup.recording", "inspect or recover an episode recording (rosbag2 MCAP)"),
+    "panel": ("ladder_ros.panel.app", "the operator panel (episodes, labels, robot safety)"),
+    "report": ("ladder_ros.evaluation.episode_report",
+               "the paper's tables over recorded episodes (Markdown, PNG, HTML)"),
+    "export": ("ladder_ros.evaluation.lerobot_export", "recorded episodes as a dataset (LeRobot v3.0)"),
 }
 
 

@@ -2,7 +2,7 @@
 
 Standard message types carry everything they can (images, joint states, poses, actions). What no
 standard type carries — episode commands and status, gripper events, privileged simulator state,
-verification requests and results, orchestrator decisions and events — goes as one JSON document
+verification requests and results, orchestrator decisions and events, operator labels — goes as one JSON document
 per message (DESIGN.md section 1). Each document here is a dataclass with a ``doc`` name and a
 ``schema_version``; :func:`decode` is strict: it rejects another document kind, an unknown schema
 version, a missing field and an unknown field, each with an error that names it. The payloads reuse
@@ -510,6 +510,69 @@ class EpisodeScoreDoc(Document):
         _check(self.DOC, "score", self.score, dict)
 
 
+# ------------------------------------------------------------------------------ operator labels
+# Operator labels (EpisodeLabels): a subgoal is done or not done; an episode a success, a failure or
+# partial (some subgoals done, the task not).
+DONE = "done"
+NOT_DONE = "not_done"
+SUBGOAL_LABELS = (DONE, NOT_DONE)
+SUCCESS = "success"
+FAILURE = "failure"
+PARTIAL = "partial"
+EPISODE_LABELS = (SUCCESS, FAILURE, PARTIAL)
+
+
+@dataclass(frozen=True)
+class EpisodeLabels(Document):
+    """The operator's labels of one episode, the whole set on every change (the last revision wins).
+
+    ``subgoals`` maps a plan index (as a decimal string: JSON keys are strings) to ``done`` or
+    ``not_done``; ``episode`` is ``success``, ``failure``, ``partial`` or None (not labelled yet);
+    ``note`` is free text. ``revision`` counts the changes; ``history`` keeps every change as it was
+    made (``{"revision", "unix_s", "what", "value"}``), so nothing an operator once said is lost.
+    ``final`` says the operator is done with the episode (the recorder may then close its bag).
+    """
+
+    DOC: ClassVar[str] = "episode_labels"
+    episode_id: str
+    revision: int = 0
+    subgoals: dict = field(default_factory=dict)
+    episode: str | None = None
+    note: str = ""
+    operator: str = ""
+    final: bool = False
+    updated_unix_s: float = 0.0
+    history: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _check(self.DOC, "episode_id", self.episode_id, str)
+        if not self.episode_id:
+            raise SchemaError(f"{self.DOC}: field 'episode_id' must not be empty")
+        _check(self.DOC, "revision", self.revision, int)
+        if self.revision < 0:
+            raise SchemaError(f"{self.DOC}: field 'revision' must be >= 0, got {self.revision}")
+        _check(self.DOC, "subgoals", self.subgoals, dict)
+        for key, value in self.subgoals.items():
+            if not isinstance(key, str) or not key.isdigit():
+                raise SchemaError(f"{self.DOC}: subgoal keys are plan indices as decimal strings, got {key!r}")
+            if value not in SUBGOAL_LABELS:
+                raise SchemaError(f"{self.DOC}: subgoal {key} label must be one of {', '.join(SUBGOAL_LABELS)}, "
+                                  f"got {value!r}")
+        if self.episode is not None and self.episode not in EPISODE_LABELS:
+            raise SchemaError(f"{self.DOC}: episode label must be one of {', '.join(EPISODE_LABELS)} or null, "
+                              f"got {self.episode!r}")
+        _check(self.DOC, "note", self.note, str)
+        _check(self.DOC, "operator", self.operator, str)
+        _check(self.DOC, "final", self.final, bool)
+        _check(self.DOC, "updated_unix_s", self.updated_unix_s, (int, float))
+        _check(self.DOC, "history", self.history, list)
+
+    def subgoal_label(self, plan_index: int) -> str | None:
+        """``done``, ``not_done`` or None (not labelled) for the subgoal at ``plan_index``."""
+        return self.subgoals.get(str(int(plan_index)))
+
+
 DOCUMENTS: tuple[type[Document], ...] = (EpisodeCommand, EpisodeStatus, GripperEventsDoc, PrivilegedStateDoc,
                                          DecisionDoc, VerificationRequestDoc, VerificationResultDoc,
-                                         PlanRequestDoc, PlanResultDoc, EpisodeEventDoc, EpisodeScoreDoc)
+                                         PlanRequestDoc, PlanResultDoc, EpisodeEventDoc, EpisodeScoreDoc,
+                                         EpisodeLabels)

@@ -61,13 +61,18 @@ def image_to_msg(image: np.ndarray, stamp_ns: int, frame_id: str) -> Image:
     arr = np.ascontiguousarray(image)
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
         raise InvalidInputError(f"an image is a (H, W, 3) uint8 array, got {arr.dtype} {arr.shape}")
+    return _image_msg(arr, stamp_ns, frame_id, "rgb8")
+
+
+def _image_msg(arr: np.ndarray, stamp_ns: int, frame_id: str, encoding: str) -> Image:
+    """A C-contiguous little-endian (H, W[, C]) array as ``sensor_msgs/Image`` with ``encoding``."""
     msg = Image()
     msg.header.stamp = ns_to_stamp(stamp_ns)
     msg.header.frame_id = frame_id
     msg.height, msg.width = int(arr.shape[0]), int(arr.shape[1])
-    msg.encoding = "rgb8"
+    msg.encoding = encoding
     msg.is_bigendian = 0
-    msg.step = int(arr.shape[1] * 3)
+    msg.step = int(arr.strides[0])
     msg.data = arr.tobytes()
     return msg
 
@@ -82,6 +87,36 @@ def image_from_msg(msg: Image) -> np.ndarray:
     rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)[:, :row]
     arr = rows.reshape(msg.height, msg.width, 3).copy()
     return arr[:, :, ::-1].copy() if msg.encoding == "bgr8" else arr
+
+
+_DEPTH_ENCODINGS = {"16UC1": (np.uint16, 1e-3), "mono16": (np.uint16, 1e-3), "32FC1": (np.float32, 1.0)}
+
+
+def depth_from_msg(msg: Image) -> np.ndarray:
+    """A depth image (16UC1 in millimetres, as RealSense publishes, or 32FC1 in metres) as float32 metres.
+
+    Zero and non-finite pixels (no depth) come back as NaN.
+    """
+    if msg.encoding not in _DEPTH_ENCODINGS:
+        raise InvalidInputError(f"only {', '.join(_DEPTH_ENCODINGS)} depth images are read, got {msg.encoding!r}")
+    dtype, scale = _DEPTH_ENCODINGS[msg.encoding]
+    width = msg.width * np.dtype(dtype).itemsize
+    if msg.step < width or len(msg.data) < msg.step * msg.height:
+        raise InvalidInputError(f"depth data too short: {len(msg.data)} bytes for {msg.height} rows of {msg.step}")
+    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)[:, :width]
+    order = ">" if msg.is_bigendian else "<"
+    depth = rows.copy().view(np.dtype(dtype).newbyteorder(order)).reshape(msg.height, msg.width)
+    metres = depth.astype(np.float32) * np.float32(scale)
+    metres[~np.isfinite(metres) | (metres <= 0)] = np.nan
+    return metres
+
+
+def depth_to_msg(depth_m: np.ndarray, stamp_ns: int, frame_id: str) -> Image:
+    """Float metres (H, W) as a 32FC1 ``sensor_msgs/Image`` (NaN: no depth)."""
+    arr = np.ascontiguousarray(depth_m, dtype=np.float32)
+    if arr.ndim != 2:
+        raise InvalidInputError(f"a depth image is a (H, W) array, got shape {arr.shape}")
+    return _image_msg(np.ascontiguousarray(arr, dtype="<f4"), stamp_ns, frame_id, "32FC1")
 
 
 # ------------------------------------------------------------------------------ joint states

@@ -3,18 +3,22 @@
 # CPU torch, the ROS 2 PyPI wheels, MuJoCo, the VLM clients, the ManiSkill3 simulator and its software
 # Vulkan driver, then this package in editable mode. Idempotent; rerun to repair.
 #
-# Usage: scripts/setup.sh [--no-maniskill]
+# Usage: scripts/setup.sh [--no-maniskill] [--no-lerobot]
 #   --no-maniskill   skip the SimplerEnv (ManiSkill3) backend and its Vulkan driver (its tests then skip)
+#   --no-lerobot     skip the Python 3.12 venv (.venv-lerobot) with the LeRobot dataset reader that the
+#                    export's round-trip test loads datasets with (that test then skips, saying so)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 WITH_MANISKILL=1
+WITH_LEROBOT=1
 for arg in "$@"; do
   case "$arg" in
     --no-maniskill) WITH_MANISKILL=0 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown argument '$arg' (valid: --no-maniskill)" >&2; exit 2 ;;
+    --no-lerobot) WITH_LEROBOT=0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown argument '$arg' (valid: --no-maniskill, --no-lerobot)" >&2; exit 2 ;;
   esac
 done
 
@@ -30,9 +34,9 @@ PY=.venv/bin/python
 # of several GB (DESIGN.md §4).
 echo "[setup] torch (CPU)"
 "$PY" -m pip install -q torch==2.13.0
-echo "[setup] core, ROS 2 wheels, VLM clients, test tools"
+echo "[setup] core, ROS 2 wheels, VLM clients, operator panel (Qt), test tools"
 "$PY" -m pip install -q -r requirements/core.txt -r requirements/ros.txt -r requirements/vlm.txt \
-  -r requirements/test.txt
+  -r requirements/operator.txt -r requirements/test.txt
 if [[ $WITH_MANISKILL -eq 1 ]]; then
   echo "[setup] ManiSkill3 and its software Vulkan driver"
   PYTHON="$REPO/$PY" scripts/install_maniskill.sh
@@ -40,4 +44,24 @@ fi
 echo "[setup] ladder_ros (editable)"
 "$PY" -m pip install -q --no-deps -e .
 "$PY" -m pip check
+if [[ $WITH_LEROBOT -eq 1 ]]; then
+  # The LeRobot dataset reader needs Python >= 3.12 and pins that clash with .venv (DESIGN: requirements/lerobot.txt).
+  PY312="$(command -v python3.12 || true)"
+  if [[ -z "$PY312" || ! -x "$PY312" ]] || ! "$PY312" --version >/dev/null 2>&1; then
+    PY312="$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 2>/dev/null | tail -1 || true)"
+  fi
+  if [[ -z "$PY312" ]]; then
+    echo "[setup] python3.12 not found: skipping .venv-lerobot (the LeRobot export round-trip test will skip)"
+  elif [[ -f .venv-lerobot/.ready ]] && cmp -s requirements/lerobot.txt .venv-lerobot/.ready; then
+    echo "[setup] .venv-lerobot is up to date"
+  else
+    echo "[setup] .venv-lerobot: the LeRobot dataset reader on $("$PY312" --version) (several GB, a few minutes)"
+    rm -rf .venv-lerobot
+    "$PY312" -m venv .venv-lerobot
+    .venv-lerobot/bin/python -m pip install -q --upgrade pip
+    .venv-lerobot/bin/python -m pip install -q -r requirements/lerobot.txt
+    .venv-lerobot/bin/python -m pip check
+    cp requirements/lerobot.txt .venv-lerobot/.ready
+  fi
+fi
 echo "[setup] done: activate with '. .venv/bin/activate'; try 'ladder-ros --help'"

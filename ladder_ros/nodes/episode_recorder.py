@@ -14,7 +14,7 @@ from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
 from ladder_ros.bringup.recording import EpisodeBag, config_custom_data
-from ladder_ros.messages import EpisodeStatus, SchemaError, decode
+from ladder_ros.messages import EpisodeLabels, EpisodeStatus, SchemaError, decode
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import EPISODE_RECORDER
 from ladder_ros.nodes.runtime import declare_parameters, run_node, subscription
@@ -46,8 +46,13 @@ class EpisodeRecorderNode(Node):
     the episode id, the task, variant, layout and seed, the graph name, the configuration files
     verbatim and the software versions.
 
+    Operator labels (``operator/labels``) usually come after the episode is over, so while an
+    operator panel publishes them the bag stays open after the final status until the labels are
+    marked final, the next episode starts, or ``labels_grace_s`` has passed; labels made later are
+    still in the panel's episode record file (the labels' primary copy).
+
     Topics: subscribes to all graph topics (see the README's table). Parameters: preset,
-    clock_mode, output_dir, graph, config_files, close_grace_s (s).
+    clock_mode, output_dir, graph, config_files, close_grace_s (s), labels_grace_s (s).
     """
 
     def __init__(self, *, node_name: str = "episode_recorder", **node_options):
@@ -58,6 +63,9 @@ class EpisodeRecorderNode(Node):
         self.bag: EpisodeBag | None = None
         self.episode_id = ""
         self._close_at: float | None = None
+        self._finished_at: float | None = None
+        self._labels_final: set[str] = set()  # episodes whose operator labels are final
+        self._labels_topic = self.resolve_topic_name(topics.LABELS.name)
         self._idle: deque[tuple[float, str, str, int, bytes]] = deque(maxlen=2000)
         self.closed: list[str] = []  # bag folders finished by this node
         for spec in topics.TOPICS:
@@ -74,6 +82,8 @@ class EpisodeRecorderNode(Node):
             now_ns = self.get_clock().now().nanoseconds
             if topic == status_topic:
                 self._on_status(data)
+            elif topic == self._labels_topic:
+                self._on_labels(data)
             self._record(topic, type_name, now_ns, data)
         return on_message
 
@@ -86,7 +96,27 @@ class EpisodeRecorderNode(Node):
         if status.state == "running" and status.episode_id and status.episode_id != self.episode_id:
             self._open(status)
         elif status.state in ("finished", "aborted") and status.episode_id == self.episode_id and self.bag:
-            self._close_at = time.monotonic() + self.params["close_grace_s"]
+            if self._close_at is None:
+                self._finished_at = time.monotonic()
+                self._close_at = self._finished_at + self.params["close_grace_s"]
+
+    def _on_labels(self, data: bytes) -> None:
+        labels = self._labels_of(data)
+        if labels is not None and labels.final:
+            self._labels_final.add(labels.episode_id)
+
+    def _labels_of(self, data: bytes) -> EpisodeLabels | None:
+        try:
+            return decode(deserialize_message(data, String).data, EpisodeLabels)
+        except SchemaError as exc:
+            self.get_logger().error(f"ignoring operator labels: {exc}")
+            return None
+
+    def _waiting_for_labels(self, now: float) -> bool:
+        """An operator panel is up and has not finished labelling the episode that just ended."""
+        return (self._finished_at is not None and now - self._finished_at < self.params["labels_grace_s"]
+                and self.episode_id not in self._labels_final
+                and self.count_publishers(self._labels_topic) > 0)
 
     def _open(self, status: EpisodeStatus) -> None:
         self._close()
@@ -105,6 +135,10 @@ class EpisodeRecorderNode(Node):
         self.episode_id = status.episode_id
         now = time.monotonic()
         for received, topic, type_name, stamp, data in self._idle:
+            if topic == self._labels_topic:
+                labels = self._labels_of(data)
+                if labels is None or labels.episode_id != status.episode_id:
+                    continue  # labels of an earlier episode, published after its bag closed
             if now - received <= IDLE_BUFFER_S:
                 self.bag.write(topic, type_name, stamp, data)
         self._idle.clear()
@@ -121,11 +155,13 @@ class EpisodeRecorderNode(Node):
             self.bag.flush()
 
     def _close_when_due(self) -> None:
-        if self._close_at is not None and time.monotonic() >= self._close_at:
+        now = time.monotonic()
+        if self._close_at is not None and now >= self._close_at and not self._waiting_for_labels(now):
             self._close()
 
     def _close(self) -> None:
         self._close_at = None
+        self._finished_at = None
         if self.bag is not None:
             bag, self.bag = self.bag, None
             bag.close()

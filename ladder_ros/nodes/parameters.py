@@ -156,6 +156,9 @@ EPISODE_RECORDER = COMMON + (
     ParamSpec("config_files", STR_LIST, [], "Files (graph description, params) stored verbatim in the recording"),
     ParamSpec("close_grace_s", FLOAT, 0.5, "Keep recording this long (s) after the episode's final status, for "
               "messages still in flight", min=0.0, max=60.0),
+    ParamSpec("labels_grace_s", FLOAT, 900.0, "While an operator panel publishes labels, keep an ended episode's "
+              "recording open this long (s) for labels not yet marked final (0: close at once)", min=0.0,
+              max=86400.0),
 )
 
 NODE_PARAMETERS: dict[str, tuple[ParamSpec, ...]] = {

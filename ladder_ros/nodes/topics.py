@@ -100,17 +100,41 @@ EPISODE_STATUS = TopicSpec("episode/status", STRING, LATCHED, "on change", "orch
                            "The episode: id, task, plan, clock origin, state; its result once over",
                            document="EpisodeStatus")
 
+LABELS = TopicSpec("operator/labels", STRING, LATCHED, "on every label", "operator panel",
+                   ("episode_recorder",),
+                   "The operator's labels of an episode (each subgoal done / not done, the episode success / "
+                   "failure / partial, a note), the whole set with its revision on every change",
+                   document="EpisodeLabels")
+# The robot driver's safety state. Standard type, so a driver of another package can publish it: level
+# OK (armed), WARN (disarmed: dry run) or ERROR (e-stop latched); values (key: value strings) `armed`
+# and `estop` ("true"/"false"), `interventions` (safety-filter interventions so far, an integer) and
+# `detail` (free text). See docs/graph.md, "Robot safety interface".
+SAFETY_STATE = TopicSpec("robot/safety_state", "diagnostic_msgs/msg/DiagnosticStatus", LATCHED, "on change",
+                         "robot driver", ("operator panel", "episode_recorder"),
+                         "Armed or dry run, e-stop latched, safety interventions so far (values `armed`, "
+                         "`estop`, `interventions`, `detail`)", external=True)
+
 TOPICS: tuple[TopicSpec, ...] = (IMAGE, JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
                                  CURRENT_SUBGOAL, EVENTS_TOPIC, VERIFY_REQUEST, VERIFY_RESULT, PLAN_REQUEST,
                                  PLAN_RESULT, ACTION,
-                                 EPISODE_COMMAND, EPISODE_STATUS)
+                                 EPISODE_COMMAND, EPISODE_STATUS, LABELS, SAFETY_STATE)
 
-# Services (std_srvs/srv/Trigger) of the orchestrator, relative to its namespace.
+# Services, relative to the graph namespace: the orchestrator's (std_srvs/srv/Trigger) and the robot
+# driver's safety interface (standard types, so any driver package can offer them).
 STOP_SERVICE = "episode/stop"
 ABORT_SERVICE = "episode/abort"
+ARM_SERVICE = "robot/arm"  # std_srvs/SetBool: true arms the robot, false disarms it to dry run
+ESTOP_SERVICE = "robot/estop"  # std_srvs/Trigger: stop now and latch until released
+ESTOP_RELEASE_SERVICE = "robot/estop_release"  # std_srvs/Trigger: release a latched e-stop (stays disarmed)
 SERVICES = (
     (STOP_SERVICE, "std_srvs/srv/Trigger", "orchestrator", "End the running episode (operator stop)"),
     (ABORT_SERVICE, "std_srvs/srv/Trigger", "orchestrator", "End the running episode as aborted"),
+    (ARM_SERVICE, "std_srvs/srv/SetBool", "robot driver", "true: arm the robot; false: disarm it to dry run "
+     "(commands are computed and recorded, nothing moves)"),
+    (ESTOP_SERVICE, "std_srvs/srv/Trigger", "robot driver", "Emergency stop: hold still now; latched until "
+     "released"),
+    (ESTOP_RELEASE_SERVICE, "std_srvs/srv/Trigger", "robot driver", "Release a latched e-stop; the robot stays "
+     "disarmed until armed again"),
 )
 
 

@@ -1,0 +1,312 @@
+"""``ladder-ros export DIR --format lerobot``: recorded episodes as a LeRobot dataset (format v3.0).
+
+So the lab can fine-tune its policies on its own rollouts. One frame per control step that has an
+action: the camera image of that step (``observation.images.camera``, an H.264 video), the joint
+state (``observation.state``: arm joints and the gripper aperture, in the recording's joint order),
+the end-effector pose (``observation.ee_pose``: x y z in m, quaternion x y z w), the 7-D action
+(``action``: the axes of ``policy/action``), the instruction the policy followed at that step
+(``subtask_index`` into ``meta/subtasks.parquet``: the current subgoal's text; the episode's full
+instruction is its ``task``), the plan index of that subgoal and the operator's label of it
+(``subgoal_label``: 1 done, 0 not done, -1 none). Per episode (``meta/episodes``): the episode id,
+variant, outcome, finish reason, the operator's episode label, subgoal labels and note.
+
+The files follow LeRobot's v3.0 layout (``meta/info.json``, ``meta/stats.json``,
+``meta/tasks.parquet``, ``meta/subtasks.parquet``, ``meta/episodes/chunk-000/file-000.parquet``,
+``data/chunk-XXX/file-XXX.parquet``, ``videos/<key>/chunk-XXX/file-XXX.mp4``), one data and one
+video file per episode, written with pyarrow and PyAV. The LeRobot libraries themselves do not
+co-install with this project's pins; the round-trip test loads the result with ``lerobot-dataset``
+in its own Python 3.12 environment. A step whose camera image or joint state the recording lacks
+(a best-effort image dropped) takes the step before it's; the count is in ``meta/info.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ladder_ros.core.errors import ConfigError
+from ladder_ros.evaluation.episodes import RecordedEpisode, load_episodes
+from ladder_ros.messages import DONE, NOT_DONE, DecisionDoc, EpisodeStatus, SchemaError, decode
+
+CODEBASE_VERSION = "v3.0"  # LeRobot dataset format this writer produces
+CHUNKS_SIZE = 1000  # files per chunk folder (LeRobot's default)
+CAMERA = "observation.images.camera"
+ACTION_NAMES = ("ee_dx", "ee_dy", "ee_dz", "ee_droll", "ee_dpitch", "ee_dyaw", "gripper")
+POSE_NAMES = ("x", "y", "z", "qx", "qy", "qz", "qw")
+VIDEO_CODEC, VIDEO_PIX_FMT, VIDEO_CRF, VIDEO_GOP = "libx264", "yuv420p", 20, 2  # GOP 2: quick random access
+
+
+@dataclass
+class EpisodeFrames:
+    """One episode's frames, read from its recording."""
+
+    episode: RecordedEpisode
+    fps: int
+    images: list = field(default_factory=list)
+    states: list = field(default_factory=list)
+    poses: list = field(default_factory=list)
+    actions: list = field(default_factory=list)
+    instructions: list = field(default_factory=list)
+    plan_indices: list = field(default_factory=list)
+    joint_names: tuple = ()
+    task: str = ""
+    filled: int = 0  # steps that took the step before's image or joint state
+
+
+def _chunk(index: int) -> tuple[int, int]:
+    return index // CHUNKS_SIZE, index % CHUNKS_SIZE
+
+
+def read_frames(episode: RecordedEpisode) -> EpisodeFrames | None:
+    """Pair each recorded action with its step's image, joint state, pose and instruction by time stamp."""
+    from rosbags.highlevel import AnyReader
+
+    from ladder_ros.bringup.recording import _typestore
+
+    status: EpisodeStatus | None = None
+    by_topic: dict[str, dict[int, Any]] = {"image": {}, "joints": {}, "pose": {}, "action": {}}
+    decisions: dict[int, DecisionDoc] = {}
+    suffixes = {"/camera/image_raw": "image", "/joint_states": "joints", "/ee_pose": "pose",
+                "/policy/action": "action"}
+    with AnyReader([episode.bag], default_typestore=_typestore()) as reader:
+        for connection, _, raw in reader.messages():
+            topic = connection.topic
+            if topic.endswith(("/episode/status", "/orchestrator/decision")):
+                text = reader.deserialize(raw, connection.msgtype).data
+                try:
+                    if topic.endswith("/episode/status"):
+                        doc = decode(text, EpisodeStatus)
+                        if doc.episode_id == episode.episode_id and (status is None or doc.rate_hz):
+                            status = doc
+                    else:
+                        d = decode(text, DecisionDoc)
+                        if d.episode_id == episode.episode_id:
+                            decisions[d.step] = d
+                except SchemaError:
+                    continue
+                continue
+            kind = next((k for s, k in suffixes.items() if topic.endswith(s)), None)
+            if kind is None:
+                continue
+            msg = reader.deserialize(raw, connection.msgtype)
+            stamp = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+            by_topic[kind][stamp] = msg
+    if status is None or status.rate_hz <= 0:
+        return None
+    fps = int(round(status.rate_hz))
+    frames = EpisodeFrames(episode=episode, fps=fps, task=str((status.task or {}).get("instruction", "")))
+    steps = sorted(s for s in (status.step_of_stamp(t) for t in by_topic["action"]) if s is not None)
+    last: dict[str, Any] = {}
+    for step in steps:
+        stamp = status.step_stamp_ns(step)
+        action = by_topic["action"][stamp]
+        frames.actions.append(np.asarray(action.points[0].positions, dtype=np.float32))
+        for kind in ("image", "joints", "pose"):
+            msg = by_topic[kind].get(stamp)
+            if msg is None:
+                earlier = [t for t in by_topic[kind] if t < stamp]
+                msg = by_topic[kind][max(earlier)] if earlier else last.get(kind)
+                frames.filled += 1
+            if msg is None:
+                raise ConfigError(f"episode {episode.episode_id}: no {kind} at or before step {step}",
+                                  source=str(episode.bag))
+            last[kind] = msg
+        image, joints, pose = last["image"], last["joints"], last["pose"]
+        arr = np.frombuffer(bytes(image.data), dtype=np.uint8).reshape(image.height, image.step)[:, :image.width * 3]
+        arr = arr.reshape(image.height, image.width, 3)
+        frames.images.append(arr[:, :, ::-1] if image.encoding == "bgr8" else arr)
+        frames.joint_names = tuple(joints.name)
+        frames.states.append(np.asarray(joints.position, dtype=np.float32))
+        p = pose.pose
+        frames.poses.append(np.array([p.position.x, p.position.y, p.position.z, p.orientation.x, p.orientation.y,
+                                      p.orientation.z, p.orientation.w], dtype=np.float32))
+        decision = decisions.get(step)
+        frames.instructions.append((decision.instruction if decision else None) or frames.task)
+        frames.plan_indices.append(-1 if decision is None or decision.plan_index is None else decision.plan_index)
+    return frames if frames.actions else None
+
+
+def encode_video(images: list[np.ndarray], fps: int, path: Path) -> dict[str, Any]:
+    """H.264 (yuv420p) video of ``images`` at ``fps``, frame i at time i / fps; returns LeRobot's video info."""
+    import av
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    h, w = images[0].shape[:2]
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream(VIDEO_CODEC, rate=fps)
+        stream.width, stream.height = w - w % 2, h - h % 2  # yuv420p needs even sizes
+        stream.pix_fmt = VIDEO_PIX_FMT
+        stream.options = {"crf": str(VIDEO_CRF), "g": str(VIDEO_GOP)}
+        for image in images:
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image[:stream.height, :stream.width]),
+                                               format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return {"video.height": h - h % 2, "video.width": w - w % 2, "video.codec": "h264",
+            "video.pix_fmt": VIDEO_PIX_FMT, "video.is_depth_map": False, "video.fps": fps, "video.channels": 3,
+            "has_audio": False}
+
+
+def _stats(values: np.ndarray) -> dict[str, list]:
+    return {"min": values.min(axis=0).tolist(), "max": values.max(axis=0).tolist(),
+            "mean": values.mean(axis=0).tolist(), "std": values.std(axis=0).tolist(), "count": [len(values)]}
+
+
+def export_lerobot(root: Path, out: Path, repo_id: str = "ladder_ros/episodes", overwrite: bool = False) -> dict:
+    """Write every recorded episode under ``root`` that has frames as a LeRobot v3.0 dataset at ``out``."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if out.exists():
+        if not overwrite:
+            raise ConfigError("the output folder exists (use --overwrite to replace it)", source=str(out))
+        shutil.rmtree(out)
+    candidates = [e for e in load_episodes(root) if e.bag is not None and e.record is not None]
+    episodes: list[EpisodeFrames] = []
+    for e in candidates:
+        frames = read_frames(e)
+        if frames is None:
+            print(f"ladder-ros export: {e.episode_id}: no steps with actions, skipped", file=sys.stderr)
+            continue
+        episodes.append(frames)
+    if not episodes:
+        raise ConfigError("no recorded episode with frames (recordings of finished episodes)", source=str(root))
+    first = episodes[0]
+    for f in episodes[1:]:
+        if f.fps != first.fps or f.joint_names != first.joint_names or f.images[0].shape != first.images[0].shape:
+            raise ConfigError(f"episode {f.episode.episode_id} does not match {first.episode.episode_id} (control "
+                              "rate, joint names or image size): export them separately", source=str(root))
+    n_state = len(first.joint_names)
+    features: dict[str, dict] = {
+        CAMERA: {"dtype": "video", "shape": list(first.images[0].shape), "names": ["height", "width", "channels"]},
+        "observation.state": {"dtype": "float32", "shape": [n_state], "names": list(first.joint_names)},
+        "observation.ee_pose": {"dtype": "float32", "shape": [7], "names": list(POSE_NAMES)},
+        "action": {"dtype": "float32", "shape": [7], "names": list(ACTION_NAMES)},
+        "subtask_index": {"dtype": "int64", "shape": [1], "names": None},
+        "plan_index": {"dtype": "int64", "shape": [1], "names": None},
+        "subgoal_label": {"dtype": "int64", "shape": [1], "names": None},
+        "timestamp": {"dtype": "float32", "shape": [1], "names": None},
+        "frame_index": {"dtype": "int64", "shape": [1], "names": None},
+        "episode_index": {"dtype": "int64", "shape": [1], "names": None},
+        "index": {"dtype": "int64", "shape": [1], "names": None},
+        "task_index": {"dtype": "int64", "shape": [1], "names": None},
+    }
+    tasks: dict[str, int] = {}
+    subtasks: dict[str, int] = {}
+    episode_rows: list[dict[str, Any]] = []
+    all_states, all_poses, all_actions, pixels = [], [], [], []
+    index = 0
+    video_info: dict[str, Any] = {}
+    for ep_index, f in enumerate(episodes):
+        n = len(f.actions)
+        task_index = tasks.setdefault(f.task, len(tasks))
+        labels = f.episode.labels
+        sub_idx = [subtasks.setdefault(text, len(subtasks)) for text in f.instructions]
+
+        def label_code(i: int) -> int:
+            label = labels.subgoal_label(i) if labels is not None and i >= 0 else None
+            return {DONE: 1, NOT_DONE: 0}.get(label, -1)
+
+        states, poses, actions = np.stack(f.states), np.stack(f.poses), np.stack(f.actions)
+        chunk, file = _chunk(ep_index)
+        table = pa.table({
+            "observation.state": pa.FixedSizeListArray.from_arrays(pa.array(states.ravel(), pa.float32()), n_state),
+            "observation.ee_pose": pa.FixedSizeListArray.from_arrays(pa.array(poses.ravel(), pa.float32()), 7),
+            "action": pa.FixedSizeListArray.from_arrays(pa.array(actions.ravel(), pa.float32()), 7),
+            "subtask_index": pa.array(sub_idx, pa.int64()),
+            "plan_index": pa.array(f.plan_indices, pa.int64()),
+            "subgoal_label": pa.array([label_code(i) for i in f.plan_indices], pa.int64()),
+            "timestamp": pa.array(np.arange(n, dtype=np.float32) / np.float32(f.fps), pa.float32()),
+            "frame_index": pa.array(np.arange(n), pa.int64()),
+            "episode_index": pa.array(np.full(n, ep_index), pa.int64()),
+            "index": pa.array(np.arange(index, index + n), pa.int64()),
+            "task_index": pa.array(np.full(n, task_index), pa.int64()),
+        })
+        data_path = out / f"data/chunk-{chunk:03d}/file-{file:03d}.parquet"
+        data_path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, data_path)
+        video_info = encode_video(f.images, f.fps, out / f"videos/{CAMERA}/chunk-{chunk:03d}/file-{file:03d}.mp4")
+        record = f.episode.record or {}
+        episode_rows.append({
+            "episode_index": ep_index, "tasks": [f.task], "length": n,
+            "data/chunk_index": chunk, "data/file_index": file,
+            "dataset_from_index": index, "dataset_to_index": index + n,
+            f"videos/{CAMERA}/chunk_index": chunk, f"videos/{CAMERA}/file_index": file,
+            f"videos/{CAMERA}/from_timestamp": 0.0, f"videos/{CAMERA}/to_timestamp": n / f.fps,
+            "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0,
+            "ladder/episode_id": f.episode.episode_id, "ladder/task_id": str(record.get("task_id", "")),
+            "ladder/variant": str(record.get("variant", "")), "ladder/success": bool(record.get("success", False)),
+            "ladder/finish_reason": str(record.get("finish_reason") or ""),
+            "ladder/operator_label": (labels.episode if labels is not None else None) or "",
+            "ladder/subgoal_labels": json.dumps(labels.subgoals if labels is not None else {}),
+            "ladder/note": labels.note if labels is not None else "",
+            "ladder/filled_steps": f.filled,
+        })
+        index += n
+        all_states.append(states)
+        all_poses.append(poses)
+        all_actions.append(actions)
+        pixels.append(np.stack(f.images[:: max(1, n // 20)]).reshape(-1, 3).astype(np.float64) / 255.0)
+    features[CAMERA]["info"] = video_info
+    meta = out / "meta"
+    (meta / "episodes/chunk-000").mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(episode_rows), meta / "episodes/chunk-000/file-000.parquet")
+    pd.DataFrame({"task_index": list(tasks.values())}, index=pd.Index(list(tasks), name="task")).to_parquet(
+        meta / "tasks.parquet")
+    pd.DataFrame({"subtask_index": list(subtasks.values())},
+                 index=pd.Index(list(subtasks), name="subtask")).to_parquet(meta / "subtasks.parquet")
+    px = np.concatenate(pixels)
+    image_stats = {k: [[[v]] for v in vals] for k, vals in _stats(px).items() if k != "count"}
+    image_stats["count"] = [len(px)]
+    stats = {"observation.state": _stats(np.concatenate(all_states)),
+             "observation.ee_pose": _stats(np.concatenate(all_poses)),
+             "action": _stats(np.concatenate(all_actions)), CAMERA: image_stats}
+    (meta / "stats.json").write_text(json.dumps(stats, indent=1) + "\n", encoding="utf-8")
+    preset = ""
+    for f in episodes:
+        events = (f.episode.record or {}).get("events", [])
+        started = next((e for e in events if e.get("kind") == "episode_started"), {})
+        preset = preset or str(started.get("preset", ""))
+    info = {
+        "codebase_version": CODEBASE_VERSION, "robot_type": preset or None, "total_episodes": len(episodes),
+        "total_frames": index, "total_tasks": len(tasks), "chunks_size": CHUNKS_SIZE,
+        "data_files_size_in_mb": 100, "video_files_size_in_mb": 200, "fps": first.fps,
+        "splits": {"train": f"0:{len(episodes)}"},
+        "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
+        "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
+        "features": features,
+        "ladder_ros": {"repo_id": repo_id, "source": str(root), "filled_steps": sum(f.filled for f in episodes),
+                       "episode_ids": [f.episode.episode_id for f in episodes]},
+    }
+    (meta / "info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return info
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("export", help="recorded episodes as a dataset (LeRobot v3.0)",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("dir", help="folder with episode recordings (rosbag2 MCAP bags), searched deeply")
+    p.add_argument("--format", choices=["lerobot"], required=True, help="dataset format")
+    p.add_argument("--out", default=None, help="dataset folder (default DIR/lerobot)")
+    p.add_argument("--repo-id", default="ladder_ros/episodes", help="the dataset's name, kept in meta/info.json")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.dir)
+    out = Path(args.out) if args.out else root / "lerobot"
+    info = export_lerobot(root, out, args.repo_id, args.overwrite)
+    print(f"wrote {out}: {info['total_episodes']} episodes, {info['total_frames']} frames at {info['fps']} fps, "
+          f"{info['total_tasks']} tasks (LeRobot {CODEBASE_VERSION})")
+    return 0

@@ -1,0 +1,459 @@
+"""The operator panel widget (python_qt_binding, so the same widget is an rqt plugin and a window).
+
+It shows the instruction, the plan with each subgoal's state, tries and the VLM's verdict beside the
+operator's label, the live camera (and depth when published), the event log with the VLM's replies,
+the next episode of the evaluation plan, and the robot's safety state. Every button has a keyboard
+shortcut (:data:`SHORTCUTS`). All logic is in :class:`~ladder_ros.panel.controller.PanelController`;
+a timer drains the bridge's inbox into it and redraws what changed, all in the GUI thread.
+"""
+
+from __future__ import annotations
+
+import queue
+
+import numpy as np
+from python_qt_binding.QtCore import Qt, QTimer
+from python_qt_binding.QtGui import QColor, QFont, QImage, QKeySequence, QPixmap
+from python_qt_binding.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QShortcut,
+    QSizePolicy,
+    QSpinBox,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ladder_ros.core.orchestrator import Variant
+from ladder_ros.messages import DONE, FAILURE, NOT_DONE, PARTIAL, SUCCESS
+from ladder_ros.panel.bridge import dispatch
+from ladder_ros.panel.controller import PanelController
+
+# action -> key sequence; shown on the buttons' tooltips and in the README
+SHORTCUTS = {
+    "start": "F5", "stop": "F6", "abort": "F7", "arm": "F9", "disarm": "F10", "estop": "F12",
+    "release": "Shift+F12", "done": "Ctrl+D", "not_done": "Ctrl+N", "success": "Ctrl+1", "failure": "Ctrl+2",
+    "partial": "Ctrl+3", "note": "Ctrl+L", "labels_done": "Ctrl+Return", "skip": "Ctrl+K",
+}
+LABEL_COLOURS = {"done": "#2e7d32", "not_done": "#c62828", "success": "#2e7d32", "failure": "#c62828",
+                 "partial": "#ef6c00"}
+STATE_COLOURS = {"current": "#fff3c4", "completed": "#d7f5d7", "advanced": "#ffe0cc", "pending": "#ffffff"}
+COLUMNS = ("#", "subgoal", "state", "tries", "VLM verdict", "operator label")
+IMAGE_WIDTH = 320  # px the camera view is scaled to
+
+
+def rgb_to_pixmap(image: np.ndarray, width: int = IMAGE_WIDTH) -> QPixmap:
+    arr = np.ascontiguousarray(image, dtype=np.uint8)
+    h, w = arr.shape[:2]
+    qimage = QImage(arr.data, w, h, 3 * w, QImage.Format_RGB888).copy()  # copy: arr may go away
+    return QPixmap.fromImage(qimage).scaledToWidth(width, Qt.SmoothTransformation)
+
+
+def depth_to_rgb(depth_m: np.ndarray) -> np.ndarray:
+    """Depth in metres as a grey-to-blue picture: near is bright; no depth is black."""
+    valid = np.isfinite(depth_m)
+    out = np.zeros(depth_m.shape + (3,), dtype=np.uint8)
+    if valid.any():
+        lo, hi = np.percentile(depth_m[valid], [2, 98])
+        t = np.clip((depth_m - lo) / max(hi - lo, 1e-6), 0.0, 1.0)
+        t[~valid] = 1.0
+        shade = (255 * (1.0 - t)).astype(np.uint8)
+        out[..., 0], out[..., 1], out[..., 2] = shade // 2, shade, np.maximum(shade, 60)
+        out[~valid] = 0
+    return out
+
+
+class OperatorPanelWidget(QWidget):
+    """The panel; ``controller`` decides, ``bridge`` (a :class:`~ladder_ros.panel.bridge.PanelBridge` or
+    anything with ``inbox``, ``latest_image`` and ``latest_depth``) brings the graph's messages."""
+
+    def __init__(self, controller: PanelController, bridge, parent: QWidget | None = None, refresh_ms: int = 50):
+        super().__init__(parent)
+        self.setObjectName("LadderOperatorPanel")
+        self.setWindowTitle("LADDER operator panel")
+        self.controller = controller
+        self.bridge = bridge
+        self._shown_image_stamp: int | None = None
+        self._shown_depth_stamp: int | None = None
+        self._log_shown = 0
+        self._build()
+        self._bind_shortcuts()
+        self.timer = QTimer(self)
+        self.timer.timeout.connect(self.poll)
+        self.timer.start(refresh_ms)
+        self.refresh()
+
+    # ------------------------------------------------------------------ layout
+    def _button(self, text: str, action: str, slot, style: str = "") -> QPushButton:
+        button = QPushButton(f"{text}  [{SHORTCUTS[action]}]" if action in SHORTCUTS else text)
+        button.setObjectName(f"button_{action}")
+        button.clicked.connect(slot)
+        if style:
+            button.setStyleSheet(style)
+        return button
+
+    def _build(self) -> None:
+        root = QVBoxLayout(self)
+        self.headline = QLabel()
+        self.headline.setObjectName("headline")
+        bold = QFont()
+        bold.setBold(True)
+        self.headline.setFont(bold)
+        self.instruction = QLabel()
+        self.instruction.setWordWrap(True)
+        self.instruction.setObjectName("instruction")
+        self.current = QLabel()
+        self.current.setObjectName("current_subgoal")
+        root.addWidget(self.headline)
+        root.addWidget(self.instruction)
+        root.addWidget(self.current)
+
+        split = QSplitter(Qt.Horizontal)
+        views = QWidget()
+        vbox = QVBoxLayout(views)
+        vbox.setContentsMargins(0, 0, 0, 0)
+        self.camera = QLabel("no camera image yet")
+        self.camera.setObjectName("camera")
+        self.camera.setMinimumSize(IMAGE_WIDTH, IMAGE_WIDTH * 3 // 4)
+        self.camera.setAlignment(Qt.AlignCenter)
+        self.camera.setStyleSheet("background: #222; color: #aaa;")
+        self.depth = QLabel()
+        self.depth.setObjectName("depth")
+        self.depth.setAlignment(Qt.AlignCenter)
+        self.depth.hide()  # shown once a depth image arrives
+        vbox.addWidget(self.camera)
+        vbox.addWidget(self.depth)
+        vbox.addStretch(1)
+        split.addWidget(views)
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("plan_table")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(1, QHeaderView.Stretch)
+        for col in (0, 2, 3, 4, 5):
+            header.setSectionResizeMode(col, QHeaderView.ResizeToContents)
+        split.addWidget(self.table)
+        split.setStretchFactor(1, 1)
+        root.addWidget(split, 1)
+
+        # next episode, episode control and robot safety
+        controls = QGridLayout()
+        plan_box = QGroupBox("Next episode")
+        plan_row = QHBoxLayout(plan_box)
+        self.task_edit = QLineEdit()
+        self.task_edit.setObjectName("task")
+        self.task_edit.setPlaceholderText("task id")
+        self.layout_spin = QSpinBox()
+        self.layout_spin.setObjectName("layout")
+        self.layout_spin.setRange(0, 9999)
+        self.seed_spin = QSpinBox()
+        self.seed_spin.setObjectName("seed")
+        self.seed_spin.setRange(0, 2**31 - 1)
+        self.variant_combo = QComboBox()
+        self.variant_combo.setObjectName("variant")
+        self.variant_combo.addItems([""] + [v.value for v in Variant])
+        self.progress = QLabel()
+        self.progress.setObjectName("plan_progress")
+        for label, widget in (("task", self.task_edit), ("layout", self.layout_spin), ("seed", self.seed_spin),
+                              ("variant", self.variant_combo)):
+            plan_row.addWidget(QLabel(label))
+            plan_row.addWidget(widget)
+        plan_row.addWidget(self.progress)
+        plan_row.addWidget(self._button("Skip", "skip", self.on_skip))
+        controls.addWidget(plan_box, 0, 0, 1, 2)
+
+        episode_box = QGroupBox("Episode")
+        episode_row = QHBoxLayout(episode_box)
+        self.start_button = self._button("Start", "start", self.on_start, "font-weight: bold;")
+        self.stop_button = self._button("Stop", "stop", self.controller.stop)
+        self.abort_button = self._button("Abort", "abort", self.controller.abort)
+        for b in (self.start_button, self.stop_button, self.abort_button):
+            episode_row.addWidget(b)
+        controls.addWidget(episode_box, 1, 0)
+
+        robot_box = QGroupBox("Robot")
+        robot_row = QHBoxLayout(robot_box)
+        self.safety = QLabel()
+        self.safety.setObjectName("safety_state")
+        self.arm_button = self._button("Arm", "arm", lambda: self.controller.arm(True))
+        self.disarm_button = self._button("Disarm (dry run)", "disarm", lambda: self.controller.arm(False))
+        self.estop_button = self._button("E-STOP", "estop", self.controller.estop,
+                                         "QPushButton:enabled { background: #c00; color: white; font-weight: bold; }")
+        self.release_button = self._button("Release e-stop", "release", self.controller.release_estop)
+        robot_row.addWidget(self.safety, 1)
+        for b in (self.arm_button, self.disarm_button, self.estop_button, self.release_button):
+            robot_row.addWidget(b)
+        controls.addWidget(robot_box, 1, 1)
+        root.addLayout(controls)
+
+        # the episode's label next to what the orchestrator (and, in simulation, the score) says
+        label_box = QGroupBox("Operator labels")
+        label_grid = QGridLayout(label_box)
+        self.verdict = QLabel()
+        self.verdict.setObjectName("episode_verdict")
+        self.verdict.setWordWrap(True)
+        label_grid.addWidget(self.verdict, 0, 0, 1, 4)
+        self.episode_buttons: dict[str, QPushButton] = {}
+        for col, (label, text) in enumerate(((SUCCESS, "Success"), (FAILURE, "Failure"), (PARTIAL, "Partial"))):
+            button = self._button(text, label, lambda _=False, lab=label: self.on_episode_label(lab))
+            button.setCheckable(True)
+            button.setStyleSheet(f"QPushButton:checked {{ background: {LABEL_COLOURS[label]}; color: white; }}")
+            self.episode_buttons[label] = button
+            label_grid.addWidget(button, 1, col)
+        self.labels_done = self._button("Labels done", "labels_done", self.on_labels_done)
+        label_grid.addWidget(self.labels_done, 1, 3)
+        self.note = QLineEdit()
+        self.note.setObjectName("note")
+        self.note.setPlaceholderText(f"note (Enter saves) [{SHORTCUTS['note']}]")
+        self.note.returnPressed.connect(self.on_note)
+        self.note.editingFinished.connect(self.on_note)
+        label_grid.addWidget(self.note, 2, 0, 1, 4)
+        self.label_state = QLabel()
+        self.label_state.setObjectName("label_state")
+        label_grid.addWidget(self.label_state, 3, 0, 1, 4)
+        root.addWidget(label_box)
+
+        self.vlm = QLabel()
+        self.vlm.setObjectName("vlm_summary")
+        root.addWidget(self.vlm)
+        self.log = QPlainTextEdit()
+        self.log.setObjectName("event_log")
+        self.log.setReadOnly(True)
+        self.log.setMaximumBlockCount(2000)
+        self.log.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
+        root.addWidget(self.log, 1)
+
+    def _bind_shortcuts(self) -> None:
+        slots = {
+            "start": self.on_start, "stop": self.controller.stop, "abort": self.controller.abort,
+            "arm": lambda: self.controller.arm(True), "disarm": lambda: self.controller.arm(False),
+            "estop": self.controller.estop, "release": self.controller.release_estop,
+            "done": lambda: self.on_subgoal_label(self.selected_subgoal(), DONE),
+            "not_done": lambda: self.on_subgoal_label(self.selected_subgoal(), NOT_DONE),
+            "success": lambda: self.on_episode_label(SUCCESS), "failure": lambda: self.on_episode_label(FAILURE),
+            "partial": lambda: self.on_episode_label(PARTIAL), "note": self.note.setFocus,
+            "labels_done": self.on_labels_done, "skip": self.on_skip,
+        }
+        self.shortcuts = {}
+        for action, keys in SHORTCUTS.items():
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.WidgetWithChildrenShortcut)  # inside rqt too, without stealing others' keys
+            shortcut.activated.connect(slots[action])
+            self.shortcuts[action] = shortcut
+        estop_pause = QShortcut(QKeySequence(Qt.Key_Pause), self)  # a second, hard-to-miss e-stop key
+        estop_pause.setContext(Qt.WidgetWithChildrenShortcut)
+        estop_pause.activated.connect(self.controller.estop)
+        self.shortcuts["estop_pause"] = estop_pause
+
+    # ------------------------------------------------------------------ actions
+    def on_start(self) -> None:
+        if self.controller.plan is not None:
+            self.controller.start()
+        else:
+            task = self.task_edit.text().strip()
+            if not task:
+                self.controller.model.log.append("name a task to start (or load an evaluation plan)")
+            else:
+                self.controller.start(task, self.layout_spin.value(), self.seed_spin.value(),
+                                      self.variant_combo.currentText())
+        self.refresh()
+
+    def on_skip(self) -> None:
+        self.controller.skip_entry()
+        self.refresh()
+
+    def selected_subgoal(self) -> int | None:
+        rows = self.table.selectionModel().selectedRows()
+        if rows:
+            return rows[0].row()
+        status = self.controller.model.status
+        return status.plan_index if status is not None else None
+
+    def on_subgoal_label(self, index: int | None, label: str) -> None:
+        if index is None:
+            self.controller.model.log.append("select a subgoal to label")
+        else:
+            current = self.controller.model.labels.subgoal_label(index) if self.controller.model.labels else None
+            self.controller.label_subgoal(index, None if current == label else label)  # a second press takes it back
+        self.refresh()
+
+    def on_episode_label(self, label: str) -> None:
+        labels = self.controller.model.labels
+        self.controller.label_episode(None if labels is not None and labels.episode == label else label)
+        self.refresh()
+
+    def on_note(self) -> None:
+        if self.controller.model.labels is not None and self.note.text().strip() != self.controller.model.labels.note:
+            self.controller.set_note(self.note.text())
+            self.refresh()
+
+    def on_labels_done(self) -> None:
+        self.on_note()
+        self.controller.finish_labels(True)
+        self.refresh()
+
+    # ------------------------------------------------------------------ drawing
+    def poll(self) -> None:
+        """Drain the bridge's inbox into the controller and redraw (GUI thread)."""
+        changed = False
+        for _ in range(1000):  # bounded: a flood never freezes the GUI
+            try:
+                kind, payload = self.bridge.inbox.get_nowait()
+            except queue.Empty:
+                break
+            dispatch(self.controller, kind, payload)
+            changed = True
+        self._draw_images()
+        if changed:
+            self.refresh()
+        else:
+            self._draw_safety()
+
+    def _draw_images(self) -> None:
+        image = self.bridge.latest_image()
+        if image is not None and image[0] != self._shown_image_stamp:
+            self._shown_image_stamp = image[0]
+            self.camera.setPixmap(rgb_to_pixmap(image[1]))
+        depth = self.bridge.latest_depth()
+        if depth is not None and depth[0] != self._shown_depth_stamp:
+            self._shown_depth_stamp = depth[0]
+            self.depth.setPixmap(rgb_to_pixmap(depth_to_rgb(depth[1])))
+            self.depth.show()
+
+    def _draw_safety(self) -> None:
+        model = self.controller.model
+        ready = self.controller.driver_ready()
+        text = model.safety.text if ready else "no driver"
+        if self.safety.text() != text:
+            self.safety.setText(text)
+            colour = "#c00" if model.safety.estop else ("#070" if model.safety.armed else "#555")
+            self.safety.setStyleSheet(f"color: {colour if ready else '#888'}; font-weight: bold;")
+        for button in (self.arm_button, self.disarm_button, self.estop_button, self.release_button):
+            button.setEnabled(ready)
+
+    def refresh(self) -> None:
+        model = self.controller.model
+        self.headline.setText(model.headline())
+        self.instruction.setText(f"Instruction: {model.instruction() or '—'}")
+        self.current.setText(f"Policy follows: {model.current_subgoal or '— (holding still)'}")
+        rows = model.rows()
+        if self.table.rowCount() != len(rows):
+            self.table.setRowCount(len(rows))
+        for row in rows:
+            self._set_row(row)
+        running = model.running
+        self.start_button.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+        self.abort_button.setEnabled(running)
+        self._draw_next_episode(running)
+        self._draw_labels()
+        self.vlm.setText(f"VLM: {model.vlm_summary()}")
+        self._draw_log()
+        self._draw_safety()
+
+    def _set_row(self, row) -> None:
+        colour = QColor(STATE_COLOURS.get(row.state, "#ffffff"))
+        verdict = row.verdict
+        verdict_text = "—" if verdict is None else verdict.text
+        cells = (str(row.index), row.text, row.state, str(row.attempts), verdict_text)
+        for col, text in enumerate(cells):
+            item = self.table.item(row.index, col)
+            if item is None:
+                item = QTableWidgetItem()
+                self.table.setItem(row.index, col, item)
+            if item.text() != text:
+                item.setText(text)
+            item.setBackground(colour)
+            if col == 4 and verdict is not None:
+                item.setToolTip(verdict.raw_reply or verdict.error or "")
+        cell = self.table.cellWidget(row.index, 5)
+        if cell is None:
+            cell = QWidget()
+            box = QHBoxLayout(cell)
+            box.setContentsMargins(2, 0, 2, 0)
+            for label, text in ((DONE, "✓ done"), (NOT_DONE, "✗ not done")):
+                button = QToolButton()
+                button.setObjectName(f"label_{row.index}_{label}")
+                button.setText(text)
+                button.setCheckable(True)
+                button.setStyleSheet(f"QToolButton:checked {{ background: {LABEL_COLOURS[label]}; color: white; }}")
+                button.clicked.connect(lambda _=False, i=row.index, lab=label: self.on_subgoal_label(i, lab))
+                box.addWidget(button)
+            self.table.setCellWidget(row.index, 5, cell)
+        for label in (DONE, NOT_DONE):
+            button = cell.findChild(QToolButton, f"label_{row.index}_{label}")
+            button.setChecked(row.label == label)
+            button.setEnabled(bool(self.controller.record))
+
+    def _draw_next_episode(self, running: bool) -> None:
+        ctl = self.controller
+        if ctl.plan is None:
+            self.progress.setText("no evaluation plan")
+            for widget in (self.task_edit, self.layout_spin, self.seed_spin, self.variant_combo):
+                widget.setEnabled(not running)
+            return
+        done, total = ctl.progress()
+        entry = ctl.next_entry()
+        self.progress.setText(f"{ctl.plan.name}: {done}/{total} done" + ("" if entry else " — complete"))
+        for widget in (self.task_edit, self.layout_spin, self.seed_spin, self.variant_combo):
+            widget.setEnabled(False)
+        if entry is not None:
+            self.task_edit.setText(entry.task_id)
+            self.layout_spin.setValue(entry.layout)
+            self.seed_spin.setValue(entry.seed)
+            self.variant_combo.setCurrentText(entry.variant)
+        else:
+            self.task_edit.setText("")
+        self.start_button.setEnabled(not running and entry is not None)
+
+    def _draw_labels(self) -> None:
+        model = self.controller.model
+        labels = model.labels
+        result = model.status.result if model.status is not None else None
+        if model.status is None or not model.status.episode_id:
+            self.verdict.setText("no episode yet")
+        elif result is None:
+            self.verdict.setText(f"orchestrator: {model.status.state}" + (
+                f", on subgoal {model.status.plan_index}" if model.status.plan_index is not None else ""))
+        else:
+            text = f"orchestrator: {result.get('finish_reason')}"
+            if result.get("scored", result.get("simulator")):
+                text += (f" · simulator score: {'success' if result.get('success') else 'failure'}, "
+                         f"{result.get('subgoals_done')}/{result.get('horizon')} subgoals")
+            self.verdict.setText(text)
+        for label, button in self.episode_buttons.items():
+            button.setChecked(labels is not None and labels.episode == label)
+            button.setEnabled(self.controller.record is not None)
+        if labels is not None and not self.note.hasFocus() and self.note.text() != labels.note:
+            self.note.setText(labels.note)
+        if labels is None or not labels.revision:
+            self.label_state.setText("no labels yet")
+        else:
+            self.label_state.setText(f"labels saved (revision {labels.revision}"
+                                     + (", done" if labels.final else "") + ")")
+
+    def _draw_log(self) -> None:
+        log = self.controller.model.log
+        for line in log.since(self._log_shown):
+            self.log.appendPlainText(line)
+        self._log_shown = log.total
+
+    def close_panel(self) -> None:
+        self.timer.stop()

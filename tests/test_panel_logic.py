@@ -1,0 +1,279 @@
+"""The operator panel's pure parts: labels, record files, evaluation plans, the model and the controller."""
+
+import json
+import os
+
+import pytest
+
+from ladder_ros.core.errors import ConfigError, InvalidInputError
+from ladder_ros.messages import (
+    EpisodeCommand,
+    EpisodeEventDoc,
+    EpisodeLabels,
+    EpisodeStatus,
+    SchemaError,
+    VerificationResultDoc,
+    decode,
+    encode,
+)
+from ladder_ros.nodes import topics
+from ladder_ros.panel import labels as ops
+from ladder_ros.panel.controller import PanelController
+from ladder_ros.panel.evaluation_plan import EvaluationPlan
+from ladder_ros.panel.model import PanelModel, SafetyState
+from ladder_ros.panel.records import EpisodeFile, EpisodeRecordStore, check_episode_id, read_record
+
+PLAN = [{"object": "carrot", "destination": "plate", "text": "put the carrot on the plate"},
+        {"object": "spoon", "destination": "plate", "text": "put the spoon on the plate"}]
+
+
+def status(episode_id="ep1", state="running", **kw):
+    return EpisodeStatus(episode_id=episode_id, state=state, task={"task_id": "t2", "instruction": "put both"},
+                         variant="proprio_verifier", plan=PLAN, budget_steps=200, rate_hz=5.0, **kw)
+
+
+def event(index, kind, step, episode_id="ep1", **data):
+    return EpisodeEventDoc(episode_id=episode_id, index=index, event={"step": step, "kind": kind, **data})
+
+
+# ------------------------------------------------------------------ labels
+def test_every_label_is_a_new_revision_with_its_history():
+    labels = EpisodeLabels(episode_id="ep1")
+    a = ops.label_subgoal(labels, 1, "done", 10.0)
+    b = ops.label_subgoal(a, 0, "not_done", 11.0)
+    c = ops.label_episode(b, "partial", 12.0)
+    d = ops.set_note(c, "  spoon slipped  ", 13.0)
+    e = ops.label_subgoal(d, 1, None, 14.0)  # taken back
+    assert [x.revision for x in (a, b, c, d, e)] == [1, 2, 3, 4, 5]
+    assert e.subgoals == {"0": "not_done"} and e.episode == "partial" and e.note == "spoon slipped"
+    assert [h["what"] for h in e.history] == ["subgoal 1", "subgoal 0", "episode", "note", "subgoal 1"]
+    assert e.history[0]["value"] == "done" and e.history[-1]["value"] is None
+    assert ops.label_episode(e, "partial", 15.0) is e  # no change, no revision
+    assert decode(encode(e), EpisodeLabels) == e
+    assert ops.newer(a, e) is e and ops.newer(e, a) is e
+
+
+def test_bad_labels_are_refused_with_the_value():
+    labels = EpisodeLabels(episode_id="ep1")
+    with pytest.raises(InvalidInputError, match="'maybe'"):
+        ops.label_subgoal(labels, 0, "maybe", 1.0)
+    with pytest.raises(InvalidInputError, match="-1"):
+        ops.label_subgoal(labels, -1, "done", 1.0)
+    with pytest.raises(InvalidInputError, match="'great'"):
+        ops.label_episode(labels, "great", 1.0)
+    with pytest.raises(SchemaError, match="episode label"):
+        EpisodeLabels(episode_id="ep", episode="great")
+    with pytest.raises(SchemaError, match="plan indices"):
+        EpisodeLabels(episode_id="ep", subgoals={"first": "done"})
+    with pytest.raises(SchemaError, match="must not be empty"):
+        EpisodeLabels(episode_id="")
+
+
+# ------------------------------------------------------------------ record files
+def test_record_files_are_written_atomically_and_read_back(tmp_path):
+    store = EpisodeRecordStore(tmp_path)
+    record = EpisodeFile.new("ep-1", {"plan": "p", "key": "k"})
+    record.labels = ops.label_episode(record.labels, "success", 1.0)
+    path = store.save(record)
+    assert sorted(os.listdir(path.parent)) == ["ep-1.json"]  # no temporary file left behind
+    back = store.load("ep-1")
+    assert back.labels == record.labels and back.plan_entry == {"plan": "p", "key": "k"}
+    for bad in ("../x", "a/b", "", ".hidden"):
+        with pytest.raises(InvalidInputError):
+            check_episode_id(bad)
+    path.write_text("{", encoding="utf-8")
+    with pytest.raises(ConfigError, match="unreadable episode record"):
+        read_record(path)
+    path.write_text(json.dumps({**record.to_dict(), "schema_version": 9}), encoding="utf-8")
+    with pytest.raises(ConfigError, match="schema_version 9"):
+        read_record(path)
+    assert list(store.records()) == []  # the unreadable file is reported and skipped
+
+
+# ------------------------------------------------------------------ evaluation plans
+def test_plan_expands_tasks_by_episodes_by_variants():
+    plan = EvaluationPlan.parse({
+        "schema_version": 1, "name": "lab", "episodes": 2, "seed": 10, "variants": ["proprio_verifier"],
+        "tasks": [{"task": "a", "layouts": 2, "episodes": 3},
+                  {"task": "b", "variants": ["proprio_verifier", "periodic_trigger"]}]})
+    got = [(e.task_id, e.variant, e.layout, e.seed) for e in plan.entries]
+    assert got == [("a", "proprio_verifier", 0, 10), ("a", "proprio_verifier", 1, 11), ("a", "proprio_verifier", 0, 12),
+                   ("b", "proprio_verifier", 0, 10), ("b", "periodic_trigger", 0, 10),
+                   ("b", "proprio_verifier", 1, 11), ("b", "periodic_trigger", 1, 11)]
+    done = plan.done_keys([(plan.entry_record(plan.entries[0]), True), (plan.entry_record(plan.entries[1]), False),
+                           ({"plan": "other", "key": plan.entries[2].key}, True)])
+    assert done == {plan.entries[0].key}
+    assert plan.next_entry(done).index == 1 and plan.next_entry(done, {plan.entries[1].key}).index == 2
+
+
+@pytest.mark.parametrize("data,match", [
+    ({"schema_version": 2, "name": "x", "tasks": [{"task": "a"}]}, "schema_version 2"),
+    ({"schema_version": 1, "name": "x y", "tasks": [{"task": "a"}]}, "name"),
+    ({"schema_version": 1, "name": "x", "tasks": []}, "tasks"),
+    ({"schema_version": 1, "name": "x", "tasks": [{"task": "a", "episodes": 0}]}, "tasks\\[0\\].episodes"),
+    ({"schema_version": 1, "name": "x", "tasks": [{"task": "a", "variants": ["fastest"]}]}, "fastest"),
+    ({"schema_version": 1, "name": "x", "tasks": [{"task": "a"}, {"task": "a"}]}, "listed twice"),
+    ({"schema_version": 1, "name": "x", "tasks": [{"task": "a", "layout": 3}]}, "unknown key 'layout'"),
+])
+def test_bad_plans_name_the_problem(data, match):
+    with pytest.raises(ConfigError, match=match):
+        EvaluationPlan.parse(data)
+
+
+# ------------------------------------------------------------------ model
+def test_model_follows_subgoals_verdicts_and_replies():
+    model = PanelModel()
+    assert model.apply_status(status(plan_index=0))
+    model.apply_event(event(0, "episode_started", 0))
+    model.apply_event(event(1, "subgoal_started", 0, plan_index=0, text=PLAN[0]["text"]))
+    model.apply_event(event(2, "attempt_ended", 12, reason="release", close_steps=4))
+    model.apply_event(event(3, "verification_requested", 17, request_id=0, plan_index=0, text="x", required=1,
+                            reason="after_release"))
+    # the verifier's answer arrives before the orchestrator's event about it
+    model.apply_verification_result(VerificationResultDoc(episode_id="ep1", step=17, result={
+        "request_id": 0, "count": 1, "source": "gemini", "raw_reply": '{"count": 1}', "latency_ms": 800.0,
+        "usage": {"input_tokens": 1200, "output_tokens": 30}}))
+    model.apply_event(event(4, "verification_answered", 17, request_id=0, plan_index=0, count=1, required=1,
+                            complete=True, source="gemini", error=None))
+    model.apply_event(event(4, "verification_answered", 17, request_id=0, plan_index=0, count=1, required=1,
+                            complete=True, source="gemini", error=None))  # a repeat changes nothing
+    model.apply_event(event(5, "subgoal_completed", 17, plan_index=0, by="verifier"))
+    model.apply_event(event(6, "subgoal_started", 17, plan_index=1, text=PLAN[1]["text"]))
+    model.apply_status(status(plan_index=1))
+    model.apply_event(event(0, "subgoal_started", 0, episode_id="old", plan_index=0))  # another episode: ignored
+    rows = model.rows()
+    assert [r.state for r in rows] == ["completed", "current"]
+    assert rows[0].attempts == 1 and rows[0].verdict.text == "1/1 complete"
+    assert rows[0].verdict.raw_reply == '{"count": 1}' and rows[0].verdict.latency_ms == 800.0
+    assert "1 queries, 1 verdicts (1 complete), 1230 tokens" == model.vlm_summary()
+    assert any("VLM verdict on subgoal 0: 1/1 complete [gemini]" in line for line in model.log)
+
+
+def test_a_restarted_model_rebuilds_an_episode_that_is_over_from_its_record():
+    result = {"events": [{"step": 0, "kind": "subgoal_started", "plan_index": 0, "text": "a"},
+                         {"step": 9, "kind": "verification_answered", "request_id": 0, "plan_index": 0,
+                          "count": 0, "required": 1, "complete": False, "source": "oracle", "error": None},
+                         {"step": 30, "kind": "episode_finished", "reason": "budget_exhausted", "completed": [],
+                          "advanced": [], "pending": [0, 1]}]}
+    model = PanelModel()
+    model.apply_status(status(state="finished", result=result, finish_reason="budget_exhausted"))
+    assert model.over and model.rows()[0].verdict.text == "0/1 not complete"
+    assert [r.state for r in model.rows()] == ["pending", "pending"]
+
+
+def test_safety_state_from_driver_values():
+    assert SafetyState().text == "no driver"
+    state = SafetyState.from_values({"armed": "true", "estop": "false", "interventions": "3"})
+    assert state.armed and not state.estop and state.text == "ARMED, 3 safety interventions"
+    assert SafetyState.from_values({"estop": "true", "interventions": "junk"}).text == "E-STOP latched"
+
+
+# ------------------------------------------------------------------ controller
+class FakeOutbox:
+    def __init__(self, services=()):
+        self.commands, self.labels, self.calls = [], [], []
+        self.services = set(services)
+
+    def send_command(self, command):
+        self.commands.append(command)
+
+    def publish_labels(self, labels):
+        self.labels.append(labels)
+
+    def call_trigger(self, service):
+        self.calls.append(service)
+        return service in self.services
+
+    def call_arm(self, arm):
+        self.calls.append(("arm", arm))
+        return topics.ARM_SERVICE in self.services
+
+    def service_ready(self, service):
+        return service in self.services
+
+
+def make_plan():
+    return EvaluationPlan.parse({"schema_version": 1, "name": "lab", "episodes": 2, "tasks": [{"task": "t2"}]})
+
+
+def test_controller_runs_the_plan_and_writes_labels_before_publishing(tmp_path):
+    store, outbox = EpisodeRecordStore(tmp_path), FakeOutbox({topics.STOP_SERVICE})
+    clock = iter(range(1_800_000_000, 1_800_001_000)).__next__
+    ctl = PanelController(outbox, store, make_plan(), operator="ana", clock=clock)
+    assert ctl.progress() == (0, 2) and ctl.next_entry().seed == 0
+    episode_id = ctl.start()
+    command = outbox.commands[-1]
+    assert isinstance(command, EpisodeCommand) and command.episode_id == episode_id
+    assert (command.task_id, command.layout, command.seed, command.variant) == ("t2", 0, 0, "proprio_verifier")
+    ctl.on_status(status(episode_id, plan_index=0))
+    assert ctl.start() is None  # one episode at a time
+    assert ctl.label_subgoal(0, "done") and not ctl.label_subgoal(0, "done")
+    on_disk = store.load(episode_id)
+    assert on_disk.labels.subgoals == {"0": "done"} and on_disk.labels.operator == "ana"
+    assert outbox.labels[-1] == on_disk.labels  # published what was written
+    with pytest.raises(InvalidInputError, match="plan index 5"):
+        ctl.label_subgoal(5, "done")
+    ctl.stop()
+    assert outbox.calls[-1] == topics.STOP_SERVICE
+    ctl.on_status(status(episode_id, state="aborted", result={"events": []}))
+    ctl.label_episode("failure")
+    ctl.set_note("knocked the plate")
+    assert ctl.progress() == (1, 2) and ctl.next_entry().seed == 1
+    assert store.load(episode_id).result == {"events": []}
+
+    # a new panel on the same folder: the progress and the labels so far
+    outbox2 = FakeOutbox()
+    ctl2 = PanelController(outbox2, store, make_plan(), clock=clock)
+    assert ctl2.progress() == (1, 2)
+    ctl2.on_status(status(episode_id, state="aborted", result={"events": []}))
+    assert ctl2.model.labels.episode == "failure" and ctl2.model.labels.note == "knocked the plate"
+    assert outbox2.labels[-1].revision == 3  # re-published for a recorder that may have missed them
+
+
+def test_controller_without_driver_or_stop_service(tmp_path):
+    outbox = FakeOutbox()
+    ctl = PanelController(outbox, EpisodeRecordStore(tmp_path))
+    assert not ctl.driver_ready() and not ctl.estop() and not ctl.arm(True)
+    assert ctl.start() is None  # no plan and no task given
+    ctl.start("t2", layout=1, seed=4, variant="periodic_trigger")
+    ctl.on_status(status(outbox.commands[-1].episode_id))
+    ctl.abort()  # no abort service seen: the command topic instead
+    assert outbox.commands[-1].command == "abort"
+    assert not ctl.label_episode(None)  # nothing to take back
+
+
+# ------------------------------------------------------------------ rqt wiring and depth images
+def test_rqt_plugin_wiring():
+    import ast
+    import xml.etree.ElementTree as ET
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    cls = ET.parse(repo / "plugin.xml").getroot().find("class")
+    assert cls.get("base_class_type") == "rqt_gui_py::Plugin"
+    module, name = cls.get("type").rsplit(".", 1)
+    tree = ast.parse((repo / (module.replace(".", "/") + ".py")).read_text())
+    plugin = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+    assert {f.name for f in plugin.body if isinstance(f, ast.FunctionDef)} >= {"__init__", "shutdown_plugin"}
+    export = ET.parse(repo / "package.xml").getroot().find("export/rqt_gui")
+    assert export.get("plugin") == "${prefix}/plugin.xml"
+    assert '"plugin.xml"' in (repo / "setup.py").read_text()
+
+
+def test_depth_images_round_trip():
+    pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
+    import numpy as np
+
+    from ladder_ros.ros_conversions import depth_from_msg, depth_to_msg
+
+    depth = np.array([[0.5, np.nan], [1.25, 2.0]], dtype=np.float32)
+    back = depth_from_msg(depth_to_msg(depth, 7, "camera"))
+    assert np.array_equal(np.isnan(back), np.isnan(depth)) and np.allclose(back[~np.isnan(back)], [0.5, 1.25, 2.0])
+    msg = depth_to_msg(depth, 7, "camera")
+    msg.encoding, msg.step = "16UC1", 4
+    msg.data = np.array([[500, 0], [1250, 2000]], dtype="<u2").tobytes()
+    mm = depth_from_msg(msg)
+    assert np.isnan(mm[0, 1]) and np.allclose(mm[1], [1.25, 2.0])
+    msg.encoding = "rgb8"
+    with pytest.raises(InvalidInputError, match="rgb8"):
+        depth_from_msg(msg)

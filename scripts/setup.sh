@@ -45,7 +45,7 @@ echo "[setup] ladder_ros (editable)"
 "$PY" -m pip install -q --no-deps -e .
 "$PY" -m pip check
 if [[ $WITH_LEROBOT -eq 1 ]]; then
-  # The LeRobot dataset reader needs Python >= 3.12 and pins that clash with .venv (DESIGN: requirements/lerobot.txt).
+  # The LeRobot dataset reader needs Python >= 3.12 and pins that clash with .venv (see requirements/lerobot.txt).
   PY312="$(command -v python3.12 || true)"
   if [[ -z "$PY312" || ! -x "$PY312" ]] || ! "$PY312" --version >/dev/null 2>&1; then
     PY312="$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 2>/dev/null | tail -1 || true)"

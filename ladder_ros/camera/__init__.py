@@ -1,0 +1,1 @@
+"""Cameras without ROS: frames, intrinsics and extrinsics, capture backends, calibration files and ChArUco calibration."""

@@ -147,7 +147,8 @@ def intrinsic_views(intrinsics: CameraIntrinsics, spec: CharucoBoardSpec, views:
     poses = []
     while len(poses) < views:
         distance = rng.uniform(0.35, 0.7)
-        R = rotation("x", rng.uniform(-40, 40)) @ rotation("y", rng.uniform(-40, 40)) @ rotation("z", rng.uniform(-25, 25))
+        R = rotation("x", rng.uniform(-40, 40)) @ rotation("y", rng.uniform(-40, 40)) \
+            @ rotation("z", rng.uniform(-25, 25))
         centre = np.array([rng.uniform(-0.12, 0.12), rng.uniform(-0.08, 0.08), distance])
         T = RigidTransform(R, centre - R @ np.array([board_w / 2, board_h / 2, 0.0]))
         corners = T.apply(np.array([[0, 0, 0], [board_w, 0, 0], [0, board_h, 0], [board_w, board_h, 0]]))
@@ -248,6 +249,7 @@ def write_realsense_recording(path: Path, *, width: int = 64, height: int = 48, 
     color_sensor.close()
     recorder.pause()
     del recorder
+
     def to_intrinsics(f: float) -> CameraIntrinsics:
         return CameraIntrinsics(width, height, f, f, (width - 1) / 2, (height - 1) / 2)
 

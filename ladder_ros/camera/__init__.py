@@ -1,1 +1,2 @@
-"""Cameras without ROS: frames, intrinsics and extrinsics, capture backends, calibration files and ChArUco calibration."""
+"""Cameras without ROS: frames, intrinsics and extrinsics, capture backends, calibration files, ChArUco
+calibration."""

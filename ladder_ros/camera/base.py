@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -105,19 +106,24 @@ class CaptureStats:
 
 
 class CaptureLoop:
-    """Reads a backend in its own thread; the newest frame waits in :attr:`slot`.
+    """Opens a backend and reads it in its own thread; the newest frame waits in :attr:`slot`.
 
-    ``on_frame`` (optional) runs in the capture thread after each frame is stored: it must be quick
-    (a ROS node triggers a guard condition there, so its executor publishes the frame). A failing
-    read is counted and retried after ``retry_s``; the end of a recording stops the loop.
+    A camera that cannot be opened (not plugged in, busy) or that fails while streaming is closed
+    and opened again every ``retry_s``, with the reason in :attr:`stats`; the end of a recording
+    stops the loop. ``on_open(intrinsics)`` runs in the capture thread each time the camera opens,
+    ``on_frame()`` after each frame is stored: both must be quick (a ROS node triggers a guard
+    condition there, so its executor publishes the frame).
     """
 
     def __init__(self, backend: CameraBackend, *, on_frame: Callable[[], None] | None = None,
+                 on_open: Callable[[CameraIntrinsics | None], None] | None = None,
                  read_timeout_s: float = 1.0, retry_s: float = 1.0):
         self.backend = backend
         self.slot: LatestSlot[Frame] = LatestSlot()
         self.stats = CaptureStats()
+        self.is_open = False
         self._on_frame = on_frame
+        self._on_open = on_open
         self._read_timeout_s = read_timeout_s
         self._retry_s = retry_s
         self._stop = threading.Event()
@@ -136,6 +142,8 @@ class CaptureLoop:
         self.slot.close()
         if self._thread is not None:
             self._thread.join(timeout_s)
+        if self._thread is None or not self._thread.is_alive():
+            self._close()  # never under a read still running in the thread
 
     @property
     def running(self) -> bool:
@@ -145,19 +153,42 @@ class CaptureLoop:
         with self._lock:
             return CaptureStats(**{**self.stats.__dict__, "overwritten": self.slot.overwritten})
 
+    def _failed(self, exc: Exception) -> None:
+        with self._lock:
+            self.stats.errors += 1
+            self.stats.last_error = str(exc)
+        self._close()
+        self._stop.wait(self._retry_s)
+
+    def _close(self) -> None:
+        if self.is_open:
+            self.is_open = False
+            try:
+                self.backend.close()
+            except CameraError:
+                pass
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            if not self.is_open:
+                try:
+                    intrinsics = self.backend.open()
+                except CameraError as exc:
+                    self._failed(exc)
+                    continue
+                self.is_open = True
+                self._last_sequence = None
+                if self._on_open is not None:
+                    self._on_open(intrinsics)
             try:
                 frame = self.backend.read(self._read_timeout_s)
             except EndOfStream:
                 with self._lock:
                     self.stats.ended = True
+                self._close()
                 return
             except CameraError as exc:
-                with self._lock:
-                    self.stats.errors += 1
-                    self.stats.last_error = str(exc)
-                self._stop.wait(self._retry_s)
+                self._failed(exc)
                 continue
             if frame is None:
                 with self._lock:
@@ -192,3 +223,34 @@ class DeviceClock:
         if self.offset_ns is None or offset < self.offset_ns:
             self.offset_ns = offset
         return device_ns + self.offset_ns
+
+
+class LatencyWindow:
+    """The latencies of the last ``size`` events and how many happened since the last report (for a rate)."""
+
+    def __init__(self, size: int = 200):
+        self._values: deque[float] = deque(maxlen=size)
+        self._lock = threading.Lock()
+        self.count = 0
+        self._since_report = 0
+        self._reported_at = time.monotonic()
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            self._values.append(seconds)
+            self.count += 1
+            self._since_report += 1
+
+    def report(self) -> dict[str, float]:
+        """``rate_hz`` since the previous report and the window's ``p50_ms``, ``p95_ms``, ``max_ms``."""
+        with self._lock:
+            now = time.monotonic()
+            rate = self._since_report / max(now - self._reported_at, 1e-9)
+            self._since_report, self._reported_at = 0, now
+            values = sorted(self._values)
+        if not values:
+            return {"rate_hz": rate, "p50_ms": float("nan"), "p95_ms": float("nan"), "max_ms": float("nan")}
+
+        def pick(q: float) -> float:
+            return 1000.0 * values[min(len(values) - 1, int(q * len(values)))]
+        return {"rate_hz": rate, "p50_ms": pick(0.5), "p95_ms": pick(0.95), "max_ms": 1000.0 * values[-1]}

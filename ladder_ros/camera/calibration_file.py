@@ -84,7 +84,8 @@ class Extrinsics:
             if not isinstance(body, Mapping):
                 raise ConfigError("expected {translation: [x, y, z], rotation: [x, y, z, w]}", source=source, key=key)
             try:
-                return RigidTransform.from_quaternion(_numbers(body.get("translation"), 3, source, f"{key}.translation"),
+                translation = _numbers(body.get("translation"), 3, source, f"{key}.translation")
+                return RigidTransform.from_quaternion(translation,
                                                       _numbers(body.get("rotation"), 4, source, f"{key}.rotation"))
             except InvalidInputError as exc:
                 raise ConfigError(str(exc), source=source, key=key) from None

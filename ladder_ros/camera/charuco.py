@@ -197,7 +197,8 @@ def calibrate_intrinsics(views: Sequence[BoardView], *, rational: bool = False,
         flags |= cv2.CALIB_FIX_ASPECT_RATIO
     K0 = np.array([[max(width, height), 0, (width - 1) / 2], [0, max(width, height), (height - 1) / 2], [0, 0, 1.0]])
     rms, K, D, rvecs, tvecs = cv2.calibrateCamera([v.object_points for v in views], [v.corners for v in views],
-                                                  (width, height), K0, None, flags=flags | cv2.CALIB_USE_INTRINSIC_GUESS)
+                                                  (width, height), K0, None,
+                                                  flags=flags | cv2.CALIB_USE_INTRINSIC_GUESS)
     D = np.ravel(D)[:8 if rational else 5]
     model = "rational_polynomial" if rational else "plumb_bob"
     intrinsics = CameraIntrinsics.from_matrix(K, width, height, D, model)
@@ -269,7 +270,8 @@ def load_poses(path: str | Path) -> dict[str, RigidTransform]:
     return poses
 
 
-def pair_views(views: Sequence[BoardView], poses: Mapping[str, RigidTransform]) -> list[tuple[BoardView, RigidTransform]]:
+def pair_views(views: Sequence[BoardView], poses: Mapping[str, RigidTransform]
+               ) -> list[tuple[BoardView, RigidTransform]]:
     """Views with the gripper pose of the same image; images without a pose are an error."""
     missing = [v.name for v in views if v.name not in poses]
     if missing:

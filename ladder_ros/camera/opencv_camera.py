@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ladder_ros.camera.base import CameraError, EndOfStream
-from ladder_ros.camera.model import CameraIntrinsics, Frame
+from ladder_ros.camera.model import Frame
 from ladder_ros.core.errors import ConfigError
 
 INSTALL_HINT = "pip install opencv-python-headless==4.14.0.94 (requirements/camera.txt)"

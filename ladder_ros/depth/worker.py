@@ -17,7 +17,6 @@ import numpy as np
 
 from ladder_ros.camera.base import LatestSlot
 from ladder_ros.camera.model import CameraIntrinsics
-from ladder_ros.core.errors import LadderError
 from ladder_ros.depth.base import DepthEstimate, DepthEstimator
 
 
@@ -103,7 +102,7 @@ class DepthWorker:
             try:
                 estimate = self.estimator.estimate(job.rgb, job.intrinsics)
                 result = DepthResult(job, estimate)
-            except (LadderError, RuntimeError, ValueError) as exc:  # torch raises RuntimeError
+            except Exception as exc:  # noqa: BLE001 - model code raises anything; the thread must live on
                 result = DepthResult(job, None, error=f"{type(exc).__name__}: {exc}")
             with self._lock:
                 if result.estimate is None:

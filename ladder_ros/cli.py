@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("ladder_ros.bringup.run", "run episodes on a graph in simulation and print the results"),
     "parity": ("ladder_ros.evaluation.parity", "check that the ROS graph reproduces the in-process loop"),
     "recording": ("ladder_ros.bringup.recording", "inspect or recover an episode recording (rosbag2 MCAP)"),
+    "calibrate": ("ladder_ros.camera.calibrate", "camera calibration: ChArUco intrinsics, eye-to-hand, check"),
 }
 
 

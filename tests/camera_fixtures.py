@@ -188,7 +188,7 @@ def write_realsense_recording(path: Path, *, width: int = 64, height: int = 48, 
         i.model, i.coeffs = rs.distortion.brown_conrady, [0.0] * 5
         return i
 
-    depth_f, color_f = 0.8 * width, 0.9 * width
+    depth_f, color_f = 0.75 * width, 0.875 * width  # exact in float32, as librealsense stores them
     device = rs.software_device()
     device.register_info(rs.camera_info.serial_number, serial)
     device.register_info(rs.camera_info.name, "Intel RealSense (software device)")
@@ -215,6 +215,7 @@ def write_realsense_recording(path: Path, *, width: int = 64, height: int = 48, 
     syncer = rs.syncer()
     depth_sensor.start(syncer)
     color_sensor.start(syncer)
+    time.sleep(0.3)  # the recorder opens its file in the background: frames sent before that are lost
     colors, depths, stamps, numbers, keep_alive = [], [], [], [], []
     v, u = np.mgrid[0:height, 0:width]
     for n in range(frames):
@@ -225,7 +226,7 @@ def write_realsense_recording(path: Path, *, width: int = 64, height: int = 48, 
         rgb[..., 1] = (v * 5 + 2 * n) % 256
         rgb[..., 2] = 40 * n % 256
         depth = (600 + 4 * v + n).astype(np.uint16)  # 0.6 m at the top, rising downwards, 1 mm more per frame
-        depth[0, 0] = 0  # one pixel without a return
+        depth[20:23, 40:43] = 0  # a patch without a return
         pixels = rgb if color_format == "rgb8" else np.ascontiguousarray(rgb[..., ::-1])
         stamp = start_ms + n * 1000.0 / 30.0
         for sensor, profile, data, bpp in ((depth_sensor, depth_profile, depth, 2),
@@ -242,7 +243,7 @@ def write_realsense_recording(path: Path, *, width: int = 64, height: int = 48, 
         depths.append(depth)
         stamps.append(stamp)
         numbers.append(n)
-        time.sleep(0.005)  # let the recorder's writer keep up
+        time.sleep(0.01)  # let the recorder's writer keep up
     depth_sensor.stop()
     color_sensor.stop()
     depth_sensor.close()

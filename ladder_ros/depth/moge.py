@@ -54,13 +54,13 @@ def resolve_device(device: str) -> str:
 
 def load_moge_checkpoint(path: str | Path, device: str = "cpu"):
     """The MoGe-2 model in ``path`` (MoGe's checkpoint format), on ``device``, in eval mode."""
+    if not str(path) or not Path(path).is_file():
+        raise DepthBackendError(f"MoGe-2 checkpoint not found: {str(path) or '(empty path)'}; give the local "
+                                "model.pt of a MoGe-2 release (weights are never downloaded at run time)")
     import torch
 
     MoGeModel = import_moge_model_class()
     path = Path(path)
-    if not str(path) or not path.is_file():
-        raise DepthBackendError(f"MoGe-2 checkpoint not found: {str(path) or '(empty path)'}; give the local "
-                                "model.pt of a MoGe-2 release (weights are never downloaded at run time)")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises pickle, zip and runtime errors for a bad file
@@ -97,6 +97,8 @@ class MoGeDepth:
                  fp16: bool | None = None):
         if not 0 <= resolution_level <= 9:
             raise DepthBackendError(f"MoGe resolution_level must be in [0, 9], got {resolution_level}")
+        if not str(model_path) or not Path(model_path).is_file():
+            load_moge_checkpoint(model_path)  # the clear error, before torch is imported
         self.device = resolve_device(device)
         self.model_path = str(model_path)
         self.model: Any = load_moge_checkpoint(model_path, self.device)

@@ -12,51 +12,22 @@ pytest.importorskip("moge.model.v2", reason="needs MoGe-2 (requirements/moge.txt
 
 from ladder_ros.camera.model import CameraIntrinsics  # noqa: E402
 from ladder_ros.depth.base import DepthBackendError, DepthEstimate, depth_error  # noqa: E402
-from ladder_ros.depth.moge import MoGeDepth, import_moge_model_class  # noqa: E402
+from ladder_ros.depth.moge import MoGeDepth  # noqa: E402
 from ladder_ros.depth.registry import make_estimator  # noqa: E402
 from ladder_ros.depth.worker import DepthJob, DepthWorker  # noqa: E402
-
-DIMS = [32, 16, 16, 8, 8]
-HEAD = {"dim_in": DIMS, "dim_res_blocks": DIMS, "num_res_blocks": [0, 1, 1, 1, 0], "res_block_in_norm": "none",
-        "res_block_hidden_norm": "none", "resamplers": ["conv_transpose", "conv_transpose", "conv_transpose",
-                                                        "bilinear"]}
-# MoGe-2's architecture (configs/train/v2.json of the MoGe repository) at the smallest DINOv2 backbone
-# (ViT-S/14) with narrow necks and heads, and few tokens so it runs in a fraction of a second on a CPU.
-TINY_MOGE = {"encoder": {"backbone": "dinov2_vits14", "intermediate_layers": [2, 5, 8, 11], "dim_out": 32},
-             "neck": {**HEAD, "dim_in": [34, 2, 2, 2, 2], "dim_out": None},
-             "points_head": {**HEAD, "dim_out": [None, None, None, None, 3]},
-             "mask_head": {**HEAD, "dim_out": [None, None, None, None, 1]},
-             "scale_head": {"dims": [384, 32, 1]}, "remap_output": "exp", "num_tokens_range": [64, 256]}
+from tests.depth_fixtures import save_tiny_depth_anything, save_tiny_moge  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def tiny_moge(tmp_path_factory):
-    """A MoGe-2 model of the real class, saved as MoGe saves its releases: {"model_config", "model"}."""
-    torch.manual_seed(0)
-    model = import_moge_model_class()(**TINY_MOGE)
-    path = tmp_path_factory.mktemp("moge") / "model.pt"
-    torch.save({"model_config": TINY_MOGE, "model": model.state_dict()}, path)
-    return path
+    return save_tiny_moge(tmp_path_factory.mktemp("moge") / "model.pt")
 
 
 @pytest.fixture(scope="session")
 def tiny_depth_anything(tmp_path_factory):
-    """A metric Depth Anything V2 built from a config and saved as a transformers model folder."""
-    from transformers import DepthAnythingConfig, DepthAnythingForDepthEstimation, Dinov2Config, DPTImageProcessorPil
-
-    torch.manual_seed(0)
-    backbone = Dinov2Config(hidden_size=32, num_hidden_layers=4, num_attention_heads=2, intermediate_size=64,
-                            patch_size=14, image_size=56, out_features=["stage1", "stage2", "stage3", "stage4"],
-                            reshape_hidden_states=False)
     folder = tmp_path_factory.mktemp("depth_anything")
-    for kind, name in (("metric", "metric"), ("relative", "relative")):
-        config = DepthAnythingConfig(backbone_config=backbone, neck_hidden_sizes=[8, 16, 32, 32],
-                                     fusion_hidden_size=16, head_hidden_size=8, reassemble_hidden_size=32,
-                                     depth_estimation_type=kind, max_depth=20)
-        DepthAnythingForDepthEstimation(config).save_pretrained(folder / name)
-        DPTImageProcessorPil(size={"height": 70, "width": 70}, keep_aspect_ratio=True, ensure_multiple_of=14,
-                             image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]
-                             ).save_pretrained(folder / name)
+    save_tiny_depth_anything(folder / "metric", "metric")
+    save_tiny_depth_anything(folder / "relative", "relative")
     return folder
 
 

@@ -58,20 +58,25 @@ def document_from_msg(msg: String, cls: type[D]) -> D:
 
 
 # ------------------------------------------------------------------------------ images
+def _image_msg(arr: np.ndarray, encoding: str, stamp_ns: int, frame_id: str) -> Image:
+    """A little-endian ``sensor_msgs/Image`` of a C-contiguous array whose rows are the image's rows."""
+    msg = Image()
+    msg.header.stamp = ns_to_stamp(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.height, msg.width = int(arr.shape[0]), int(arr.shape[1])
+    msg.encoding = encoding
+    msg.is_bigendian = 0
+    msg.step = int(arr.strides[0])
+    msg.data = arr.tobytes()
+    return msg
+
+
 def image_to_msg(image: np.ndarray, stamp_ns: int, frame_id: str) -> Image:
     """An RGB uint8 (H, W, 3) array as ``sensor_msgs/Image`` (rgb8)."""
     arr = np.ascontiguousarray(image)
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
         raise InvalidInputError(f"an image is a (H, W, 3) uint8 array, got {arr.dtype} {arr.shape}")
-    msg = Image()
-    msg.header.stamp = ns_to_stamp(stamp_ns)
-    msg.header.frame_id = frame_id
-    msg.height, msg.width = int(arr.shape[0]), int(arr.shape[1])
-    msg.encoding = "rgb8"
-    msg.is_bigendian = 0
-    msg.step = int(arr.shape[1] * 3)
-    msg.data = arr.tobytes()
-    return msg
+    return _image_msg(arr, "rgb8", stamp_ns, frame_id)
 
 
 def image_from_msg(msg: Image) -> np.ndarray:
@@ -91,15 +96,7 @@ def depth_to_msg(depth: np.ndarray, stamp_ns: int, frame_id: str) -> Image:
     arr = np.ascontiguousarray(depth)
     if arr.dtype != np.float32 or arr.ndim != 2:
         raise InvalidInputError(f"a depth image is an (H, W) float32 array of metres, got {arr.dtype} {arr.shape}")
-    msg = Image()
-    msg.header.stamp = ns_to_stamp(stamp_ns)
-    msg.header.frame_id = frame_id
-    msg.height, msg.width = int(arr.shape[0]), int(arr.shape[1])
-    msg.encoding = "32FC1"
-    msg.is_bigendian = 0
-    msg.step = int(arr.shape[1] * 4)
-    msg.data = arr.astype("<f4", copy=False).tobytes()
-    return msg
+    return _image_msg(np.ascontiguousarray(arr.astype("<f4", copy=False)), "32FC1", stamp_ns, frame_id)
 
 
 def depth_from_msg(msg: Image) -> np.ndarray:

@@ -22,6 +22,20 @@ import numpy as np
 from ladder_ros.camera.charuco import CharucoBoardSpec
 from ladder_ros.camera.model import CameraIntrinsics, RigidTransform
 
+
+def spin_until(executor, condition, timeout_s: float) -> bool:
+    """Spin ``executor`` until ``condition()`` holds or ``timeout_s`` passed; the condition's last value."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.02)
+    return condition()
+
+
+def diagnostic_values(diagnostic) -> dict:
+    """The key/value pairs of the first status of a ``DiagnosticArray``."""
+    return {kv.key: kv.value for kv in diagnostic.status[0].values}
+
+
 PIXELS_PER_SQUARE = 120
 SUPERSAMPLE = 2  # 2x2 samples per pixel, so edges are anti-aliased as a real sensor integrates them
 _RAYS: dict[CameraIntrinsics, np.ndarray] = {}

@@ -14,7 +14,7 @@ from ladder_ros.camera.model import CameraIntrinsics, Frame, RigidTransform, rot
 rs = pytest.importorskip("pyrealsense2", reason="needs pyrealsense2 and libusb-1.0 (requirements/camera.txt)")
 
 from ladder_ros.camera.realsense import RealSenseCamera  # noqa: E402
-from tests.camera_fixtures import write_realsense_recording  # noqa: E402
+from tests.camera_fixtures import diagnostic_values, spin_until, write_realsense_recording  # noqa: E402
 
 
 # librealsense's playback loses frames now and then (the first ones while the pipeline starts, others
@@ -241,17 +241,6 @@ class Probe(rclpy.node.Node):
         subscription(self, DiagnosticArray, topics.DIAGNOSTICS, self.diagnostics.append)
 
 
-def spin_until(executor, condition, timeout_s):
-    deadline = time.monotonic() + timeout_s
-    while not condition() and time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.05)
-    return condition()
-
-
-def values(diagnostic: DiagnosticArray) -> dict:
-    return {kv.key: kv.value for kv in diagnostic.status[0].values}
-
-
 @pytest.mark.ros
 def test_camera_node_publishes_a_recording_like_the_sim_bridge(ros, long_recording, tmp_path):
     recording = long_recording
@@ -270,7 +259,7 @@ def test_camera_node_publishes_a_recording_like_the_sim_bridge(ros, long_recordi
         assert spin_until(executor, lambda: node.capture.snapshot().ended and len(probe.images) >= 2
                           and len(probe.depths) >= 2, 30)
         spin_until(executor, lambda: len(probe.images) == len(probe.depths) == len(probe.infos) == node.published, 3)
-        spin_until(executor, lambda: any(int(values(d)["frames"]) == node.capture.snapshot().frames
+        spin_until(executor, lambda: any(int(diagnostic_values(d)["frames"]) == node.capture.snapshot().frames
                                          for d in probe.diagnostics), 5)
     finally:
         node.close()
@@ -292,7 +281,7 @@ def test_camera_node_publishes_a_recording_like_the_sim_bridge(ros, long_recordi
     assert probe.depths[0].encoding == "32FC1" and depth.shape == (48, 64)
     mm = expected[stamp_to_ns(probe.depths[0].header.stamp)][1]
     assert np.nanmedian(depth) == pytest.approx(np.median(mm) / 1000.0, abs=2e-3)
-    last = values(probe.diagnostics[-1])
+    last = diagnostic_values(probe.diagnostics[-1])
     assert int(last["device_gaps"]) == node.capture.snapshot().device_gaps
     assert int(last["published"]) == node.published and int(last["frames"]) == node.capture.snapshot().frames
     assert last["camera_info"] == "calibration" and last["backend"] == "realsense"
@@ -323,4 +312,4 @@ def test_camera_node_on_a_fake_camera_publishes_the_newest_frames(ros):
     assert node.published + stats.overwritten == stats.frames == 40
     # The fake camera reports intrinsics, as a RealSense does: each image has its camera_info.
     assert {stamp_to_ns(m.header.stamp) for m in probe.infos} <= {stamp_to_ns(m.header.stamp) for m in probe.images}
-    assert values(probe.diagnostics[-1])["camera_info"] == "device"
+    assert diagnostic_values(probe.diagnostics[-1])["camera_info"] == "device"

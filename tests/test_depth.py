@@ -15,6 +15,7 @@ from ladder_ros.depth.base import DepthBackendError, DepthEstimate, depth_error 
 from ladder_ros.depth.moge import MoGeDepth  # noqa: E402
 from ladder_ros.depth.registry import make_estimator  # noqa: E402
 from ladder_ros.depth.worker import DepthJob, DepthWorker  # noqa: E402
+from tests.camera_fixtures import diagnostic_values, spin_until  # noqa: E402
 from tests.depth_fixtures import save_tiny_depth_anything, save_tiny_moge  # noqa: E402
 
 
@@ -152,17 +153,6 @@ class Camera(rclpy.node.Node):
         subscription(self, DiagnosticArray, topics.DIAGNOSTICS, self.diagnostics.append)
 
 
-def spin_until(executor, condition, timeout_s):
-    deadline = time.monotonic() + timeout_s
-    while not condition() and time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.02)
-    return condition()
-
-
-def values(diagnostic):
-    return {kv.key: kv.value for kv in diagnostic.status[0].values}
-
-
 def run_node(namespace, params, frames, with_measured=True, estimator=None):
     node = DepthNode(node_name="depth", namespace=namespace, estimator=estimator,
                      parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
@@ -184,7 +174,7 @@ def run_node(namespace, params, frames, with_measured=True, estimator=None):
             sent.append(stamp)
             # The next frame once this one is out, as a 5 Hz camera and a slow model would have it.
             spin_until(executor, lambda: len(camera.depths) > i, 30)
-        spin_until(executor, lambda: len(camera.diagnostics) >= 1 and int(values(camera.diagnostics[-1])[
+        spin_until(executor, lambda: len(camera.diagnostics) >= 1 and int(diagnostic_values(camera.diagnostics[-1])[
             "published"]) == len(camera.depths), 5)
     finally:
         node.close()
@@ -202,7 +192,7 @@ def test_depth_node_with_tiny_moge2_publishes_aligned_metric_depth(ros, tiny_mog
     for msg in camera.depths:
         assert msg.encoding == "32FC1" and (msg.height, msg.width) == (96, 128) and msg.header.frame_id == "cam"
         assert depth_from_msg(msg).dtype == np.float32
-    last = values(camera.diagnostics[-1])
+    last = diagnostic_values(camera.diagnostics[-1])
     assert last["backend"] == "moge2" and last["device"] == "cpu" and last["fov"] == "calibration"
     assert float(last["latency_p50_ms"]) > 0 and int(last["compared_frames"]) == 3  # scored against the truth
     assert float(last["abs_rel"]) >= 0 and "rmse_m" in last
@@ -214,7 +204,7 @@ def test_depth_node_with_tiny_depth_anything_and_the_sensor_backend(ros, tiny_de
                                        "model_path": str(tiny_depth_anything / "metric")}, frames=2,
                                with_measured=False)
     assert [stamp_to_ns(m.header.stamp) for m in camera.depths] == sent
-    assert values(camera.diagnostics[-1])["backend"] == "depth_anything_v2"
+    assert diagnostic_values(camera.diagnostics[-1])["backend"] == "depth_anything_v2"
     _, camera, sent = run_node("/sensor", {"backend": "sensor"}, frames=2)
     assert [stamp_to_ns(m.header.stamp) for m in camera.depths] == sent
     assert np.all(depth_from_msg(camera.depths[0]) == np.float32(1.5))

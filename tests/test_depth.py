@@ -240,3 +240,50 @@ def test_mujoco_true_depth_matches_the_scene_geometry():
     assert np.isnan(depth).any()  # sky: nothing hit
     intrinsics = CameraIntrinsics.from_vertical_fov(tabletop.CAMERA_FOVY_DEG, 64, 64)
     assert intrinsics.fx == pytest.approx(32 / np.tan(np.radians(27.5)))
+
+
+@pytest.mark.ros
+def test_sim_bridge_truth_scores_the_depth_node_in_a_simulated_episode(ros, tiny_moge):
+    """Item 4: the simulator's images through MoGe-2 next to the simulator's exact depth, in the graph."""
+    pytest.importorskip("mujoco", reason="the built-in tabletop needs MuJoCo (requirements/core.txt)")
+    from ladder_ros.bringup.client import EpisodeClient
+    from ladder_ros.nodes.gripper_trigger import GripperTriggerNode
+    from ladder_ros.nodes.orchestrator import OrchestratorNode
+    from ladder_ros.nodes.policy import PolicyNode
+    from ladder_ros.nodes.sim_bridge import SimBridgeNode
+    from ladder_ros.nodes.vlm_verifier import VerifierNode
+
+    ns = "simdepth"
+    nodes = [SimBridgeNode(namespace=ns, parameter_overrides=[Parameter("image_size", value=64),
+                                                              Parameter("publish_depth", value=True)]),
+             GripperTriggerNode(namespace=ns), OrchestratorNode(namespace=ns), PolicyNode(namespace=ns),
+             VerifierNode(namespace=ns),
+             DepthNode(namespace=ns, parameter_overrides=[
+                 Parameter("backend", value="moge2"), Parameter("model_path", value=str(tiny_moge)),
+                 Parameter("device", value="cpu"), Parameter("compare_to_sensor", value=True),
+                 Parameter("diagnostics_period_s", value=0.2)])]
+    truth, estimates = [], []
+    probe = rclpy.create_node("probe", namespace=ns)
+    subscription(probe, Image, topics.SENSOR_DEPTH, truth.append, depth=500)
+    subscription(probe, Image, topics.DEPTH, estimates.append, depth=500)
+    client = EpisodeClient(namespace=ns)
+    executor = SingleThreadedExecutor()
+    for n in (*nodes, probe, client):
+        executor.add_node(n)
+    depth_node = nodes[-1]
+    try:
+        client.wait_for_graph(executor, timeout_s=30)
+        outcome = client.run_episode(executor, "kitchen_single_1", variant="proprio_verifier", layout=0, seed=0,
+                                     timeout_s=300)
+        spin_until(executor, lambda: depth_node.comparison.frames >= 1, 120)
+    finally:
+        for n in (*nodes, probe, client):
+            getattr(n, "close", lambda: None)()
+            executor.remove_node(n)
+            n.destroy_node()
+    assert outcome.result is not None
+    steps = outcome.result["steps_used"] + 1
+    assert len(truth) == steps  # one exact depth image per observation, with the step's stamp
+    assert truth[0].encoding == "32FC1" and (truth[0].height, truth[0].width) == (64, 64)
+    assert {stamp_to_ns(m.header.stamp) for m in estimates} <= {stamp_to_ns(m.header.stamp) for m in truth}
+    assert depth_node.comparison.frames >= 1 and depth_node.comparison.summary()["abs_rel"] >= 0

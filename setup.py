@@ -44,6 +44,8 @@ setup(
         "console_scripts": [
             "ladder-ros = ladder_ros.cli:main",
             "sim_bridge = ladder_ros.nodes.sim_bridge:main",
+            "camera = ladder_ros.nodes.camera:main",
+            "depth = ladder_ros.nodes.depth:main",
             "policy = ladder_ros.nodes.policy:main",
             "gripper_trigger = ladder_ros.nodes.gripper_trigger:main",
             "vlm_verifier = ladder_ros.nodes.vlm_verifier:main",

@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("ladder_ros.evaluation.episode_report",
                "the paper's tables over recorded episodes (Markdown, PNG, HTML)"),
     "export": ("ladder_ros.evaluation.lerobot_export", "recorded episodes as a dataset (LeRobot v3.0)"),
+    "calibrate": ("ladder_ros.camera.calibrate", "camera calibration: ChArUco intrinsics, eye-to-hand, check"),
 }
 
 

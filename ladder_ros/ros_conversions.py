@@ -17,12 +17,14 @@ from typing import Sequence, TypeVar
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from ladder_ros.core.errors import InvalidInputError
+from ladder_ros.camera.model import CameraIntrinsics
+from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.messages import Document, PrivilegedStateDoc, decode, encode
 from ladder_ros.sim.base import ACTION_DIM, Observation, validate_action
 
@@ -56,16 +58,8 @@ def document_from_msg(msg: String, cls: type[D]) -> D:
 
 
 # ------------------------------------------------------------------------------ images
-def image_to_msg(image: np.ndarray, stamp_ns: int, frame_id: str) -> Image:
-    """An RGB uint8 (H, W, 3) array as ``sensor_msgs/Image`` (rgb8)."""
-    arr = np.ascontiguousarray(image)
-    if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
-        raise InvalidInputError(f"an image is a (H, W, 3) uint8 array, got {arr.dtype} {arr.shape}")
-    return _image_msg(arr, stamp_ns, frame_id, "rgb8")
-
-
-def _image_msg(arr: np.ndarray, stamp_ns: int, frame_id: str, encoding: str) -> Image:
-    """A C-contiguous little-endian (H, W[, C]) array as ``sensor_msgs/Image`` with ``encoding``."""
+def _image_msg(arr: np.ndarray, encoding: str, stamp_ns: int, frame_id: str) -> Image:
+    """A little-endian ``sensor_msgs/Image`` of a C-contiguous array whose rows are the image's rows."""
     msg = Image()
     msg.header.stamp = ns_to_stamp(stamp_ns)
     msg.header.frame_id = frame_id
@@ -75,6 +69,14 @@ def _image_msg(arr: np.ndarray, stamp_ns: int, frame_id: str, encoding: str) -> 
     msg.step = int(arr.strides[0])
     msg.data = arr.tobytes()
     return msg
+
+
+def image_to_msg(image: np.ndarray, stamp_ns: int, frame_id: str) -> Image:
+    """An RGB uint8 (H, W, 3) array as ``sensor_msgs/Image`` (rgb8)."""
+    arr = np.ascontiguousarray(image)
+    if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
+        raise InvalidInputError(f"an image is a (H, W, 3) uint8 array, got {arr.dtype} {arr.shape}")
+    return _image_msg(arr, "rgb8", stamp_ns, frame_id)
 
 
 def image_from_msg(msg: Image) -> np.ndarray:
@@ -89,34 +91,82 @@ def image_from_msg(msg: Image) -> np.ndarray:
     return arr[:, :, ::-1].copy() if msg.encoding == "bgr8" else arr
 
 
-_DEPTH_ENCODINGS = {"16UC1": (np.uint16, 1e-3), "mono16": (np.uint16, 1e-3), "32FC1": (np.float32, 1.0)}
+def depth_to_msg(depth: np.ndarray, stamp_ns: int, frame_id: str) -> Image:
+    """Depth in metres, (H, W) float32, as ``sensor_msgs/Image`` ``32FC1`` (REP 118: NaN = no depth)."""
+    arr = np.ascontiguousarray(depth)
+    if arr.dtype != np.float32 or arr.ndim != 2:
+        raise InvalidInputError(f"a depth image is an (H, W) float32 array of metres, got {arr.dtype} {arr.shape}")
+    return _image_msg(np.ascontiguousarray(arr.astype("<f4", copy=False)), "32FC1", stamp_ns, frame_id)
 
 
 def depth_from_msg(msg: Image) -> np.ndarray:
-    """A depth image (16UC1 in millimetres, as RealSense publishes, or 32FC1 in metres) as float32 metres.
-
-    Zero and non-finite pixels (no depth) come back as NaN.
-    """
-    if msg.encoding not in _DEPTH_ENCODINGS:
-        raise InvalidInputError(f"only {', '.join(_DEPTH_ENCODINGS)} depth images are read, got {msg.encoding!r}")
-    dtype, scale = _DEPTH_ENCODINGS[msg.encoding]
-    width = msg.width * np.dtype(dtype).itemsize
-    if msg.step < width or len(msg.data) < msg.step * msg.height:
+    """(H, W) float32 metres from a ``32FC1`` (metres) or ``16UC1`` (millimetres, 0 = no return,
+    as RealSense and most depth drivers publish) image; missing depth is NaN."""
+    if msg.encoding not in ("32FC1", "16UC1"):
+        raise InvalidInputError(f"only 32FC1 (m) and 16UC1 (mm) depth images are read, got {msg.encoding!r}")
+    size = 4 if msg.encoding == "32FC1" else 2
+    row = msg.width * size
+    if msg.step < row or len(msg.data) < msg.step * msg.height:
         raise InvalidInputError(f"depth data too short: {len(msg.data)} bytes for {msg.height} rows of {msg.step}")
-    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)[:, :width]
     order = ">" if msg.is_bigendian else "<"
-    depth = rows.copy().view(np.dtype(dtype).newbyteorder(order)).reshape(msg.height, msg.width)
-    metres = depth.astype(np.float32) * np.float32(scale)
-    metres[~np.isfinite(metres) | (metres <= 0)] = np.nan
-    return metres
+    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)[:, :row]
+    if msg.encoding == "32FC1":
+        depth = rows.copy().view(order + "f4").reshape(msg.height, msg.width).astype(np.float32)
+    else:
+        mm = rows.copy().view(order + "u2").reshape(msg.height, msg.width)
+        depth = mm.astype(np.float32) / np.float32(1000.0)
+        depth[mm == 0] = np.nan
+    depth[~np.isfinite(depth) | (depth <= 0)] = np.nan
+    return depth
 
 
-def depth_to_msg(depth_m: np.ndarray, stamp_ns: int, frame_id: str) -> Image:
-    """Float metres (H, W) as a 32FC1 ``sensor_msgs/Image`` (NaN: no depth)."""
-    arr = np.ascontiguousarray(depth_m, dtype=np.float32)
-    if arr.ndim != 2:
-        raise InvalidInputError(f"a depth image is a (H, W) array, got shape {arr.shape}")
-    return _image_msg(np.ascontiguousarray(arr, dtype="<f4"), stamp_ns, frame_id, "32FC1")
+# ------------------------------------------------------------------------------ camera info
+def camera_info_to_msg(intrinsics: CameraIntrinsics, stamp_ns: int, frame_id: str,
+                       rectification: np.ndarray | None = None, projection: np.ndarray | None = None) -> CameraInfo:
+    """``sensor_msgs/CameraInfo`` of a calibrated camera (monocular: R = I and P = [K | 0] unless given)."""
+    msg = CameraInfo()
+    msg.header.stamp = ns_to_stamp(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.width, msg.height = intrinsics.width, intrinsics.height
+    msg.distortion_model = intrinsics.distortion_model
+    msg.d = [float(v) for v in intrinsics.distortion]
+    msg.k = [float(v) for v in intrinsics.K.ravel()]
+    msg.r = [float(v) for v in np.ravel(np.eye(3) if rectification is None else rectification)]
+    P = np.hstack([intrinsics.K, np.zeros((3, 1))]) if projection is None else np.asarray(projection)
+    msg.p = [float(v) for v in P.ravel()]
+    return msg
+
+
+def intrinsics_from_camera_info(msg: CameraInfo) -> CameraIntrinsics:
+    """The :class:`CameraIntrinsics` in a ``CameraInfo``; an uncalibrated one (K all zero) is an error."""
+    K = np.asarray(msg.k, dtype=np.float64).reshape(3, 3)
+    if K[0, 0] <= 0 or K[1, 1] <= 0:
+        raise InvalidInputError("camera_info has no calibration (K is zero)")
+    try:
+        return CameraIntrinsics.from_matrix(K, int(msg.width), int(msg.height), list(msg.d),
+                                            msg.distortion_model or "plumb_bob")
+    except ConfigError as exc:
+        raise InvalidInputError(f"camera_info: {exc}") from None
+
+
+# ------------------------------------------------------------------------------ diagnostics
+DIAGNOSTIC_LEVELS = {"ok": DiagnosticStatus.OK, "warn": DiagnosticStatus.WARN, "error": DiagnosticStatus.ERROR,
+                     "stale": DiagnosticStatus.STALE}
+
+
+def diagnostics_to_msg(name: str, hardware_id: str, level: str, message: str, values: dict[str, object],
+                       stamp_ns: int) -> DiagnosticArray:
+    """One ``diagnostic_msgs/DiagnosticStatus`` in an array. Values become text (floats with 4
+    significant digits); each key names its unit (``_ms``, ``_hz``, ``_m``)."""
+    status = DiagnosticStatus()
+    status.level = DIAGNOSTIC_LEVELS[level]
+    status.name, status.hardware_id, status.message = name, hardware_id, message
+    status.values = [KeyValue(key=str(k), value=f"{v:.4g}" if isinstance(v, float) else str(v))
+                     for k, v in values.items()]
+    array = DiagnosticArray()
+    array.header.stamp = ns_to_stamp(stamp_ns)
+    array.status = [status]
+    return array
 
 
 # ------------------------------------------------------------------------------ joint states

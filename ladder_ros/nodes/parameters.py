@@ -93,6 +93,51 @@ SIM_BRIDGE = COMMON + (
               "gripper aperture (0 closed, 1 open)"),
     ParamSpec("resend_after_s", FLOAT, 2.0, "Lockstep: republish the current observation when no action came "
               "for this long (s), so a restarted node catches up", min=0.05, max=600.0),
+    ParamSpec("publish_depth", BOOL, False, "Also render the simulator's exact depth (m) and publish it on "
+              "camera/aligned_depth_to_color/image_raw, the truth estimated depth is scored against"),
+)
+
+CAMERA = COMMON + (
+    ParamSpec("backend", STR, "realsense", "Camera backend: realsense (pyrealsense2, by serial or a recording), "
+              "opencv (a USB/UVC camera or a video file) or fake (synthetic frames)",
+              choices=("realsense", "opencv", "fake")),
+    ParamSpec("serial", STR, "", "realsense: the camera's serial number; empty: the only one connected"),
+    ParamSpec("recording", STR, "", "realsense: play back this recording (.db3) instead of a camera"),
+    ParamSpec("device", STR, "0", "opencv: camera index, device path (/dev/video0) or video file"),
+    ParamSpec("width", INT, 0, "Colour image width (px); 0: the device's default", min=0, max=8192),
+    ParamSpec("height", INT, 0, "Colour image height (px); 0: the device's default", min=0, max=8192),
+    ParamSpec("fps", FLOAT, 0.0, "Frame rate (Hz); 0: the device's default (fake: 30)", min=0.0, max=1000.0),
+    ParamSpec("depth", BOOL, True, "realsense: also stream depth, aligned to colour, on "
+              "camera/aligned_depth_to_color/image_raw (32FC1, m)"),
+    ParamSpec("realtime_playback", BOOL, True, "realsense recordings: play at the recorded speed (false: as fast "
+              "as frames are read)"),
+    ParamSpec("calibration_file", STR, "", "Intrinsics for camera/camera_info (ROS camera_info YAML, e.g. "
+              "calibration/widowx_main.yaml; relative paths also resolve against the package share folder); "
+              "empty: the device's factory intrinsics (RealSense), none for a plain USB camera"),
+    ParamSpec("frame_id", STR, "camera_color_optical_frame", "Frame id of the images (the optical frame)"),
+    ParamSpec("camera_name", STR, "camera", "Name in logs and diagnostics"),
+    ParamSpec("retry_s", FLOAT, 2.0, "Wait this long (s) before opening the camera again after it failed or was "
+              "unplugged", min=0.05, max=600.0),
+    ParamSpec("diagnostics_period_s", FLOAT, 1.0, "Publish diagnostics this often (s)", min=0.05, max=60.0),
+)
+
+DEPTH = COMMON + (
+    ParamSpec("backend", STR, "moge2", "Depth backend: moge2 (MoGe-2 metric depth from colour, the paper's "
+              "real-world depth, Section 5), depth_anything_v2 (a metric Depth Anything V2 via transformers) or "
+              "sensor (the camera's own aligned depth, passed on)", choices=("moge2", "depth_anything_v2", "sensor")),
+    ParamSpec("model_path", STR, "", "moge2: a local MoGe-2 checkpoint (model.pt); depth_anything_v2: a local "
+              "model folder. Never downloaded"),
+    ParamSpec("device", STR, "auto", "Torch device: auto (cuda when available), cpu, cuda, cuda:N"),
+    ParamSpec("fp16", STR, "auto", "Half precision: auto (on for CUDA, off on the CPU, where it is very slow), "
+              "on, off", choices=("auto", "on", "off")),
+    ParamSpec("resolution_level", INT, 9, "moge2: ViT token budget from its minimum (0) to maximum (9, MoGe's "
+              "default, most accurate)", min=0, max=9),
+    ParamSpec("use_camera_info", BOOL, True, "moge2: use the calibrated field of view from camera/camera_info "
+              "(false, or no camera_info yet: MoGe estimates it)"),
+    ParamSpec("compare_to_sensor", BOOL, False, "Score each estimate against the measured depth of the same "
+              "stamp (camera/aligned_depth_to_color/image_raw: the simulator's truth, or the sensor) in the "
+              "diagnostics"),
+    ParamSpec("diagnostics_period_s", FLOAT, 1.0, "Publish diagnostics this often (s)", min=0.05, max=60.0),
 )
 
 POLICY = COMMON + (
@@ -163,6 +208,8 @@ EPISODE_RECORDER = COMMON + (
 
 NODE_PARAMETERS: dict[str, tuple[ParamSpec, ...]] = {
     "sim_bridge": SIM_BRIDGE,
+    "camera": CAMERA,
+    "depth": DEPTH,
     "policy": POLICY,
     "gripper_trigger": GRIPPER_TRIGGER,
     "vlm_verifier": VLM_VERIFIER,

@@ -37,6 +37,7 @@ from ladder_ros.nodes.runtime import (
 from ladder_ros.paths import resolve_share_file
 from ladder_ros.ros_conversions import (
     action_from_msg,
+    depth_to_msg,
     document_to_msg,
     image_to_msg,
     joint_state_to_msg,
@@ -49,9 +50,10 @@ from ladder_ros.sim.registry import make_simulator
 
 def simulator_options(params: dict[str, Any]) -> dict[str, Any]:
     """The backend options the bridge's parameters give (the parity check builds its simulator the same way)."""
+    depth = {"render_depth": True} if params.get("publish_depth") else {}
     if params["simulator"] == "mujoco_tabletop":
-        return {"render": params["render"], "image_size": params["image_size"]}
-    return {"render": params["render"]} if params["simulator"] == "maniskill_bridge" else {}
+        return {"render": params["render"], "image_size": params["image_size"], **depth}
+    return {"render": params["render"], **depth} if params["simulator"] == "maniskill_bridge" else {}
 
 
 class SimBridgeNode(Node):
@@ -69,11 +71,14 @@ class SimBridgeNode(Node):
       publishes ``camera/image_raw`` (sensor_msgs/Image, sensor data QoS), ``joint_states``
       (sensor_msgs/JointState: arm joints in rad/m plus ``gripper_aperture`` in [0, 1]),
       ``ee_pose`` (geometry_msgs/PoseStamped, base frame, m), ``sim/privileged_state`` and
-      ``sim/episode_score`` (std_msgs/String JSON).
+      ``sim/episode_score`` (std_msgs/String JSON), and with ``publish_depth`` the simulator's exact
+      depth on ``camera/aligned_depth_to_color/image_raw`` (32FC1, m), where a camera's measured depth
+      goes on a robot, so estimated depth can be scored against the truth.
       subscribes ``policy/action`` (trajectory_msgs/JointTrajectory, the 7-D action),
       ``orchestrator/decision``, ``episode/status``.
     Parameters: see ``SIM_BRIDGE`` in :mod:`ladder_ros.nodes.parameters` (simulator, suite, render,
-    image_size (px), base_frame, camera_frame, aperture_joint, resend_after_s (s), preset, clock_mode).
+    image_size (px), base_frame, camera_frame, aperture_joint, resend_after_s (s), publish_depth, preset,
+    clock_mode).
     """
 
     def __init__(self, *, simulator: SimulatorBackend | None = None, suite: TaskSuite | None = None,
@@ -93,6 +98,7 @@ class SimBridgeNode(Node):
             raise ConfigError(f"simulator {self.simulator.name} runs at {rate} Hz but preset "
                               f"{self.preset.name} expects {self.preset.control_rate_hz} Hz")
         self._image_pub = publisher(self, Image, topics.IMAGE)
+        self._depth_pub = publisher(self, Image, topics.SENSOR_DEPTH) if self.params["publish_depth"] else None
         self._joint_pub = publisher(self, JointState, topics.JOINT_STATES)
         self._pose_pub = publisher(self, PoseStamped, topics.EE_POSE)
         self._privileged_pub = publisher(self, String, topics.PRIVILEGED)
@@ -210,6 +216,8 @@ class SimBridgeNode(Node):
                                            self.params["base_frame"]))
         if observation.image is not None:
             self._image_pub.publish(image_to_msg(observation.image, stamp, self.params["camera_frame"]))
+        if self._depth_pub is not None and observation.depth is not None:
+            self._depth_pub.publish(depth_to_msg(observation.depth, stamp, self.params["camera_frame"]))
 
     def _resend_if_stalled(self) -> None:
         """Republish the current step when nothing came back for a while (a node restarted)."""

@@ -42,8 +42,24 @@ class TopicSpec:
 
 
 IMAGE = TopicSpec("camera/image_raw", "sensor_msgs/msg/Image", SENSOR, "control rate",
-                  "sim_bridge (robot: camera driver)", ("policy", "vlm_verifier", "episode_recorder"),
-                  "RGB camera image (rgb8); stamp = the step's time", external=True)
+                  "sim_bridge (robot: camera)", ("policy", "vlm_verifier", "depth", "episode_recorder"),
+                  "RGB camera image (rgb8); stamp = the step's time (robot: the device's capture time)", external=True)
+CAMERA_INFO = TopicSpec("camera/camera_info", "sensor_msgs/msg/CameraInfo", SENSOR, "with each image",
+                        "camera (robot, from calibration/<robot>_<camera>.yaml)", ("depth",),
+                        "Intrinsics of camera/image_raw (K, D, R, P), same stamp as the image", external=True)
+SENSOR_DEPTH = TopicSpec("camera/aligned_depth_to_color/image_raw", "sensor_msgs/msg/Image", SENSOR, "with each image",
+                         "camera (RealSense depth) / sim_bridge (publish_depth: the simulator's exact depth)",
+                         ("depth", "episode_recorder"),
+                         "Measured depth aligned to camera/image_raw (32FC1, m, NaN = none; 16UC1 mm also read): "
+                         "the sensor on a robot, the truth in simulation; stamp = its image's", external=True)
+DEPTH = TopicSpec("camera/depth/image_raw", "sensor_msgs/msg/Image", SENSOR, "per image, as fast as the model",
+                  "depth (backend: moge2, depth_anything_v2 or sensor)", ("episode_recorder",),
+                  "Metric depth aligned to camera/image_raw (32FC1, m, NaN = none); stamp and frame = its image's",
+                  external=True)
+DIAGNOSTICS = TopicSpec("diagnostics", "diagnostic_msgs/msg/DiagnosticArray", STREAM, "1 Hz", "camera, depth",
+                        ("operator panel", "episode_recorder"),
+                        "Capture and depth health: backend, frames, drops, latency (ms), rate (Hz), depth error "
+                        "against the measured depth when compared", external=True)
 JOINT_STATES = TopicSpec("joint_states", "sensor_msgs/msg/JointState", STREAM, "control rate",
                          "sim_bridge (robot: driver)", ("gripper_trigger", "policy", "vlm_verifier",
                                                         "episode_recorder"),
@@ -114,7 +130,8 @@ SAFETY_STATE = TopicSpec("robot/safety_state", "diagnostic_msgs/msg/DiagnosticSt
                          "Armed or dry run, e-stop latched, safety interventions so far (values `armed`, "
                          "`estop`, `interventions`, `detail`)", external=True)
 
-TOPICS: tuple[TopicSpec, ...] = (IMAGE, JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
+TOPICS: tuple[TopicSpec, ...] = (IMAGE, CAMERA_INFO, SENSOR_DEPTH, DEPTH, DIAGNOSTICS,
+                                 JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
                                  CURRENT_SUBGOAL, EVENTS_TOPIC, VERIFY_REQUEST, VERIFY_RESULT, PLAN_REQUEST,
                                  PLAN_RESULT, ACTION,
                                  EPISODE_COMMAND, EPISODE_STATUS, LABELS, SAFETY_STATE)

@@ -67,7 +67,9 @@ class Observation:
     ``step`` counts control steps since reset (0 = the reset observation). ``aperture`` is the
     gripper opening in [0, 1]. ``ee_position`` is the end-effector position in the robot base frame
     (metres); ``ee_euler`` its orientation (roll, pitch, yaw, rad). ``target_position`` is the
-    controller's target (deltas add to it). ``privileged`` is None on real robots.
+    controller's target (deltas add to it). ``privileged`` is None on real robots. ``depth`` is
+    the camera's exact depth (float32 metres, aligned to ``image``, NaN where nothing was hit)
+    when the simulator was asked to render it.
     """
 
     step: int
@@ -79,6 +81,7 @@ class Observation:
     joint_positions: np.ndarray
     target_position: np.ndarray | None = None
     privileged: PrivilegedState | None = None
+    depth: np.ndarray | None = None
 
 
 @runtime_checkable

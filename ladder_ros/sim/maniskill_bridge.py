@@ -35,8 +35,10 @@ orchestrator core, not here.
 Options of ``make_backend`` (all optional): ``asset_dir`` (the folder holding ``data/``; else
 ``$MS_ASSET_DIR``, else ``../shared/assets/maniskill_bridge``), ``lvp_dir`` (lavapipe; else
 ``$LADDER_LVP_DIR``, ``$VK_ICD_FILENAMES`` or ``/opt/lvp``), ``render`` (False skips the camera:
-observations then have ``image=None``), ``rotation_convention`` (``euler_xyz`` | ``axis_angle``),
-``gripper_convention`` (``signed`` | ``open_fraction``), ``reconfigure_each_episode``.
+observations then have ``image=None``), ``render_depth`` (also the camera's exact depth: ManiSkill's
+``depth`` texture, int16 millimetres along the optical axis, as float32 metres; needs ``render``),
+``rotation_convention`` (``euler_xyz`` | ``axis_angle``), ``gripper_convention`` (``signed`` |
+``open_fraction``), ``reconfigure_each_episode``.
 """
 
 from __future__ import annotations
@@ -159,7 +161,10 @@ class ManiSkillBridgeBackend:
 
     def __init__(self, suite: TaskSuite, asset_dir: str | Path | None = None, lvp_dir: str | Path | None = None,
                  render: bool = True, rotation_convention: str = "euler_xyz",
-                 gripper_convention: str = "signed", reconfigure_each_episode: bool = True):
+                 gripper_convention: str = "signed", reconfigure_each_episode: bool = True,
+                 render_depth: bool = False):
+        if render_depth and not render:
+            raise ConfigError("render_depth needs render: ManiSkill renders depth with the camera image")
         self.suite = suite
         self.scenes: dict[str, BridgeScene] = parse_scenes(suite.scenes, source=suite.source)
         for task in suite.tasks:
@@ -185,6 +190,7 @@ class ManiSkillBridgeBackend:
                 m: np.asarray(models[m]["bbox"]["max"], dtype=np.float64) - np.asarray(models[m]["bbox"]["min"])
                 for m in scene.model_ids}
         self.render = bool(render)
+        self.render_depth = bool(render_depth)
         self.convention = ActionConvention.parse(rotation_convention, gripper_convention)
         self.reconfigure_each_episode = bool(reconfigure_each_episode)
         configure_current_process(self.asset_dir, self.driver)
@@ -205,7 +211,8 @@ class ManiSkillBridgeBackend:
         # ManiSkill appends green-screen exclusions to a class-level list that outlives each env;
         # start every env from an empty one so one scene's ids never leak into the next.
         BaseDigitalTwinEnv._objects_to_remove_from_greenscreen.clear()
-        env = gym.make(scene.env_id, obs_mode="rgb+segmentation", num_envs=1, sim_backend="cpu",
+        obs_mode = "rgb+depth+segmentation" if self.render_depth else "rgb+segmentation"
+        env = gym.make(scene.env_id, obs_mode=obs_mode, num_envs=1, sim_backend="cpu",
                        render_backend="cpu", reconfiguration_freq=1 if self.reconfigure_each_episode else 0,
                        **scene.env_kwargs())
         unwrapped = env.unwrapped
@@ -301,9 +308,13 @@ class ManiSkillBridgeBackend:
         arm = agent.controller.controllers["arm"]
         ee_pose = arm.ee_pose_at_base.raw_pose[0].cpu().numpy().astype(np.float64)
         target = agent.controller.get_state()["arm"]["target_pose"][0].cpu().numpy().astype(np.float64)
-        image = None
+        image = depth = None
         if obs is not None:
             image = np.ascontiguousarray(obs["sensor_data"][CAMERA_NAME]["rgb"][0].cpu().numpy()).copy()
+            if self.render_depth:
+                millimetres = obs["sensor_data"][CAMERA_NAME]["depth"][0, ..., 0].cpu().numpy()
+                depth = millimetres.astype(np.float32) / np.float32(1000.0)
+                depth[millimetres <= 0] = np.nan  # nothing rendered there
         privileged = self._privileged_state()
         episode.timings_ms["observe"] = (time.perf_counter() - started) * 1e3
         return Observation(
@@ -316,6 +327,7 @@ class ManiSkillBridgeBackend:
             joint_positions=qpos,
             target_position=target[:3].copy(),
             privileged=privileged,
+            depth=depth,
         )
 
     def _privileged_state(self) -> PrivilegedState:
@@ -369,7 +381,7 @@ class ManiSkillBridgeBackend:
 def make_backend(suite: TaskSuite, **options: Any) -> ManiSkillBridgeBackend:
     """Factory named in :mod:`ladder_ros.sim.registry`; ``options`` are the constructor's keywords."""
     known = {"asset_dir", "lvp_dir", "render", "rotation_convention", "gripper_convention",
-             "reconfigure_each_episode"}
+             "reconfigure_each_episode", "render_depth"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise ConfigError(f"unknown maniskill_bridge options {unknown}; valid: {', '.join(sorted(known))}")

@@ -111,6 +111,7 @@ PALM_CENTRE_Z = 0.040
 DEFAULT_IMAGE_SIZE = 256
 CAMERA_POSITION = np.array([0.02, -0.34, 0.42])  # behind and left of the base, like Bridge's 3rd view
 CAMERA_TARGET = np.array([0.33, 0.0, 0.0])
+CAMERA_FOVY_DEG = 55.0  # vertical field of view of the 3rd-view camera (MuJoCo cameras are ideal pinholes)
 
 
 # ----------------------------------------------------------------------------- camera
@@ -191,7 +192,7 @@ def build_mjcf(layout: Layout, image_size: int) -> str:
     <geom name="robot_base" type="cylinder" pos="0 0 0.03" size="0.05 0.03" rgba="0.1 0.1 0.1 1"
           contype="0" conaffinity="0"/>
     <camera name="3rd_view" pos="{_fmt(CAMERA_POSITION)}"
-            xyaxes="{_lookat_xyaxes(CAMERA_POSITION, CAMERA_TARGET)}" fovy="55"/>
+            xyaxes="{_lookat_xyaxes(CAMERA_POSITION, CAMERA_TARGET)}" fovy="{CAMERA_FOVY_DEG:g}"/>
     <body name="gripper" gravcomp="1">
       <joint name="gantry_x" type="slide" axis="1 0 0" armature="0.5"/>
       <joint name="gantry_y" type="slide" axis="0 1 0" armature="0.5"/>
@@ -324,20 +325,25 @@ class MujocoTabletop:
     """The tabletop simulator behind :class:`~ladder_ros.sim.base.SimulatorBackend`.
 
     ``render`` turns the camera image on or off (evaluation with a privileged verifier needs no
-    image); ``image_size`` is the square image's side in pixels.
+    image); ``image_size`` is the square image's side in pixels; ``render_depth`` adds the camera's
+    exact depth (float32 metres along the optical axis, from MuJoCo's depth buffer) to each
+    observation, the truth that estimated depth is scored against.
     """
 
     name = "mujoco_tabletop"
     control_rate_hz = CONTROL_RATE_HZ
 
-    def __init__(self, suite: TaskSuite, *, render: bool = True, image_size: int = DEFAULT_IMAGE_SIZE):
-        if not isinstance(render, bool):
-            raise ConfigError(f"render must be true or false, got {render!r}")
+    def __init__(self, suite: TaskSuite, *, render: bool = True, image_size: int = DEFAULT_IMAGE_SIZE,
+                 render_depth: bool = False):
+        for name, value in (("render", render), ("render_depth", render_depth)):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name} must be true or false, got {value!r}")
         if isinstance(image_size, bool) or not isinstance(image_size, int) or not 16 <= image_size <= 2048:
             raise ConfigError(f"image_size must be an integer in [16, 2048] pixels, got {image_size!r}")
         self.suite = suite
         self.scenes: dict[str, SceneSpec] = parse_scenes(suite.scenes)
         self.render = render
+        self.render_depth = render_depth
         self.image_size = image_size
         self._cache: dict[tuple, _BuiltScene] = {}
         self._layouts: dict[tuple[Task, int], Layout] = {}  # sampling a crowded layout takes milliseconds
@@ -394,7 +400,7 @@ class MujocoTabletop:
                                        half_extents=c.half_extents, surface_z=c.surface_z)
             for c in placed.containers
         }
-        if self.render:
+        if self.render or self.render_depth:
             self._ensure_renderer(model)
         return self._observe()
 
@@ -447,6 +453,23 @@ class MujocoTabletop:
         self._renderer.update_scene(self.data, camera="3rd_view")
         return np.array(self._renderer.render(), dtype=np.uint8, copy=True)
 
+    def render_depth_image(self) -> np.ndarray:
+        """The camera's depth now: (H, W) float32 metres along the optical axis."""
+        self._ensure_renderer(self.model)
+        self._renderer.update_scene(self.data, camera="3rd_view")
+        return self._depth_now()
+
+    def _depth_now(self) -> np.ndarray:
+        self._renderer.enable_depth_rendering()
+        try:
+            depth = np.array(self._renderer.render(), dtype=np.float32, copy=True)
+        finally:
+            self._renderer.disable_depth_rendering()
+        # Pixels on the far clipping plane hit nothing: no depth (NaN, as REP 118 has it).
+        model = self.model
+        depth[depth >= 0.999 * model.vis.map.zfar * model.stat.extent] = np.nan
+        return depth
+
     def __enter__(self) -> "MujocoTabletop":
         return self
 
@@ -483,10 +506,13 @@ class MujocoTabletop:
         joints = data.qpos[built.joint_qpos].copy()
         fingers = joints[6:]
         aperture = float(np.clip((fingers.mean() - FINGER_MIN_M) / (FINGER_MAX_M - FINGER_MIN_M), 0.0, 1.0))
-        image = None
-        if self.render:
+        image = depth = None
+        if self.render or self.render_depth:
             self._renderer.update_scene(data, camera="3rd_view")
+        if self.render:
             image = np.array(self._renderer.render(), dtype=np.uint8, copy=True)
+        if self.render_depth:
+            depth = self._depth_now()
         return Observation(
             step=self._step,
             image=image,
@@ -497,6 +523,7 @@ class MujocoTabletop:
             joint_positions=joints,
             target_position=self._target_pos.copy(),
             privileged=self._privileged(),
+            depth=depth,
         )
 
     def _contacts(self) -> tuple[set[int], set[int], set[int]]:
@@ -556,8 +583,8 @@ class MujocoTabletop:
 
 
 def make_backend(suite: TaskSuite, **options: Any) -> MujocoTabletop:
-    """Registry factory (``ladder_ros.sim.registry``): options are ``render`` and ``image_size``."""
-    allowed = {"render", "image_size"}
+    """Registry factory (``ladder_ros.sim.registry``): options are ``render``, ``image_size``, ``render_depth``."""
+    allowed = {"render", "image_size", "render_depth"}
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise ConfigError(f"unknown mujoco_tabletop option {unknown[0]!r}; valid: {', '.join(sorted(allowed))}")

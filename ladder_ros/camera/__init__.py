@@ -1,0 +1,2 @@
+"""Cameras without ROS: frames, intrinsics and extrinsics, capture backends, calibration files, ChArUco
+calibration."""

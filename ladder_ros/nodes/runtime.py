@@ -18,8 +18,6 @@ Only rclpy APIs that ROS 2 Humble has are used here and in the nodes.
 
 from __future__ import annotations
 
-import ctypes
-import os
 import signal
 import sys
 import time
@@ -44,6 +42,7 @@ from ladder_ros.core.errors import LadderError
 from ladder_ros.messages import ABORT, RUNNING, EpisodeCommand, EpisodeStatus, SchemaError
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import BOOL, FLOAT, INT, STR, STR_LIST, ParamSpec
+from ladder_ros.nodes.supervision import die_with_supervisor
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg
 
 _PARAM_TYPES = {BOOL: ParameterType.PARAMETER_BOOL, INT: ParameterType.PARAMETER_INTEGER,
@@ -234,26 +233,7 @@ class EpisodeFollower:
 
 
 # ------------------------------------------------------------------------------ process life
-SUPERVISOR_PID_ENV = "LADDER_ROS_SUPERVISOR_PID"  # set by ladder-ros up for the nodes it starts
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 STOP_DEADLINE_S = 20.0  # after a stop signal, a node that has not exited by then is killed (SIGALRM)
-
-
-def die_with_supervisor(environ=os.environ) -> None:
-    """When started by ``ladder-ros up``, get SIGTERM when ``up`` dies, however it dies (even SIGKILL).
-
-    ``prctl(PR_SET_PDEATHSIG)`` (Linux) is tied to the parent; if the parent is already gone by the
-    time this runs (it died between fork and here), exit at once. Elsewhere (``ros2 launch``,
-    ``ros2 run``) this does nothing: the launcher owns the process.
-    """
-    supervisor = environ.get(SUPERVISOR_PID_ENV, "")
-    if not supervisor.isdigit() or not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-        return
-    if os.getppid() != int(supervisor):
-        raise SystemExit(f"ladder_ros: the supervisor (pid {supervisor}) is gone; not starting")
 
 
 class _StopSignals:

@@ -26,7 +26,7 @@ from ladder_ros.messages import (
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import EPISODE_RECORDER
 from ladder_ros.nodes.runtime import declare_parameters, qos, run_node, subscription
-from ladder_ros.recording.bag import EpisodeBag, config_custom_data
+from ladder_ros.recording.bag import EpisodeBag, config_custom_data, warm_up
 
 FLUSH_PERIOD_S = 1.0  # at most this much of an episode is lost when the recorder is killed (SIGKILL)
 # Messages received this long before an episode's status are kept for it: topics arrive in any
@@ -95,6 +95,7 @@ class EpisodeRecorderNode(Node):
         self.params = declare_parameters(self, EPISODE_RECORDER)
         self.output_dir = Path(self.params["output_dir"]).expanduser()
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        warm_up()
         self.bag: EpisodeBag | None = None
         self.episode_id = ""
         self.status: EpisodeStatus | None = None  # the open episode's latest status

@@ -211,8 +211,8 @@ class EpisodeFollower:
                     return  # a stale repeat of an episode that is over
                 self.current = status
                 if first and status.step >= 0 and self._lost_on_restart is not None:
-                    self.request_abort(status.episode_id, f"{self._node.get_name()} restarted mid-episode "
-                                       f"(step {status.step}): {self._lost_on_restart} is lost")
+                    self.request_abort(status.episode_id, f"{self._node.get_name()} restarted mid-episode: "
+                                       f"{self._lost_on_restart} is lost")
                     return
                 self.joined_late = first
                 try:

@@ -22,6 +22,7 @@ DIR``). This module does not import rclpy.
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 import struct
@@ -38,10 +39,19 @@ _MAGIC = b"\x89MCAP0\r\n"
 _OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK = 0x03, 0x04, 0x05, 0x06  # MCAP spec opcodes
 
 
+@functools.lru_cache(maxsize=1)
 def _typestore():
     from rosbags.typesys import Stores, get_typestore
 
     return get_typestore(Stores.ROS2_KILTED)
+
+
+def warm_up() -> None:
+    """Import the writer and build the type store now (seconds on a busy machine), not when an episode starts."""
+    from rosbags.rosbag2 import Writer  # noqa: F401
+    from rosbags.rosbag2.metadata import parse_qos  # noqa: F401
+
+    _typestore()
 
 
 def software_versions() -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The action safety filter (ladder_ros.core.safety): bounds from the preset, reject and hold still, one action a step."""
+"""The action safety filter (ladder_ros.core.safety): preset bounds, reject and hold still, one action a step."""
 
 import math
 

@@ -111,7 +111,8 @@ def test_a_bad_suite_file_stops_up_before_start(tmp_path):
 def test_graph_description_keys_are_checked(tmp_path):
     text = (REPO / "config" / "graphs" / "widowx.yaml").read_text().replace("remappings: {}", "remapings: {}")
     path = tmp_path / "g.yaml"
-    path.write_text(text.replace("params_file: widowx_params.yaml", f"params_file: {REPO / 'config' / 'widowx_params.yaml'}"))
+    params = REPO / "config" / "widowx_params.yaml"
+    path.write_text(text.replace("params_file: widowx_params.yaml", f"params_file: {params}"))
     with pytest.raises(ConfigError, match="remapings: unknown key; did you mean 'remappings'"):
         load_graph(str(path))
 

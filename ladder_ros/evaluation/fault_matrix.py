@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ladder_ros.core.errors import LadderError
+
 RESUMES = "resumes identically"
 ENDS = "ends with a reason and its record"
 
@@ -127,10 +129,18 @@ class FaultMatrix:
         return max((step for _, eid, step in self.decisions if eid == episode_id), default=-1)
 
     def run(self, case: FaultCase, seed: int) -> FaultOutcome:
+        """One case; ``seed`` is also the layout (0-23 on the tabletop tasks)."""
         client, processes = self.session.client, self.session.processes
         bound = bound_s(self.params, case)
         episode = client.start_episode(self.task_id, variant=self.variant, layout=seed, seed=seed)
-        self._spin_until(lambda: self._last_step(episode) >= case.kill_at_step, 120, f"step {case.kill_at_step}")
+
+        def started() -> bool:
+            reply = client.replies.get(episode)
+            if reply is not None and not reply.accepted:
+                raise LadderError(f"episode {episode}: {reply.reason}")
+            return self._last_step(episode) >= case.kill_at_step
+
+        self._spin_until(started, 120, f"step {case.kill_at_step}")
         if case.node == "episode_recorder":
             # Nothing waits for the recorder; hold the steps (lockstep: the episode stays the same) so
             # the restarted recorder finds the episode still running however long its start takes.

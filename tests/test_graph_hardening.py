@@ -8,7 +8,6 @@ tests/test_graph_bringup_hardening.py; every node killed in turn in tests/test_f
 """
 
 import signal
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,7 @@ from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.core.safety import DUPLICATE, FOREIGN_PUBLISHER  # noqa: E402
 from ladder_ros.messages import DecisionDoc, PrivilegedStateDoc, decode, stamp_of_step  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
-from ladder_ros.nodes.runtime import publisher, qos  # noqa: E402
+from ladder_ros.nodes.runtime import publisher, qos, spin_for  # noqa: E402
 from ladder_ros.recording.bag import bag_custom_data, episode_record, recover_bag  # noqa: E402
 from ladder_ros.ros_conversions import action_to_msg, ns_to_stamp  # noqa: E402
 
@@ -82,13 +81,8 @@ def graph(tmp_path_factory):
 
 
 def spin(graph, condition, timeout_s, what):
+    """Until ``condition()``, failing after ``timeout_s`` naming ``what``."""
     graph.client.spin_until(graph.executor, condition, timeout_s, what)
-
-
-def spin_for(graph, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        graph.executor.spin_once(timeout_sec=0.05)
 
 
 def start(graph, task="kitchen_single_2", variant="proprio_verifier", seed=0, until_step=5):
@@ -100,7 +94,7 @@ def start(graph, task="kitchen_single_2", variant="proprio_verifier", seed=0, un
 def hold_policy(graph, episode):
     """Freeze the policy process (it stays in the graph): the simulator waits for the held step's action."""
     graph.processes.signal("policy", signal.SIGSTOP)
-    spin_for(graph, 1.0)  # take in what was already on its way
+    spin_for(graph.executor, 1.0)  # take in what was already on its way
     return graph.probe.last(episode)
 
 
@@ -117,12 +111,12 @@ def test_item1_a_joint_state_without_the_aperture_does_not_use_up_the_next_step(
         bad = JointState(name=["joint_1"], position=[0.0])  # no gripper_aperture entry
         bad.header.stamp = ns_to_stamp(stamp_of_step(status.origin_ns, status.rate_hz, held + 1))
         client.create_publisher(JointState, topics.JOINT_STATES.name, qos(topics.STREAM)).publish(bad)
-        spin_for(graph, 0.5)
+        spin_for(graph.executor, 0.5)
     finally:
         release_policy(graph)
     outcome = client.wait_until_over(graph.executor, episode, STALL_ABORT_S + SCORE_TIMEOUT_S + 30)
     assert outcome.state == "finished", outcome.result["finish_reason"]  # used to freeze at step held + 1
-    spin_for(graph, 0.3)
+    spin_for(graph.executor, 0.3)
     assert sorted(set(graph.probe.steps(episode))) == list(range(outcome.result["steps_used"] + 1))
 
 

@@ -25,7 +25,7 @@ from ladder_ros.messages import (
 )
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import EPISODE_RECORDER
-from ladder_ros.nodes.runtime import declare_parameters, qos, run_node, subscription
+from ladder_ros.nodes.runtime import declare_parameters, qos, run_node, spin_for, subscription
 from ladder_ros.recording.bag import EpisodeBag, config_custom_data, warm_up
 
 FLUSH_PERIOD_S = 1.0  # at most this much of an episode is lost when the recorder is killed (SIGKILL)
@@ -72,9 +72,10 @@ class EpisodeRecorderNode(Node):
     messages) and in raw mode: the CDR bytes go to disk without decoding, each topic with the QoS its
     publishers offered. A bag opens when the episode status announces a new episode (messages
     received just before it are kept: topics arrive in any order) and closes ``close_grace_s`` after
-    the episode's final status, or when the node shuts down (Ctrl-C, SIGTERM): the bag is then
-    complete. Every second the data so far is written out as a complete MCAP chunk, so after a
-    SIGKILL all but the last second is recoverable (``ladder-ros recording recover``). Each
+    the episode's final status, or when the node shuts down (Ctrl-C, SIGTERM; it first takes in for
+    ``close_grace_s`` what has already arrived): the bag is then complete. Every second the data so
+    far is written out as a complete MCAP chunk, so after a SIGKILL all but the last second is
+    recoverable (``ladder-ros recording recover``). Each
     episode's bag is ``<output_dir>/<episode_id>/`` with its ``metadata.yaml`` and MCAP file (an id
     that is not a safe folder name is never recorded); a recorder restarted mid-episode continues in
     ``<episode_id>.part2/`` (custom data ``continues``). Its custom data holds the episode id, the
@@ -246,6 +247,11 @@ class EpisodeRecorderNode(Node):
             bag.close()
             self.closed.append(str(bag.path))
             self.get_logger().info(f"recording closed: {bag.path} ({bag.messages} messages)")
+
+    def on_shutdown(self, executor) -> None:
+        """SIGINT/SIGTERM: take in what has already arrived (``close_grace_s``) before the bag is closed."""
+        if self.bag is not None:
+            spin_for(executor, self.params["close_grace_s"])
 
     def close(self) -> None:
         """Shutdown: finish the open bag so the MCAP file is complete and readable."""

@@ -228,6 +228,10 @@ def test_item5_a_killed_orchestrator_still_ends_with_a_record_on_disk_and_a_fina
     assert outcome.state == "aborted" and outcome.result["interrupted"] is True
     assert outcome.result["finish_reason"] == "aborted: interrupted: the orchestrator was killed mid-episode and " \
                                               "restarted"
+    # The next episode's steps are stamped past every step of the interrupted one, which the sim
+    # bridge republished while the orchestrator was gone: none of those is taken for a new step.
+    after = client.run_episode(graph.executor, "kitchen_single_1", variant="periodic_trigger", seed=7, timeout_s=60)
+    assert after.state == "finished", after.result["finish_reason"]
 
 
 def test_item5_recover_restores_a_killed_recorders_custom_data(graph, tmp_path):

@@ -595,7 +595,9 @@ class OrchestratorNode(Node):
                                          "pending_request": None, "message": reason})
         self.get_logger().error(f"episode {status.episode_id} was running when this orchestrator's predecessor "
                                 f"stopped without ending it; publishing it as {reason}")
-        self._last_end_ns = status.step_stamp_ns(max(status.step, 0))
+        # The journal's step lags the graph; no step of that episode can be stamped after its
+        # budget, so the next origin goes past that (step stamps never run backwards, step_sync).
+        self._last_end_ns = status.step_stamp_ns(max(status.step, status.budget_steps + 1))
         self._publish_status(final)
         self._write_journal()
         return True

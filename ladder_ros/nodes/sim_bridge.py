@@ -58,6 +58,9 @@ from ladder_ros.sim.base import Observation, SimulatorBackend
 from ladder_ros.sim.registry import make_simulator
 
 
+PUBLISHER_CHECK_S = 1.0  # the publishers of policy/action are named again at least this often
+
+
 def simulator_options(params: dict[str, Any]) -> dict[str, Any]:
     """The backend options the bridge's parameters give (the parity check builds its simulator the same way)."""
     if params["simulator"] == "mujoco_tabletop":
@@ -131,6 +134,7 @@ class SimBridgeNode(Node):
         source = self.params["action_source"]
         self._action_source = source if source.startswith("/") else \
             f"{self.get_namespace().rstrip('/')}/{source}"
+        self._publishers: tuple[int, float, list[str]] = (-1, 0.0, [])  # count, checked at, foreign names
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end,
                                         lost_on_restart="the simulator's state")
         self.create_timer(min(0.25, self.params["resend_after_s"] / 2), self._resend_if_stalled)
@@ -206,13 +210,17 @@ class SimBridgeNode(Node):
         return result
 
     def _foreign_publishers(self) -> list[str]:
-        """Publishers of policy/action other than the configured policy (the graph as this node sees it)."""
-        names = []
-        for info in self.get_publishers_info_by_topic(self._action_topic):
-            name = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
-            if name != self._action_source:
-                names.append(name)
-        return sorted(names)
+        """Publishers of policy/action other than the configured policy (the graph as this node sees it).
+
+        The names are looked up again whenever the number of publishers changes, and at least every
+        ``PUBLISHER_CHECK_S`` (a publisher replaced by another keeps the count).
+        """
+        count, now = self.count_publishers(self._action_topic), time.monotonic()
+        if count != self._publishers[0] or now - self._publishers[1] >= PUBLISHER_CHECK_S:
+            names = sorted(f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+                           for info in self.get_publishers_info_by_topic(self._action_topic))
+            self._publishers = (count, now, [name for name in names if name != self._action_source])
+        return self._publishers[2]
 
     def _report(self, step: int, result: SafetyResult) -> None:
         """Log and publish one intervention of the safety filter."""

@@ -134,7 +134,7 @@ class SimBridgeNode(Node):
         source = self.params["action_source"]
         self._action_source = source if source.startswith("/") else \
             f"{self.get_namespace().rstrip('/')}/{source}"
-        self._publishers: tuple[int, float, list[str]] = (-1, 0.0, [])  # count, checked at, foreign names
+        self._action_publishers: tuple[int, float, list[str]] = (-1, 0.0, [])  # count, checked at, foreign names
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end,
                                         lost_on_restart="the simulator's state")
         self.create_timer(min(0.25, self.params["resend_after_s"] / 2), self._resend_if_stalled)
@@ -216,11 +216,11 @@ class SimBridgeNode(Node):
         ``PUBLISHER_CHECK_S`` (a publisher replaced by another keeps the count).
         """
         count, now = self.count_publishers(self._action_topic), time.monotonic()
-        if count != self._publishers[0] or now - self._publishers[1] >= PUBLISHER_CHECK_S:
+        if count != self._action_publishers[0] or now - self._action_publishers[1] >= PUBLISHER_CHECK_S:
             names = sorted(f"{info.node_namespace.rstrip('/')}/{info.node_name}"
                            for info in self.get_publishers_info_by_topic(self._action_topic))
-            self._publishers = (count, now, [name for name in names if name != self._action_source])
-        return self._publishers[2]
+            self._action_publishers = (count, now, [name for name in names if name != self._action_source])
+        return self._action_publishers[2]
 
     def _report(self, step: int, result: SafetyResult) -> None:
         """Log and publish one intervention of the safety filter."""

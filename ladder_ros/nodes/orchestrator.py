@@ -440,8 +440,10 @@ class OrchestratorNode(Node):
         self._decision_sent_at = time.monotonic()
         if previous is None or previous.instruction != doc.instruction:
             self._subgoal_pub.publish(String(data=doc.instruction or ""))
+        # The status follows the instruction, not every step; it also marks the first executed step
+        # (step >= 1), which tells a node coming up mid-episode that nodes before it served this one.
         if (self.status.plan_index, self.status.pending_request, self.status.instruction) != (
-                doc.plan_index, doc.pending_request, doc.instruction):
+                doc.plan_index, doc.pending_request, doc.instruction) or self.status.step < 1 <= step:
             self._publish_status(self._replace_status(step=step, plan_index=doc.plan_index,
                                                       instruction=doc.instruction,
                                                       pending_request=doc.pending_request))

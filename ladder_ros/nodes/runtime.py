@@ -153,11 +153,12 @@ class EpisodeFollower:
     that episode's status turns finished or aborted. Malformed documents are logged and ignored.
 
     ``lost_on_restart``: what this node keeps per episode that a restart loses (e.g. "the simulator's
-    state"). Given, a node that comes up while an episode has already begun stepping (the first
-    status it ever gets is a running one with a step, so it was restarted mid-episode) does not join
-    that episode: :meth:`request_abort` asks the orchestrator to end it with the reason, and the
-    episode ends at once instead of continuing as a different episode. Episodes that have not
-    stepped yet are joined as usual.
+    state"). Given, a node that comes up while an episode has executed a step already (the first
+    status it ever gets is a running one with ``step >= 1``: every stateful node took part in that
+    step, so this one is a restart) does not join that episode: :meth:`request_abort` asks the
+    orchestrator to end it with the reason, and the episode ends at once instead of continuing as a
+    different episode. An episode still at its first step is joined as usual (a node that came up
+    late, or one restarted before anything of it was executed).
     """
 
     ABORT_RESEND_S = 0.5  # the command publisher may not be matched yet right after a (re)start
@@ -210,7 +211,7 @@ class EpisodeFollower:
                 if status.episode_id in self.ended:
                     return  # a stale repeat of an episode that is over
                 self.current = status
-                if first and status.step >= 0 and self._lost_on_restart is not None:
+                if first and status.step >= 1 and self._lost_on_restart is not None:
                     self.request_abort(status.episode_id, f"{self._node.get_name()} restarted mid-episode: "
                                        f"{self._lost_on_restart} is lost")
                     return

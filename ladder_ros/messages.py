@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
@@ -92,6 +93,8 @@ class Document:
                 raise SchemaError(f"{cls.DOC}: missing field {f.name!r}")
         try:
             return cls(**kwargs)
+        except SchemaError:
+            raise  # already names the document
         except (TypeError, ValueError) as exc:
             raise SchemaError(f"{cls.DOC}: {exc}") from None
 
@@ -126,6 +129,19 @@ def decode(text: str, cls: type[D]) -> D:
 
 
 # ------------------------------------------------------------------------------ episodes
+# An episode id names a recording folder: letters, digits, '_', '.', '-', starting with a letter or
+# a digit (so never '.', '..' or a hidden name), at most 128 characters.
+EPISODE_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def episode_id_problem(episode_id: str) -> str | None:
+    """Why ``episode_id`` cannot name an episode, or None when it can."""
+    if not isinstance(episode_id, str) or not EPISODE_ID_PATTERN.fullmatch(episode_id):
+        return (f"episode id {episode_id!r} must be 1-128 characters of [A-Za-z0-9_.-] starting with a letter "
+                "or a digit")
+    return None
+
+
 @dataclass(frozen=True)
 class EpisodeCommand(Document):
     """Start, stop or abort an episode (from the operator panel, the CLI or a test).
@@ -191,6 +207,7 @@ class EpisodeStatus(Document):
     finish_reason: str | None = None
     result: dict | None = None
     message: str = ""
+    waiting_for: str = ""  # the input the episode has waited for too long (stall watchdog); empty: none
 
     def __post_init__(self) -> None:
         if self.state not in EPISODE_STATES:
@@ -572,7 +589,56 @@ class EpisodeLabels(Document):
         return self.subgoals.get(str(int(plan_index)))
 
 
+@dataclass(frozen=True)
+class EpisodeCommandReply(Document):
+    """The orchestrator's answer to one :class:`EpisodeCommand`: accepted or refused, and why.
+
+    A refused start never touches the episode status (which belongs to the running or last
+    episode); the reply carries the command's ``episode_id`` (empty when it named none) and, for an
+    accepted start, the id the episode runs under (``assigned_id``).
+    """
+
+    DOC: ClassVar[str] = "episode_command_reply"
+    command: str
+    episode_id: str
+    accepted: bool
+    reason: str = ""
+    assigned_id: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("command", "episode_id", "reason", "assigned_id"):
+            _check(self.DOC, name, getattr(self, name), str)
+        _check(self.DOC, "accepted", self.accepted, bool)
+
+
+@dataclass(frozen=True)
+class SafetyInterventionDoc(Document):
+    """One action the safety filter refused (``ladder_ros.core.safety``): what, why, and the episode's counts.
+
+    Published by whoever applies actions (the sim bridge; on a robot the driver's safety filter);
+    ``counts`` are the episode's intervention counts so far, by kind, so the last document of an
+    episode carries its totals.
+    """
+
+    DOC: ClassVar[str] = "safety_intervention"
+    episode_id: str
+    step: int
+    source: str
+    kind: str
+    reason: str
+    axis: str | None = None
+    value: float | None = None
+    limit: float | None = None
+    counts: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_step(self.DOC, self.step)
+        for name in ("episode_id", "source", "kind", "reason"):
+            _check(self.DOC, name, getattr(self, name), str)
+        _check(self.DOC, "counts", self.counts, dict)
+
+
 DOCUMENTS: tuple[type[Document], ...] = (EpisodeCommand, EpisodeStatus, GripperEventsDoc, PrivilegedStateDoc,
                                          DecisionDoc, VerificationRequestDoc, VerificationResultDoc,
                                          PlanRequestDoc, PlanResultDoc, EpisodeEventDoc, EpisodeScoreDoc,
-                                         EpisodeLabels)
+                                         EpisodeLabels, EpisodeCommandReply, SafetyInterventionDoc)

@@ -25,12 +25,13 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from ladder_ros.camera.model import CameraIntrinsics
 from ladder_ros.core.errors import ConfigError, InvalidInputError
+from ladder_ros.core.safety import ACTION_AXES
 from ladder_ros.messages import Document, PrivilegedStateDoc, decode, encode
 from ladder_ros.sim.base import ACTION_DIM, Observation, validate_action
 
-# The action axes, in the order of the 7-D action of ladder_ros/sim/base.py (SimplerEnv/Bridge
-# convention: metres and radians per control step, gripper +1 open / -1 closed).
-ACTION_AXES = ("ee_dx", "ee_dy", "ee_dz", "ee_droll", "ee_dpitch", "ee_dyaw", "gripper")
+# The action axes (ladder_ros.core.safety.ACTION_AXES), in the order of the 7-D action of
+# ladder_ros/sim/base.py (SimplerEnv/Bridge convention: metres and radians per control step,
+# gripper +1 open / -1 closed).
 assert len(ACTION_AXES) == ACTION_DIM
 
 D = TypeVar("D", bound=Document)

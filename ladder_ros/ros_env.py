@@ -7,8 +7,9 @@ the machine has (DESIGN.md section 4). So before any rclpy use, tests, CI, demos
 
 * ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` (ROS 2 Iron and newer) and ``ROS_LOCALHOST_ONLY=1``
   (what ROS 2 Humble reads; newer distributions warn about it and keep the range setting);
-* a ``ROS_DOMAIN_ID`` that no other ladder_ros process on this machine holds (claimed with a lock
-  file, so two test runs side by side never see each other's topics);
+* the ``ROS_DOMAIN_ID`` the user exported, or else one that no other ladder_ros process on this
+  machine holds (claimed with a lock file, so two test runs side by side never see each other's
+  topics);
 * ``FASTDDS_DEFAULT_PROFILES_FILE`` (``FASTRTPS_DEFAULT_PROFILES_FILE`` on Humble) pointing at
   ``config/fastdds_localhost.xml`` (transports restricted to shared memory and 127.0.0.1, and a
   shared-memory segment large enough for images);
@@ -33,6 +34,7 @@ PROFILE_NAME = "fastdds_localhost.xml"
 # range (ROS 2 docs, "The ROS_DOMAIN_ID"). 0 is everyone's default, so it is never claimed here.
 DOMAIN_ID_MIN = 1
 DOMAIN_ID_MAX = 101
+ROS_DOMAIN_ID_MAX = 232  # the largest id ROS 2 accepts (ROS 2 docs, "The ROS_DOMAIN_ID")
 _LOCK_DIR = Path(tempfile.gettempdir()) / "ladder_ros_domains"
 _held_locks: dict[int, int] = {}  # domain id -> open lock file descriptor, held for the process's life
 
@@ -75,18 +77,21 @@ def network_safe_environment(base: Mapping[str, str] | None = None, *,
                              domain_id: int | None = None) -> dict[str, str]:
     """``base`` (default: this process's environment) with the loopback-only ROS settings added.
 
-    A ``ROS_DOMAIN_ID`` already in ``base`` is kept only when ``domain_id`` is None and it is a
-    valid id; otherwise a free one is claimed.
+    A ``ROS_DOMAIN_ID`` already in ``base`` (exported by the user, or set up by a parent ladder_ros
+    process) is kept when ``domain_id`` is None; an invalid one is an error naming it. Without one,
+    a free id is claimed.
     """
     env = dict(os.environ if base is None else base)
     if domain_id is None:
-        existing = env.get("ROS_DOMAIN_ID", "")
-        if existing.isdigit() and DOMAIN_ID_MIN <= int(existing) <= DOMAIN_ID_MAX \
-                and env.get("LADDER_ROS_NETWORK_SAFE") == "1":
-            domain_id = int(existing)  # already set up by a parent ladder_ros process
+        existing = env.get("ROS_DOMAIN_ID", "").strip()
+        if existing:
+            if not existing.isdigit() or int(existing) > ROS_DOMAIN_ID_MAX:
+                raise ConfigError(f"the exported ROS_DOMAIN_ID must be an integer in [0, {ROS_DOMAIN_ID_MAX}], "
+                                  f"got {existing!r}")
+            domain_id = int(existing)
         else:
             domain_id = claim_domain_id()
-    if not DOMAIN_ID_MIN <= domain_id <= DOMAIN_ID_MAX:
+    elif not DOMAIN_ID_MIN <= domain_id <= DOMAIN_ID_MAX:
         raise ConfigError(f"ROS_DOMAIN_ID must be in [{DOMAIN_ID_MIN}, {DOMAIN_ID_MAX}], got {domain_id}")
     env.update({
         "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",

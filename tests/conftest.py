@@ -16,4 +16,8 @@ from ladder_ros.ros_env import apply_network_safe_environment
 # Set at import time, not in a fixture: pytest imports conftest.py before collecting any test
 # module, and a module that imports rclpy at the top would otherwise load it first.
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+if os.environ.get("LADDER_ROS_NETWORK_SAFE") != "1":
+    # A domain id the user exported is for their own graphs (ladder-ros up keeps it); a test run
+    # claims one of its own, so two runs side by side never see each other.
+    os.environ.pop("ROS_DOMAIN_ID", None)
 apply_network_safe_environment(os.environ)

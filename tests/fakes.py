@@ -1,7 +1,8 @@
 """Small deterministic stand-ins for a simulator, a policy and a verifier (core-tier tests).
 
 The toy world has no physics: the policy's action names the object and destination it works on
-(``action[0]`` object index, ``action[1]`` destination index), closing the gripper grasps that
+(``action[0]`` and ``action[1]``: the object and destination index in units of ``TOY_UNIT`` metres,
+so every action stays within the safety filter's per-step bounds), closing the gripper grasps that
 object, opening it drops the object on the destination. A seeded miss rate makes grasps fail.
 """
 
@@ -13,6 +14,8 @@ from ladder_ros.core.goals import GoalState
 from ladder_ros.core.task import Task
 from ladder_ros.core.verification import VerificationRequest, VerificationResult
 from ladder_ros.sim.base import Observation, PrivilegedState
+
+TOY_UNIT = 0.001  # metres per index: a toy action is a tiny, valid end-effector delta
 
 
 class ToyWorld:
@@ -48,8 +51,8 @@ class ToyWorld:
                            joint_positions=np.zeros(0), privileged=PrivilegedState(goal=self._goal()))
 
     def step(self, action) -> Observation:
-        kind = self.kinds[int(action[0])] if action[0] >= 0 else None
-        dest = self.dests[int(action[1])] if action[1] >= 0 else None
+        kind = self.kinds[int(round(action[0] / TOY_UNIT))] if action[0] >= 0 else None
+        dest = self.dests[int(round(action[1] / TOY_UNIT))] if action[1] >= 0 else None
         closing = action[6] < 0
         if closing and self.aperture > 0.5 and kind is not None and action[2] >= 0:
             # grasp the first instance of the kind not already at the destination
@@ -91,8 +94,8 @@ class ToyPolicy:
             self.miss = bool(self.rng.random() < self.miss_rate)
         closing = 1 <= self.phase <= 3
         self.phase = (self.phase + 1) % 6
-        return np.array([kinds.index(sub.object), dests.index(sub.destination), -1.0 if self.miss else 1.0,
-                         0, 0, 0, -1.0 if closing else 1.0])
+        return np.array([kinds.index(sub.object) * TOY_UNIT, dests.index(sub.destination) * TOY_UNIT,
+                         -TOY_UNIT if self.miss else TOY_UNIT, 0, 0, 0, -1.0 if closing else 1.0])
 
 
 class OracleCounter:

@@ -140,10 +140,12 @@ def test_up_forwards_ctrl_c_and_every_node_stops(tmp_path):
 
 @pytest.mark.ros
 def test_up_exits_non_zero_when_a_node_dies(tmp_path):
-    result = up("widowx", "--set", "orchestrator.suite=/nonexistent/suite.yaml", "--set", "sim_bridge.render=false",
+    # A missing suite is refused before anything starts; a missing replay file is found by the node.
+    result = up("widowx", "--set", "vlm_verifier.backend=replay", "--set",
+                "vlm_verifier.replay_path=/nonexistent.jsonl", "--set", "sim_bridge.render=false",
                 "--set", f"episode_recorder.output_dir={tmp_path}", timeout=90)
     assert result.returncode == 1
-    assert "error: node orchestrator exited with code 2" in result.stderr and "stopping the graph" in result.stderr
+    assert "error: node vlm_verifier exited with code 2" in result.stderr and "stopping the graph" in result.stderr
 
 
 def test_params_file_reader_flattens_nested_parameters(tmp_path):

@@ -1,5 +1,7 @@
 """Faults with the nodes as processes: a verifier, policy or recorder process dies mid-episode.
 
+(Every node in turn, with measured times: tests/test_fault_matrix.py.)
+
 Bounded: every wait has a timeout, and the graph is stopped at the end whatever happens. Loopback
 only (tests/conftest.py). The behaviour tested here is documented in docs/graph.md ("Faults").
 """
@@ -123,7 +125,7 @@ def test_verifier_gone_for_good_aborts_the_episode_with_that_reason(graph):
     assert outcome.result["scored"] is True  # the sim bridge still scored what was done
 
 
-def test_policy_killed_nothing_steps_nothing_is_lost(graph):
+def test_policy_killed_nothing_steps_and_a_restart_ends_the_episode_with_its_record(graph):
     client = graph.client
     episode = client.start_episode(TASK, variant="periodic_trigger", layout=2, seed=2)
     spin(graph, lambda: max(graph.probe.steps(episode), default=-1) >= 10, 120, "ten steps")
@@ -136,11 +138,15 @@ def test_policy_killed_nothing_steps_nothing_is_lost(graph):
         assert client.status.state == "running"
     finally:
         graph.processes.start_node("policy")
+    # The new process cannot rebuild the policy's state of this episode: it does not continue a
+    # different episode under the same id, it has the orchestrator end it, with the reason.
     outcome = client.wait_until_over(graph.executor, episode, 120)
-    assert outcome.state == "finished" and outcome.result["finish_reason"] == "budget_exhausted"
+    assert outcome.state == "aborted"
+    assert outcome.result["finish_reason"].startswith("aborted: policy restarted mid-episode")
+    assert outcome.result["scored"] is True and outcome.result["steps_used"] == held_at
     spin_for(graph, 0.5)  # the last decision may still be on its way to the probe
     steps = graph.probe.steps(episode)
-    assert sorted(set(steps)) == list(range(outcome.result["steps_used"] + 1))  # no step skipped
+    assert sorted(set(steps)) == list(range(held_at + 1))  # no step skipped, none after the kill
     assert len(steps) > len(set(steps))  # the held step's decision was republished while waiting
 
 

@@ -15,7 +15,15 @@ from rclpy.node import Node
 from std_msgs.msg import String
 
 from ladder_ros.core.errors import LadderError
-from ladder_ros.messages import ABORTED, FINISHED, START, EpisodeCommand, EpisodeStatus, SchemaError
+from ladder_ros.messages import (
+    ABORTED,
+    FINISHED,
+    START,
+    EpisodeCommand,
+    EpisodeCommandReply,
+    EpisodeStatus,
+    SchemaError,
+)
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.runtime import publisher, subscription
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg
@@ -40,15 +48,27 @@ class EpisodeClient(Node):
         super().__init__(node_name, namespace=namespace)
         self._command_pub = publisher(self, String, topics.EPISODE_COMMAND)
         subscription(self, String, topics.EPISODE_STATUS, self._on_status)
+        subscription(self, String, topics.COMMAND_REPLY, self._on_reply)
         self.status: EpisodeStatus | None = None
+        self.replies: dict[str, EpisodeCommandReply] = {}  # episode id -> the orchestrator's reply to our start
         self._count = 0
         self._started: dict[str, float] = {}
+        self.current: str | None = None  # the episode this client started last
 
     def _on_status(self, msg: String) -> None:
         try:
             self.status = document_from_msg(msg, EpisodeStatus)
         except SchemaError as exc:
             self.get_logger().error(f"ignoring episode status: {exc}")
+
+    def _on_reply(self, msg: String) -> None:
+        try:
+            reply = document_from_msg(msg, EpisodeCommandReply)
+        except SchemaError as exc:
+            self.get_logger().error(f"ignoring a command reply: {exc}")
+            return
+        if reply.command == START and reply.episode_id in self._started:
+            self.replies[reply.episode_id] = reply
 
     def spin_until(self, executor: Executor, condition, timeout_s: float, what: str, check=None) -> None:
         """Spin until ``condition()``; ``check()`` runs each turn and may raise (a node died)."""
@@ -71,18 +91,24 @@ class EpisodeClient(Node):
         """Ask the orchestrator to start an episode; returns its id (the orchestrator refuses a second one)."""
         self._count += 1
         episode_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{self._count:03d}-{task_id}-{variant or 'default'}-s{seed}"
+        self.send_start(episode_id, task_id, variant=variant, layout=layout, seed=seed)
+        return episode_id
+
+    def send_start(self, episode_id: str, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0) -> None:
+        """Publish a start command as given (the orchestrator checks it and replies)."""
+        self._started[episode_id] = time.monotonic()
+        self.current = episode_id
         self._command_pub.publish(document_to_msg(EpisodeCommand(
             command=START, episode_id=episode_id, task_id=task_id, layout=layout, seed=seed, variant=variant)))
-        self._started[episode_id] = time.monotonic()
-        return episode_id
 
     def wait_until_over(self, executor: Executor, episode_id: str, timeout_s: float = 600.0,
                         check=None) -> EpisodeOutcome:
         """Spin until the episode's final status (with its result) is in."""
         def over() -> bool:
+            reply = self.replies.get(episode_id)
+            if reply is not None and not reply.accepted:
+                raise LadderError(f"episode {episode_id}: {reply.reason}")
             s = self.status
-            if s is not None and s.message.startswith("start refused") and s.episode_id != episode_id:
-                raise LadderError(f"episode {episode_id}: {s.message}")
             return s is not None and s.episode_id == episode_id and s.state in (FINISHED, ABORTED) \
                 and s.result is not None
 

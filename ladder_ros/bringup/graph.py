@@ -21,6 +21,8 @@ specs (:mod:`ladder_ros.nodes.parameters`) before any process starts.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -29,12 +31,13 @@ from typing import Any, Mapping
 
 import yaml
 
-from ladder_ros.core.errors import ConfigError
+from ladder_ros.core.errors import ConfigError, check_keys, did_you_mean
 from ladder_ros.messages import CLOCK_MODES
 from ladder_ros.nodes.parameters import NODE_PARAMETERS, check_node_parameters, check_verifier_deadline
 from ladder_ros.paths import share_path
 
 GRAPH_SCHEMA_VERSION = 1
+GRAPH_KEYS = ("schema_version", "graph", "description", "namespace", "params_file", "nodes", "remappings", "modes")
 MODES = ("sim", "real")
 
 
@@ -85,31 +88,44 @@ class GraphDescription:
     def node_parameters(self, mode: str, params_file: Path | None = None,
                         overrides: Mapping[str, Mapping[str, Any]] | None = None,
                         namespace: str | None = None) -> dict[str, dict[str, Any]]:
-        """Each node's checked parameters for ``mode`` (params file, then mode clock, then overrides)."""
+        """Each node's checked parameters for ``mode`` (params file, then mode clock, then overrides).
+
+        The params file is checked as the nodes will read it: every section must name a node of this
+        graph (or ``/**``), every parameter must be one of that node's, and values must have the exact
+        type ROS 2 accepts (an integer for a double is refused, naming file, node and parameter).
+        Overrides are this package's own (``--set``), written for the nodes with the right type.
+        """
         entry = self.mode(mode)
         params_file = params_file or self.params_file
         sections = read_params_file(params_file)
         ns = (self.namespace if namespace is None else namespace).strip("/")
+        self._check_sections(sections, params_file, {ns, self.namespace})
         overrides = overrides or {}
         unknown = sorted(set(overrides) - set(entry.nodes))
         if unknown:
-            raise ConfigError(f"no node {unknown[0]!r} in mode {mode} of graph {self.name}; "
-                              f"nodes: {', '.join(entry.nodes)}")
+            raise ConfigError(f"no node {unknown[0]!r} in mode {mode} of graph {self.name}"
+                              f"{did_you_mean(unknown[0], entry.nodes)}; nodes: {', '.join(entry.nodes)}")
+        every = sections.get("/**", {})
+        known_anywhere = {s.name for node in self.nodes.values() for s in NODE_PARAMETERS[node.executable]}
+        for key in every:
+            if key not in known_anywhere and key != "use_sim_time":
+                raise ConfigError(f"unknown parameter /**.{key}: no node of graph {self.name} has it"
+                                  f"{did_you_mean(key, known_anywhere)}", source=str(params_file))
         result = {}
         for name in entry.nodes:
             node = self.nodes[name]
             known = {s.name for s in NODE_PARAMETERS[node.executable]}
-            values: dict[str, Any] = {}
-            for key in ("/**",):
-                values.update({k: v for k, v in sections.get(key, {}).items() if k in known})
-            for key in (f"/**/{name}", name, f"/{name}", f"/{ns}/{name}", f"{ns}/{name}"):
+            values: dict[str, Any] = {k: v for k, v in every.items() if k in known}
+            for key in _section_keys(name, ns):
                 section = sections.get(key)
                 if section is not None:
                     values.update(section)
+            from_file = set(values)
             values["clock_mode"] = entry.clock_mode
             values.update(overrides.get(name, {}))
+            strict = from_file - set(overrides.get(name, {})) - {"clock_mode"}
             try:
-                result[name] = check_node_parameters(node.executable, values, name)
+                result[name] = check_node_parameters(node.executable, values, name, strict=strict)
             except ConfigError as exc:
                 raise ConfigError(str(exc), source=str(params_file)) from None
         by_executable = {self.nodes[name].executable: name for name in entry.nodes}
@@ -120,6 +136,19 @@ class GraphDescription:
             except ConfigError as exc:
                 raise ConfigError(str(exc), source=str(params_file)) from None
         return result
+
+    def _check_sections(self, sections: Mapping[str, Any], params_file: Path, namespaces: set[str]) -> None:
+        """Every section of a params file names ``/**`` or a node of this graph; a misspelt one is refused."""
+        valid = {"/**"} | {key for name in self.nodes for ns in namespaces for key in _section_keys(name, ns)}
+        for key in sections:
+            if key not in valid:
+                raise ConfigError(f"unknown node section{did_you_mean(key, valid)} (graph {self.name} has the "
+                                  f"nodes {', '.join(self.nodes)}; a section is /**, NAME, /NAME, /**/NAME or "
+                                  f"/NAMESPACE/NAME)", source=str(params_file), key=key)
+
+    def config_files(self, params_file: Path | None = None) -> list[str]:
+        """The files a recording of this graph keeps verbatim: the description and the params file."""
+        return [str(Path(self.source).resolve()), str(Path(params_file or self.params_file).resolve())]
 
     def launches(self, mode: str, params_file: Path | None = None,
                  overrides: Mapping[str, Mapping[str, Any]] | None = None,
@@ -132,14 +161,14 @@ class GraphDescription:
         """
         entry = self.mode(mode)
         params_file = params_file or self.params_file
-        self.node_parameters(mode, params_file, overrides, namespace)
+        checked = self.node_parameters(mode, params_file, overrides, namespace)
         ns = (self.namespace if namespace is None else namespace).strip("/")
-        work_dir = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="ladder_graph_"))
+        work_dir = Path(work_dir) if work_dir is not None else make_work_dir()
         work_dir.mkdir(parents=True, exist_ok=True)
         layer = {"/**": {"ros__parameters": {"clock_mode": entry.clock_mode}}}
         for name, values in (overrides or {}).items():
-            if values:
-                layer[f"/**/{name}"] = {"ros__parameters": dict(values)}
+            if values:  # as checked: `--set x=60` for a decimal parameter is written as 60.0
+                layer[f"/**/{name}"] = {"ros__parameters": {key: checked[name][key] for key in values}}
         layer_file = work_dir / f"{self.name}_{mode}_overrides.yaml"
         layer_file.write_text(yaml.safe_dump(layer, sort_keys=True), encoding="utf-8")
         launches = []
@@ -153,6 +182,47 @@ class GraphDescription:
                 args += ["-r", f"{src}:={dst}"]
             launches.append(NodeLaunch(name=name, executable=node.executable, ros_args=tuple(args)))
         return launches
+
+
+def _section_keys(name: str, ns: str) -> tuple[str, ...]:
+    """The params-file sections that address node ``name`` in namespace ``ns``, in the order they apply."""
+    keys = (f"/**/{name}", name, f"/{name}")
+    return keys + ((f"/{ns}/{name}", f"{ns}/{name}") if ns else ())
+
+
+WORK_DIR_PREFIX = "ladder_graph_"
+
+
+def make_work_dir() -> Path:
+    """A temporary folder for a bringup's generated params file, named after this process.
+
+    The bringup removes it when it stops; folders of processes that died without cleaning up (a
+    SIGKILL) are removed by the next bringup (:func:`remove_stale_work_dirs`).
+    """
+    remove_stale_work_dirs()
+    return Path(tempfile.mkdtemp(prefix=f"{WORK_DIR_PREFIX}{os.getpid()}_"))
+
+
+def remove_stale_work_dirs() -> None:
+    """Remove this user's bringup folders whose process is gone."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{WORK_DIR_PREFIX}*"):
+        pid = folder.name[len(WORK_DIR_PREFIX):].split("_", 1)[0]
+        try:
+            if not pid.isdigit() or folder.stat().st_uid != os.getuid() or _alive(int(pid)):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _load_yaml(path: Path, what: str) -> Any:
@@ -229,10 +299,7 @@ def load_graph(name_or_path: str) -> GraphDescription:
     data = _load_yaml(path, "graph description")
     if not isinstance(data, dict):
         raise ConfigError("a graph description is a mapping", source=source)
-    unknown = sorted(set(data) - {"schema_version", "graph", "description", "namespace", "params_file", "nodes",
-                                  "remappings", "modes"})
-    if unknown:
-        raise ConfigError("unknown key", source=source, key=unknown[0])
+    check_keys(data, GRAPH_KEYS, source=source)
     if data.get("schema_version") != GRAPH_SCHEMA_VERSION:
         raise ConfigError(f"unsupported schema_version {data.get('schema_version')!r}; this version reads "
                           f"{GRAPH_SCHEMA_VERSION}", source=source, key="schema_version")
@@ -250,6 +317,7 @@ def load_graph(name_or_path: str) -> GraphDescription:
         where = f"nodes.{name}"
         if not isinstance(body, dict) or not isinstance(body.get("executable"), str):
             raise ConfigError("expected {executable: NAME}", source=source, key=where)
+        check_keys(body, ("executable", "remappings"), source=source, where=where)
         if body["executable"] not in NODE_PARAMETERS:
             raise ConfigError(f"unknown executable {body['executable']!r}; valid: {', '.join(sorted(NODE_PARAMETERS))}",
                               source=source, key=f"{where}.executable")
@@ -266,6 +334,7 @@ def load_graph(name_or_path: str) -> GraphDescription:
         if not isinstance(body, dict) or body.get("clock_mode") not in CLOCK_MODES:
             raise ConfigError(f"clock_mode must be one of {', '.join(CLOCK_MODES)}", source=source,
                               key=f"{where}.clock_mode")
+        check_keys(body, ("clock_mode", "nodes", "requires"), source=source, where=where)
         listed = body.get("nodes")
         if not isinstance(listed, list) or not listed:
             raise ConfigError("expected a list of node names", source=source, key=f"{where}.nodes")
@@ -283,6 +352,23 @@ def load_graph(name_or_path: str) -> GraphDescription:
     return GraphDescription(name=data["graph"], source=source, description=str(data.get("description", "")),
                             namespace=namespace.strip("/"), params_file=params, nodes=nodes, modes=modes,
                             remappings=_pairs(data.get("remappings"), source, "remappings"), raw=data)
+
+
+def check_referenced_files(params: Mapping[str, Mapping[str, Any]]) -> None:
+    """Load the files the nodes will read (task suites) now, so a bad one stops the bringup before any start.
+
+    ``params`` is :meth:`GraphDescription.node_parameters`' result; errors name the node parameter
+    and the file.
+    """
+    from ladder_ros.core.suite import load_suite
+    from ladder_ros.paths import resolve_share_file
+
+    for node, values in params.items():
+        if values.get("suite"):
+            try:
+                load_suite(resolve_share_file(values["suite"]))
+            except ConfigError as exc:
+                raise ConfigError(f"parameter {node}.suite: {exc}") from None
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
-from ladder_ros.bringup.graph import load_graph, parse_overrides
+from ladder_ros.bringup.graph import check_referenced_files, load_graph, parse_overrides
 from ladder_ros.bringup.up import add_graph_arguments
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.metrics import summarize_episodes
@@ -34,6 +35,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def check_out_folder(path: Path) -> None:
+    """``--out`` must be a folder this user can write to (or one that can be created); one line if not.
+
+    Nothing is created here: the folder is made only once every argument has been checked.
+    """
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path} is a file, not a folder")
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"--out {path}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {path}: {existing} is not writable")
+
+
 def run(args: argparse.Namespace) -> int:
     from ladder_ros.bringup.session import GraphSession
     from ladder_ros.core.suite import load_suite
@@ -44,10 +61,14 @@ def run(args: argparse.Namespace) -> int:
                           "or ros2 launch and start episodes from the operator panel")
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    if not args.episode_timeout > 0:
+        raise ConfigError(f"--episode-timeout must be > 0 seconds, got {args.episode_timeout}")
+    if args.seed < 0:
+        raise ConfigError(f"--seed must be >= 0, got {args.seed}")
     if args.variant:
         Variant.parse(args.variant)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_folder(out)
     graph = load_graph(args.graph)
     params_file = Path(args.params_file) if args.params_file else None
     if params_file is not None and not params_file.is_file():
@@ -55,34 +76,40 @@ def run(args: argparse.Namespace) -> int:
     overrides = parse_overrides(args.overrides)
     recorder = overrides.setdefault("episode_recorder", {})
     recorder.setdefault("output_dir", str((out / "recordings").resolve()))
-    recorder.setdefault("config_files", [graph.source, str(params_file or graph.params_file)])
+    recorder.setdefault("config_files", graph.config_files(params_file))
     params = graph.node_parameters("sim", params_file, overrides, args.namespace)
-    launches = graph.launches("sim", params_file, overrides, args.namespace, work_dir=out / "logs")
+    check_referenced_files(params)
     suite = load_suite(resolve_share_file(params["orchestrator"]["suite"]))
     tasks = [suite.task(t.strip()) for t in args.tasks.split(",") if t.strip()]
     if not tasks:
         raise ConfigError("--tasks names no task")
+    try:
+        (out / "logs").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot create it: {exc.strerror}") from None
+    launches = graph.launches("sim", params_file, overrides, args.namespace, work_dir=out / "logs")
     print(f"ladder-ros run: graph {graph.name} in simulation ({params['sim_bridge']['simulator']}), "
           f"{args.episodes} episodes, loopback only; node logs in {out / 'logs'}", flush=True)
     backend = params["vlm_verifier"]["backend"]
     print(f"policy: {params['policy']['policy']} (noise {params['policy'].get('noise', '-')}); verifier backend: "
           f"{backend}" + (" (counts from simulator state, not a VLM)" if backend == "oracle" else ""), flush=True)
-    records = []
+    records: list[dict] = []
     with GraphSession(graph, launches, out / "logs") as session, open(out / "episodes.jsonl", "a") as jsonl:
-        for k in range(args.episodes):
-            task = tasks[k % len(tasks)]
-            seed = args.seed + k
-            outcome = session.run_episode(task.task_id, variant=args.variant, layout=seed % task.layouts,
-                                          seed=seed, timeout_s=args.episode_timeout)
-            record = outcome.result
-            records.append(record)
-            jsonl.write(json.dumps(record) + "\n")
-            jsonl.flush()
-            print(f"  {outcome.episode_id}: {task.task_id} ({record['variant']}): "
-                  f"{'success' if record['success'] else 'failure'}, {record['subgoals_done']}/{task.horizon} "
-                  f"subgoals, {record['steps_used']}/{record['budget_steps']} steps, "
-                  f"{record['verification_queries']} queries, {record['finish_reason']}, {outcome.wall_s:.1f} s",
-                  flush=True)
+        try:
+            for k in range(args.episodes):
+                task = tasks[k % len(tasks)]
+                seed = args.seed + k
+                outcome = session.run_episode(task.task_id, variant=args.variant, layout=seed % task.layouts,
+                                              seed=seed, timeout_s=args.episode_timeout)
+                _keep(outcome, records, jsonl)
+        except KeyboardInterrupt:
+            # Ctrl-C: the orchestrator is stopped first and ends the running episode as interrupted;
+            # its record is kept like any other, then the rest of the graph stops.
+            outcome = session.stop()
+            if outcome is not None and outcome.episode_id not in {r.get("episode_id") for r in records}:
+                _keep(outcome, records, jsonl)
+            print(f"records: {out / 'episodes.jsonl'}", flush=True)
+            raise
     for variant, s in summarize_episodes(records).items():
         print(f"{variant}: task success {s['task_success_rate']:.0%} (95% CI {s['ci95'][0]:.0%}-{s['ci95'][1]:.0%}), "
               f"subgoal progress {s['subgoal_progress']:.0%} over {s['episodes']} episodes")
@@ -90,3 +117,16 @@ def run(args: argparse.Namespace) -> int:
           f"(rosbag2 MCAP; inspect with 'ladder-ros recording info DIR', Foxglove or ros2 bag)")
     print(f"records: {out / 'episodes.jsonl'}")
     return 0
+
+
+def _keep(outcome, records: list[dict], jsonl) -> None:
+    """One episode's record: into the list, a line of episodes.jsonl, and a line on the terminal."""
+    record = outcome.result
+    records.append(record)
+    jsonl.write(json.dumps(record) + "\n")
+    jsonl.flush()
+    print(f"  {outcome.episode_id}: {record['task_id']} ({record['variant']}): "
+          f"{'success' if record['success'] else 'failure'}, {record['subgoals_done']}/{record['horizon']} "
+          f"subgoals, {record['steps_used']}/{record['budget_steps']} steps, "
+          f"{record['verification_queries']} queries, {record['finish_reason']}, {outcome.wall_s:.1f} s",
+          flush=True)

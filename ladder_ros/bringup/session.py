@@ -37,13 +37,16 @@ class GraphSession:
         env = apply_network_safe_environment(os.environ)
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
 
         from ladder_ros.bringup.client import EpisodeClient
 
         self.processes = GraphProcesses(self.launches, env, self.log_dir)
         self.processes.start()
         try:
-            rclpy.init()
+            # Ctrl-C is a KeyboardInterrupt here (not a context shut down under the client), so the
+            # caller can stop the graph in order and still hear the interrupted episode's final status.
+            rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
             self.client = EpisodeClient(namespace=self.graph.namespace)
             self.executor = SingleThreadedExecutor()
             self.executor.add_node(self.client)
@@ -68,12 +71,36 @@ class GraphSession:
         return self.client.run_episode(self.executor, task_id, variant=variant, layout=layout, seed=seed,
                                        timeout_s=timeout_s, check=self.processes.check_alive)
 
+    def stop(self, final_status_wait_s: float = 5.0):
+        """Stop the graph, the orchestrator first; the final status of an episode it interrupted, or None.
+
+        The orchestrator ends a running episode as interrupted before it exits; the client listens
+        for that status until the other nodes are stopped too.
+        """
+        if self.processes is None:
+            return None
+        client, executor = self.client, self.executor
+        outcome = []
+
+        def collect_final_status() -> None:
+            if client is None or client.current is None:
+                return
+            try:
+                outcome.append(client.wait_until_over(executor, client.current, final_status_wait_s))
+            except LadderError:
+                pass  # no final status came (the orchestrator was gone already): the recorder has the record
+
+        self.processes.stop(between=collect_final_status)
+        self.processes = None
+        return outcome[0] if outcome else None
+
     def __exit__(self, *exc: object) -> None:
         import rclpy
 
-        if self.client is not None:
-            self.client.destroy_node()
-            self.client = None
-        rclpy.try_shutdown()
-        if self.processes is not None:
-            self.processes.stop()
+        try:
+            self.stop()
+        finally:
+            if self.client is not None:
+                self.client.destroy_node()
+                self.client = None
+            rclpy.try_shutdown()

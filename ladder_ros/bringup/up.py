@@ -7,15 +7,20 @@ checked against every node's parameter specs: a bad value is one error line and 
 nothing left running. The nodes run in the network-safe environment (:mod:`ladder_ros.ros_env`)
 unless ``--allow-network`` is given (a multi-machine robot setup).
 
-Ctrl-C (or SIGTERM) is forwarded to every node as SIGINT; nodes that have not exited after
-``--stop-timeout`` seconds are killed. When any node dies on its own, the others are stopped and
-``up`` exits non-zero naming it.
+Ctrl-C, SIGTERM or SIGHUP (a closed terminal) stops the graph: the orchestrator first (it ends a
+running episode as interrupted, with its final status and record), then every other node, each
+with SIGINT; nodes that have not exited after ``--stop-timeout`` seconds are killed. When any node
+dies on its own, the others are stopped and ``up`` exits non-zero naming it. Whatever kills ``up``
+(even SIGKILL), its nodes get SIGTERM from the kernel (``PR_SET_PDEATHSIG``,
+:func:`ladder_ros.nodes.runtime.die_with_supervisor`), so none is left running, and the temporary
+folder with the generated params file goes with ``up`` (or with the next bringup, after a SIGKILL).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,11 +28,21 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ladder_ros.bringup.graph import GraphDescription, NodeLaunch, load_graph, parse_overrides
+from ladder_ros.bringup.graph import (
+    GraphDescription,
+    NodeLaunch,
+    check_referenced_files,
+    load_graph,
+    make_work_dir,
+    parse_overrides,
+)
 from ladder_ros.core.errors import ConfigError, LadderError
+from ladder_ros.nodes.supervision import SUPERVISOR_PID_ENV
 from ladder_ros.ros_env import network_safe_environment
 
 DEFAULT_STOP_TIMEOUT_S = 10.0
+# Stopped first: the orchestrator's last word (an interrupted episode's final status) must reach the recorder.
+STOP_FIRST = ("orchestrator",)
 
 
 class NodeDied(LadderError):
@@ -39,7 +54,9 @@ class GraphProcesses:
 
     def __init__(self, launches: Sequence[NodeLaunch], env: Mapping[str, str], log_dir: Path | None = None):
         self.launches = list(launches)
-        self.env = dict(env)
+        # The nodes die with this process (PR_SET_PDEATHSIG): start_node must run on the thread that
+        # lives as long as the graph (the main thread), since the kernel ties the signal to it.
+        self.env = {**env, SUPERVISOR_PID_ENV: str(os.getpid())}
         self.log_dir = log_dir
         self.processes: dict[str, subprocess.Popen] = {}
         self._logs: list = []
@@ -89,17 +106,25 @@ class GraphProcesses:
         if process.poll() is None:
             process.send_signal(sig)
 
-    def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> dict[str, int]:
-        """SIGINT every node, wait, SIGKILL the rest; returns each node's exit code."""
-        for name in self.processes:
-            self.signal(name, signal.SIGINT)
+    def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S, between=None) -> dict[str, int]:
+        """SIGINT the orchestrator, then every other node; wait, SIGKILL the rest; returns each node's exit code.
+
+        ``between()`` runs once the orchestrator is down and before the others are stopped.
+        """
         deadline = time.monotonic() + timeout_s
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        executables = {launch.name: launch.executable for launch in self.launches}
+        first = [name for name in self.processes if executables.get(name) in STOP_FIRST]
+        for n, group in enumerate((first, [name for name in self.processes if name not in first])):
+            if n == 1 and between is not None:
+                between()
+            for name in group:
+                self.signal(name, signal.SIGINT)
+            for name in group:
+                try:
+                    self.processes[name].wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self.processes[name].kill()
+                    self.processes[name].wait()
         for log in self._logs:
             log.close()
         self._logs = []
@@ -114,13 +139,21 @@ class GraphProcesses:
 
 
 def prepare(graph_name: str, mode: str, params_file: str | None, overrides: list[str],
-            namespace: str | None) -> tuple[GraphDescription, list[NodeLaunch]]:
-    """Load and check everything a bringup needs; raises ConfigError before anything starts."""
+            namespace: str | None, work_dir: Path | None = None) -> tuple[GraphDescription, list[NodeLaunch]]:
+    """Load and check everything a bringup needs; raises ConfigError before anything starts.
+
+    The recorder keeps the graph description and the params file verbatim (``config_files``)
+    unless an override says otherwise.
+    """
     graph = load_graph(graph_name)
     params = Path(params_file) if params_file else None
     if params is not None and not params.is_file():
         raise ConfigError("params file not found", source=str(params))
-    return graph, graph.launches(mode, params, parse_overrides(overrides), namespace)
+    parsed = parse_overrides(overrides)
+    if "episode_recorder" in graph.mode(mode).nodes:
+        parsed.setdefault("episode_recorder", {}).setdefault("config_files", graph.config_files(params))
+    check_referenced_files(graph.node_parameters(mode, params, parsed, namespace))
+    return graph, graph.launches(mode, params, parsed, namespace, work_dir=work_dir)
 
 
 def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
@@ -146,7 +179,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    graph, launches = prepare(args.graph, args.mode, args.params_file, args.overrides, args.namespace)
+    if not args.stop_timeout > 0:
+        raise ConfigError(f"--stop-timeout must be > 0 seconds, got {args.stop_timeout}")
+    work_dir = make_work_dir()
+    try:
+        return _run(args, work_dir)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, work_dir: Path) -> int:
+    graph, launches = prepare(args.graph, args.mode, args.params_file, args.overrides, args.namespace, work_dir)
     env = dict(os.environ) if args.allow_network else network_safe_environment()
     requires = graph.mode(args.mode).requires
     print(f"ladder-ros up: graph {graph.name} ({args.mode}), namespace /{(args.namespace or graph.namespace)}, "
@@ -159,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     def on_signal(signum, _frame) -> None:
         stop_requested.append(signum)
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     graph_processes = GraphProcesses(launches, env, Path(args.log_dir) if args.log_dir else None)
     try:
         graph_processes.start()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
+from typing import Iterable, Mapping
 
 
 class LadderError(Exception):
@@ -32,6 +34,25 @@ class InvalidInputError(LadderError, ValueError):
 def unknown_name(kind: str, name: str, valid: "list[str] | tuple[str, ...]") -> ConfigError:
     """The error for a name that is not one of a fixed set: it lists the valid names."""
     return ConfigError(f"unknown {kind} {name!r}; valid: {', '.join(sorted(valid))}")
+
+
+def did_you_mean(name: str, valid: "Iterable[str]") -> str:
+    """``"; did you mean 'x'?"`` for the valid name closest to a misspelt one, or ``""`` when none is close."""
+    close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def check_keys(mapping: "Mapping[str, object]", valid: "Iterable[str]", *, source: str | None, where: str = "") -> None:
+    """Refuse keys of ``mapping`` that are not in ``valid``, naming the file, the key and the nearest valid key.
+
+    A misspelt key is never silently ignored: it would leave its setting at the default.
+    """
+    allowed = list(valid)
+    for key in mapping:
+        if key not in allowed:
+            path = f"{where}.{key}" if where else str(key)
+            raise ConfigError(f"unknown key{did_you_mean(str(key), allowed)} (valid: {', '.join(sorted(allowed))})",
+                              source=source, key=path)
 
 
 def read_text(path: "str | Path", what: str) -> str:

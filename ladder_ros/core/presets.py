@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from ladder_ros.core.errors import ConfigError, unknown_name
+from ladder_ros.core.safety import ActionLimits, GripperDomain
 
 
 def _positive_int(name: str, value: int) -> None:
@@ -101,10 +102,13 @@ class EmbodimentPreset:
     restart_plan_after_last: bool
     move_incomplete_duplicates_to_end: bool
     budget: StepBudget = field(default_factory=lambda: StepBudget(per_subgoal=100))
+    action_limits: ActionLimits | None = None  # the safety filter's bounds per control step (core/safety.py)
 
     def __post_init__(self) -> None:
         if not (self.control_rate_hz > 0) or math.isinf(self.control_rate_hz):
             raise ConfigError(f"control_rate_hz must be positive, got {self.control_rate_hz!r}")
+        if self.action_limits is not None and not isinstance(self.action_limits, ActionLimits):
+            raise ConfigError(f"action_limits must be ActionLimits, got {type(self.action_limits).__name__}")
         _positive_int("periodic_interval_steps", self.periodic_interval_steps)
         _positive_int("privileged_settle_steps", self.privileged_settle_steps)
         if self.privileged_set_aside_steps is not None:
@@ -122,6 +126,23 @@ class EmbodimentPreset:
         )
 
 
+# WidowX, per 5 Hz step: 0.05 m per translation axis, the box the Bridge WidowX environments give a
+# one-step end-effector delta (rail-berkeley/bridge_data_robot, widowx_envs/widowx_env.py, the reaching
+# envs' action space +-0.05), i.e. 0.25 m/s; pi/2 per rotation axis, the bounds ManiSkill3's Bridge
+# controller declares (bridge_dataset_eval/base_env.py, rot_lower/rot_upper of
+# arm_pd_ee_target_delta_pose_align2); the gripper binary, as Bridge policies binarise it
+# (2 * (open > 0.5) - 1, no sticky gripper; SimplerEnv).
+WIDOWX_ACTION_LIMITS = ActionLimits(max_translation_m=0.05, max_rotation_rad=math.pi / 2,
+                                    gripper=GripperDomain.BINARY,
+                                    source="bridge_data_robot widowx_env (+-0.05 m), ManiSkill3 Bridge controller "
+                                           "(+-pi/2 rad), SimplerEnv gripper binarisation")
+# Franka, per 15 Hz step: the arm's Cartesian velocity limits (Franka Control Interface docs, "Robot and
+# interface specifications": 1.7 m/s translation, 2.5 rad/s rotation) over one control period; the
+# gripper a continuous width command in [-1, 1] (pi0.5-DROID predicts a gripper position).
+FRANKA_ACTION_LIMITS = ActionLimits(max_translation_m=1.7 / 15.0, max_rotation_rad=2.5 / 15.0,
+                                    gripper=GripperDomain.CONTINUOUS,
+                                    source="Franka Cartesian limits 1.7 m/s, 2.5 rad/s at 15 Hz")
+
 WIDOWX = EmbodimentPreset(
     name="widowx",
     description="WidowX 250 on SimplerEnv-Long (5 Hz, Bridge policy)",
@@ -136,6 +157,7 @@ WIDOWX = EmbodimentPreset(
     restart_plan_after_last=False,  # Appendix B: 'The WidowX suites have no such limit'
     move_incomplete_duplicates_to_end=False,  # Appendix B: retried in place
     budget=StepBudget(per_subgoal=100),  # Section 3: 100 steps (20 s at 5 Hz) per subgoal
+    action_limits=WIDOWX_ACTION_LIMITS,
 )
 
 WIDOWX_ROBOTARENA = EmbodimentPreset(
@@ -150,6 +172,7 @@ WIDOWX_ROBOTARENA = EmbodimentPreset(
     restart_plan_after_last=False,
     move_incomplete_duplicates_to_end=False,
     budget=WIDOWX.budget,
+    action_limits=WIDOWX.action_limits,
 )
 
 FRANKA = EmbodimentPreset(
@@ -167,6 +190,7 @@ FRANKA = EmbodimentPreset(
     move_incomplete_duplicates_to_end=True,  # Appendix B: interchangeable duplicates move to the end
     budget=StepBudget(table=((1, 900), (2, 1350), (3, 2700), (4, 2700), (5, 2700), (6, 2700),
                              (7, 3600), (8, 4050), (9, 4500), (10, 4950))),  # Appendix D
+    action_limits=FRANKA_ACTION_LIMITS,
 )
 
 PRESETS: dict[str, EmbodimentPreset] = {p.name: p for p in (WIDOWX, WIDOWX_ROBOTARENA, FRANKA)}

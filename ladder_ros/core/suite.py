@@ -30,11 +30,14 @@ from typing import Any, Mapping
 
 import yaml
 
-from ladder_ros.core.errors import ConfigError, read_text, unknown_name
+from ladder_ros.core.errors import ConfigError, check_keys, read_text, unknown_name
 from ladder_ros.core.presets import PRESETS
 from ladder_ros.core.task import Subgoal, Task, TaskCategory
 
 SUITE_SCHEMA_VERSION = 1
+SUITE_KEYS = ("schema_version", "suite", "description", "embodiment", "scenes", "tasks")
+TASK_KEYS = ("id", "scene", "category", "ladder", "instruction", "subgoals", "distractors", "layouts")
+SUBGOAL_KEYS = ("object", "destination", "text")
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ def parse_suite(data: Any, source: str = "<suite>") -> TaskSuite:
     """Validate a suite document (already loaded from YAML)."""
     if not isinstance(data, Mapping):
         raise ConfigError("a suite file is a mapping at the top level", source=source)
+    check_keys(data, SUITE_KEYS, source=source)
     version = _require(data, "schema_version", "", source, int)
     if version != SUITE_SCHEMA_VERSION:
         raise ConfigError(f"unsupported schema_version {version}; this version reads {SUITE_SCHEMA_VERSION}",
@@ -106,6 +110,7 @@ def parse_suite(data: Any, source: str = "<suite>") -> TaskSuite:
         where = f"tasks[{i}]"
         task_id = str(_require(raw, "id", where, source, str))
         where = f"tasks[{i}] ({task_id})"
+        check_keys(raw, TASK_KEYS, source=source, where=where)
         if task_id in seen:
             raise ConfigError("duplicate task id", source=source, key=f"{where}.id")
         seen.add(task_id)
@@ -122,6 +127,7 @@ def parse_suite(data: Any, source: str = "<suite>") -> TaskSuite:
         for j, sg in enumerate(_require(raw, "subgoals", where, source, list)):
             sw = f"{where}.subgoals[{j}]"
             obj = str(_require(sg, "object", sw, source, str))
+            check_keys(sg, SUBGOAL_KEYS, source=source, where=sw)
             dest = str(_require(sg, "destination", sw, source, str))
             text = str(_require(sg, "text", sw, source, str))
             if obj not in objects:

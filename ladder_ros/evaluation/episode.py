@@ -17,56 +17,19 @@ Per step ``t`` (``t = 0`` is the reset observation):
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 from ladder_ros.core.goals import GoalTracker
 from ladder_ros.core.metrics import score_episode
 from ladder_ros.core.orchestrator import Decision, Orchestrator, StepInput, Variant, make_orchestrator
 from ladder_ros.core.presets import EmbodimentPreset
+from ladder_ros.core.record import EpisodeRecord
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.task import Subgoal, Task
 from ladder_ros.core.triggers import GripperMonitor
 from ladder_ros.core.verification import CountVerifier
 from ladder_ros.policies.base import LowLevelPolicy
 from ladder_ros.sim.base import Observation, SimulatorBackend
-
-RECORD_SCHEMA_VERSION = 1
-
-
-@dataclass
-class EpisodeRecord:
-    """Everything one episode produced; one line of ``episodes.jsonl``."""
-
-    task_id: str
-    suite: str
-    category: str
-    horizon: int
-    variant: str
-    layout: int
-    seed: int
-    success: bool
-    subgoals_done: int
-    steps_used: int
-    budget_steps: int
-    finish_reason: str | None
-    subgoals: list[dict]
-    violations: list[str]
-    events: list[dict]
-    verification_queries: int
-    verifier: str | None
-    policy: str
-    simulator: str
-    final_goal: dict
-    orchestration: dict
-    wall_s: float = 0.0
-    extra: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        data = {"schema_version": RECORD_SCHEMA_VERSION}
-        data.update({k: v for k, v in self.__dict__.items() if k != "extra"})
-        data.update(self.extra)
-        return data
 
 
 def step_input(variant: Variant, observation: Observation, monitor: GripperMonitor,

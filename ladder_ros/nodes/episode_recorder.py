@@ -7,23 +7,35 @@ import json
 import time
 from collections import deque
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from rclpy.node import Node
+from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
-from ladder_ros.bringup.recording import EpisodeBag, config_custom_data
-from ladder_ros.messages import EpisodeLabels, EpisodeStatus, SchemaError, decode
+from ladder_ros.core.record import graph_record, interrupted_reason
+from ladder_ros.messages import (
+    RUNNING,
+    EpisodeEventDoc,
+    EpisodeLabels,
+    EpisodeStatus,
+    SchemaError,
+    decode,
+    episode_id_problem,
+)
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import EPISODE_RECORDER
-from ladder_ros.nodes.runtime import declare_parameters, run_node, subscription
+from ladder_ros.nodes.runtime import declare_parameters, qos, run_node, spin_for, subscription
+from ladder_ros.recording.bag import EpisodeBag, config_custom_data, warm_up
 
 FLUSH_PERIOD_S = 1.0  # at most this much of an episode is lost when the recorder is killed (SIGKILL)
 # Messages received this long before an episode's status are kept for it: topics arrive in any
 # order, and a recorder that just (re)started may be matched by the status publisher last.
 IDLE_BUFFER_S = 5.0
 RECORDER_DEPTH = 1000  # messages queued per topic, so a slow disk does not lose reliable messages
+WATCH_PERIOD_S = 0.5  # how often an open episode's orchestrator is looked for in the graph
+_INFINITE = {"sec": 2147483647, "nsec": 4294967295}  # rosbag2's "infinite" QoS duration
 
 
 def message_class(type_name: str):
@@ -32,27 +44,58 @@ def message_class(type_name: str):
     return getattr(importlib.import_module(f"{package}.{kind}"), name)
 
 
+def _duration(nanoseconds: int) -> dict[str, int]:
+    if nanoseconds >= 2**63 - 1:
+        return dict(_INFINITE)
+    return {"sec": nanoseconds // 1_000_000_000, "nsec": nanoseconds % 1_000_000_000}
+
+
+def offered_qos(profile: QoSProfile, spec: topics.TopicSpec | None) -> dict[str, Any]:
+    """One publisher's QoS as rosbag2 writes it into ``metadata.yaml``.
+
+    Discovery does not carry history and depth; for the graph's own topics they come from
+    :mod:`ladder_ros.nodes.topics`, so a latched topic replays with its depth of 1.
+    """
+    history, depth = profile.history.name.lower(), int(profile.depth)
+    if spec is not None and (history not in ("keep_last", "keep_all") or depth == 0):
+        history, depth = "keep_last", topics.QOS_DEPTH[spec.qos]
+    return {"history": history, "depth": depth, "reliability": profile.reliability.name.lower(),
+            "durability": profile.durability.name.lower(), "deadline": _duration(profile.deadline.nanoseconds),
+            "lifespan": _duration(profile.lifespan.nanoseconds), "liveliness": profile.liveliness.name.lower(),
+            "liveliness_lease_duration": _duration(profile.liveliness_lease_duration.nanoseconds),
+            "avoid_ros_namespace_conventions": bool(profile.avoid_ros_namespace_conventions)}
+
+
 class EpisodeRecorderNode(Node):
     """Records every topic of the graph (:data:`ladder_ros.nodes.topics.TOPICS`) per episode.
 
     It subscribes with the publishers' QoS (a deeper queue, so a slow disk does not lose reliable
-    messages) and in raw mode: the CDR bytes go to disk without decoding. A bag opens when the
-    episode status announces a new episode (messages received just before it are kept: topics
-    arrive in any order) and closes ``close_grace_s`` after the episode's final status, or when
-    the node shuts down (Ctrl-C, SIGTERM): the bag is then complete. Every second the data so far is
-    written out as a complete MCAP chunk, so after a SIGKILL all but the last second is recoverable
-    (``ladder-ros recording recover``). Each episode's bag is
-    ``<output_dir>/<episode_id>/`` with its ``metadata.yaml`` and MCAP file; its custom data holds
-    the episode id, the task, variant, layout and seed, the graph name, the configuration files
-    verbatim and the software versions.
+    messages) and in raw mode: the CDR bytes go to disk without decoding, each topic with the QoS its
+    publishers offered. A bag opens when the episode status announces a new episode (messages
+    received just before it are kept: topics arrive in any order) and closes ``close_grace_s`` after
+    the episode's final status, or when the node shuts down (Ctrl-C, SIGTERM; it first takes in for
+    ``close_grace_s`` what has already arrived): the bag is then complete. Every second the data so
+    far is written out as a complete MCAP chunk, so after a SIGKILL all but the last second is
+    recoverable (``ladder-ros recording recover``). Each
+    episode's bag is ``<output_dir>/<episode_id>/`` with its ``metadata.yaml`` and MCAP file (an id
+    that is not a safe folder name is never recorded); a recorder restarted mid-episode continues in
+    ``<episode_id>.part2/`` (custom data ``continues``). Its custom data holds the episode id, the
+    task, variant, layout and seed, the graph name, the configuration files verbatim and the software
+    versions, and at the end the finish reason.
+
+    Nothing is lost when the episode cannot end by its rules: when the orchestrator disappears from
+    the graph during an episode, or this node is stopped first, the bag is closed with custom data
+    ``interrupted`` (the reason) and ``episode_record``, a record built from the last status and every
+    event recorded, marked ``interrupted``.
 
     Operator labels (``operator/labels``) usually come after the episode is over, so while an
     operator panel publishes them the bag stays open after the final status until the labels are
     marked final, the next episode starts, or ``labels_grace_s`` has passed; labels made later are
     still in the panel's episode record file (the labels' primary copy).
 
-    Topics: subscribes to all graph topics (see the README's table). Parameters: preset,
-    clock_mode, output_dir, graph, config_files, close_grace_s (s), labels_grace_s (s).
+    Topics: subscribes to all graph topics (see the README's table), ``/clock`` included.
+    Parameters: preset, clock_mode, output_dir, graph, config_files, close_grace_s (s),
+    labels_grace_s (s).
     """
 
     def __init__(self, *, node_name: str = "episode_recorder", **node_options):
@@ -60,13 +103,22 @@ class EpisodeRecorderNode(Node):
         self.params = declare_parameters(self, EPISODE_RECORDER)
         self.output_dir = Path(self.params["output_dir"]).expanduser()
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        warm_up()
         self.bag: EpisodeBag | None = None
         self.episode_id = ""
+        self.status: EpisodeStatus | None = None  # the open episode's latest status
+        self._events: list[dict] = []  # the open episode's events, for a record of an interrupted episode
+        self._final = False  # the open episode's final status is in
+        self._opened_at = 0.0
         self._close_at: float | None = None
         self._finished_at: float | None = None
         self._labels_final: set[str] = set()  # episodes whose operator labels are final
         self._labels_topic = self.resolve_topic_name(topics.LABELS.name)
         self._idle: deque[tuple[float, str, str, int, bytes]] = deque(maxlen=2000)
+        self._qos: dict[str, list[dict]] = {}
+        self._specs = {self.resolve_topic_name(spec.name): spec for spec in topics.TOPICS}
+        self._status_topic = self.resolve_topic_name(topics.EPISODE_STATUS.name)
+        self._events_topic = self.resolve_topic_name(topics.EVENTS_TOPIC.name)
         self.closed: list[str] = []  # bag folders finished by this node
         for spec in topics.TOPICS:
             subscription(self, message_class(spec.type), spec,
@@ -74,13 +126,12 @@ class EpisodeRecorderNode(Node):
                          depth=None if spec.qos == topics.LATCHED else RECORDER_DEPTH, raw=True)
         self.create_timer(0.1, self._close_when_due)
         self.create_timer(FLUSH_PERIOD_S, self._flush)
+        self.create_timer(WATCH_PERIOD_S, self._watch_orchestrator)
 
     def _make_callback(self, topic: str, type_name: str):
-        status_topic = self.resolve_topic_name(topics.EPISODE_STATUS.name)
-
         def on_message(data: bytes) -> None:
             now_ns = self.get_clock().now().nanoseconds
-            if topic == status_topic:
+            if topic == self._status_topic:
                 self._on_status(data)
             elif topic == self._labels_topic:
                 self._on_labels(data)
@@ -93,10 +144,15 @@ class EpisodeRecorderNode(Node):
         except SchemaError as exc:
             self.get_logger().error(f"ignoring episode status: {exc}")
             return
-        if status.state == "running" and status.episode_id and status.episode_id != self.episode_id:
+        if status.state == RUNNING and status.episode_id and status.episode_id != self.episode_id:
             self._open(status)
-        elif status.state in ("finished", "aborted") and status.episode_id == self.episode_id and self.bag:
-            if self._close_at is None:
+        elif status.episode_id == self.episode_id and self.bag is not None:
+            self.status = status
+            if status.state in ("finished", "aborted") and not self._final:
+                self._final = True
+                result = status.result or {}
+                self.bag.set_custom_data({"finish_reason": str(status.finish_reason),
+                                          "interrupted": "true" if result.get("interrupted") else "false"})
                 self._finished_at = time.monotonic()
                 self._close_at = self._finished_at + self.params["close_grace_s"]
 
@@ -118,21 +174,37 @@ class EpisodeRecorderNode(Node):
                 and self.episode_id not in self._labels_final
                 and self.count_publishers(self._labels_topic) > 0)
 
+    def _bag_path(self, episode_id: str) -> tuple[Path, str]:
+        """``<output_dir>/<id>``, or ``<id>.partN`` when a recorder before this one already began it."""
+        path, part = self.output_dir / episode_id, 1
+        while path.exists():
+            part += 1
+            path = self.output_dir / f"{episode_id}.part{part}"
+        return path, "" if part == 1 else episode_id
+
     def _open(self, status: EpisodeStatus) -> None:
         self._close()
+        problem = episode_id_problem(status.episode_id)
+        if problem:
+            self.get_logger().error(f"not recording: {problem}")
+            return
         task = status.task or {}
+        path, continues = self._bag_path(status.episode_id)
+        if path.resolve().parent != self.output_dir.resolve():
+            self.get_logger().error(f"not recording episode {status.episode_id!r}: {path} is outside {self.output_dir}")
+            return
         custom = config_custom_data(status.episode_id, self.params["graph"], self.params["config_files"], {
             "task_id": task.get("task_id", ""), "variant": status.variant, "layout": str(status.layout),
             "seed": str(status.seed), "preset": status.preset, "clock": status.clock,
-            "plan": json.dumps(status.plan)})
-        path = self.output_dir / status.episode_id
+            "plan": json.dumps(status.plan), **({"continues": continues} if continues else {})})
         try:
             self.bag = EpisodeBag(path, custom)
         except Exception as exc:  # rosbags raises its own errors (path exists, disk); keep the node up
             self.get_logger().error(f"cannot record episode {status.episode_id} at {path}: {exc}")
             self.bag = None
             return
-        self.episode_id = status.episode_id
+        self.episode_id, self.status, self._events, self._final = status.episode_id, status, [], False
+        self._opened_at = time.monotonic()
         now = time.monotonic()
         for received, topic, type_name, stamp, data in self._idle:
             if topic == self._labels_topic:
@@ -140,19 +212,64 @@ class EpisodeRecorderNode(Node):
                 if labels is None or labels.episode_id != status.episode_id:
                     continue  # labels of an earlier episode, published after its bag closed
             if now - received <= IDLE_BUFFER_S:
-                self.bag.write(topic, type_name, stamp, data)
+                self._write(topic, type_name, stamp, data)
         self._idle.clear()
-        self.get_logger().info(f"recording episode {status.episode_id} to {path}")
+        self.get_logger().info(f"recording episode {status.episode_id} to {path}"
+                               + (f" (continuing {continues})" if continues else ""))
 
     def _record(self, topic: str, type_name: str, stamp_ns: int, data: bytes) -> None:
         if self.bag is None:
             self._idle.append((time.monotonic(), topic, type_name, stamp_ns, bytes(data)))
             return
-        self.bag.write(topic, type_name, stamp_ns, data)
+        self._write(topic, type_name, stamp_ns, data)
+
+    def _write(self, topic: str, type_name: str, stamp_ns: int, data: bytes) -> None:
+        assert self.bag is not None
+        if topic == self._events_topic:
+            self._keep_event(data)
+        self.bag.write(topic, type_name, stamp_ns, data, qos=self._offered(topic))
+
+    def _offered(self, topic: str) -> list[dict]:
+        """The QoS the topic's publishers offer, as seen in the graph (looked up once per topic)."""
+        if topic not in self._qos:
+            spec = self._specs.get(topic)
+            profiles = [offered_qos(info.qos_profile, spec) for info in self.get_publishers_info_by_topic(topic)]
+            if not profiles and spec is not None:  # the publisher is gone already: the graph's declared QoS
+                profiles = [offered_qos(qos(spec.qos), spec)]
+            self._qos[topic] = profiles
+        return self._qos[topic]
+
+    def _keep_event(self, data: bytes) -> None:
+        try:
+            doc = decode(deserialize_message(data, String).data, EpisodeEventDoc)
+        except SchemaError:
+            return
+        if doc.episode_id == self.episode_id:
+            self._events.append(doc.event)
 
     def _flush(self) -> None:
         if self.bag is not None:
             self.bag.flush()
+
+    def _watch_orchestrator(self) -> None:
+        """An open episode whose orchestrator left the graph without a final status is over: keep what is known."""
+        if self.bag is None or self._final:
+            return
+        if self.count_publishers(self._status_topic) == 0:
+            self._interrupt("the orchestrator left the graph without ending the episode")
+
+    def _interrupt(self, reason: str) -> None:
+        """Close the open bag with a record of the episode marked interrupted."""
+        assert self.bag is not None and self.status is not None
+        record = graph_record(self.status.to_dict(), events=self._events, orchestration={},
+                              finish_reason=interrupted_reason(reason), last_step=self.status.step, score=None,
+                              wall_s=time.monotonic() - self._opened_at, extra={"interrupted": True})
+        self.bag.set_custom_data({"interrupted": reason, "finish_reason": record["finish_reason"],
+                                  "episode_record": json.dumps(record, sort_keys=True)})
+        self.get_logger().error(f"episode {self.episode_id}: {reason}; closing its recording with the record "
+                                "marked interrupted")
+        self._final = True
+        self._close()
 
     def _close_when_due(self) -> None:
         now = time.monotonic()
@@ -168,8 +285,15 @@ class EpisodeRecorderNode(Node):
             self.closed.append(str(bag.path))
             self.get_logger().info(f"recording closed: {bag.path} ({bag.messages} messages)")
 
+    def on_shutdown(self, executor) -> None:
+        """SIGINT/SIGTERM: take in what has already arrived (``close_grace_s``) before the bag is closed."""
+        if self.bag is not None:
+            spin_for(executor, self.params["close_grace_s"])
+
     def close(self) -> None:
         """Shutdown: finish the open bag so the MCAP file is complete and readable."""
+        if self.bag is not None and not self._final and self.status is not None:
+            self._interrupt("the recorder was stopped before the episode's final status")
         self._close()
 
 

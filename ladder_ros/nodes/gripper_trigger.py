@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Sequence
 
@@ -12,7 +13,7 @@ from std_msgs.msg import String
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.presets import get_preset
-from ladder_ros.core.triggers import GripperMonitor
+from ladder_ros.core.triggers import GripperMonitor, normalised_aperture
 from ladder_ros.messages import LOCKSTEP, EpisodeStatus, GripperEventsDoc
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import GRIPPER_TRIGGER
@@ -55,7 +56,8 @@ class GripperTriggerNode(Node):
         subscription(self, JointState, topics.JOINT_STATES, self._on_joint_state)
         if self.needs_height:
             subscription(self, PoseStamped, topics.EE_POSE, self._on_pose)
-        self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
+        self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end,
+                                        lost_on_restart="the gripper monitor's state (closed steps, cooldown)")
         self._latest: dict[str, tuple[float, object]] = {}
         self._wall_step = 0
         if not self.lockstep:
@@ -76,6 +78,15 @@ class GripperTriggerNode(Node):
             self.aligner.stop()
 
     def _on_joint_state(self, msg: JointState) -> None:
+        # Checked at the door: a joint state without a usable aperture must not use up its step in
+        # the aligner (the valid one of the same step would then be dropped as a repeat).
+        try:
+            _, _, aperture = joint_state_from_msg(msg, self.params["aperture_joint"])
+            normalised_aperture(aperture)
+        except LadderError as exc:
+            self.get_logger().error(f"ignoring a joint state stamped {stamp_to_ns(msg.header.stamp)} ns: {exc}",
+                                    throttle_duration_sec=1.0)
+            return
         if self.lockstep:
             self.aligner.add(stamp_to_ns(msg.header.stamp), JOINTS, msg)
             self._process_ready()
@@ -83,6 +94,10 @@ class GripperTriggerNode(Node):
             self._latest[JOINTS] = (time.monotonic(), msg)
 
     def _on_pose(self, msg: PoseStamped) -> None:
+        if not math.isfinite(msg.pose.position.z):
+            self.get_logger().error(f"ignoring a pose stamped {stamp_to_ns(msg.header.stamp)} ns: height "
+                                    f"{msg.pose.position.z}", throttle_duration_sec=1.0)
+            return
         if self.lockstep:
             self.aligner.add(stamp_to_ns(msg.header.stamp), POSE, msg)
             self._process_ready()

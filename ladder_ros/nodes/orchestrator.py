@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime, timezone
 from typing import Sequence
 
+from rclpy.duration import Duration
+from rclpy.executors import Executor
 from rclpy.node import Node
+from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
 
 from ladder_ros.core.errors import LadderError
-from ladder_ros.core.events import VERIFICATION_REQUESTED
 from ladder_ros.core.orchestrator import Decision, Orchestrator, StepInput, Variant, make_orchestrator
 from ladder_ros.core.presets import get_preset
+from ladder_ros.core.record import graph_record, interrupted_reason
 from ladder_ros.core.suite import TaskSuite, load_suite
 from ladder_ros.core.task import Task
-from ladder_ros.evaluation.episode import EpisodeRecord
 from ladder_ros.messages import (
     ABORT,
     ABORTED,
@@ -28,6 +32,7 @@ from ladder_ros.messages import (
     STOP,
     DecisionDoc,
     EpisodeCommand,
+    EpisodeCommandReply,
     EpisodeEventDoc,
     EpisodeScoreDoc,
     EpisodeStatus,
@@ -35,20 +40,33 @@ from ladder_ros.messages import (
     PlanRequestDoc,
     PlanResultDoc,
     PrivilegedStateDoc,
+    SafetyInterventionDoc,
     SchemaError,
     VerificationRequestDoc,
     VerificationResultDoc,
+    episode_id_problem,
 )
-from ladder_ros.nodes import topics
+from ladder_ros.nodes import stall_watch, topics
+from ladder_ros.nodes.episode_journal import EpisodeJournal, default_state_dir, journal_path
 from ladder_ros.nodes.parameters import ORCHESTRATOR
-from ladder_ros.nodes.runtime import declare_parameters, publisher, received_document, run_node, subscription
+from ladder_ros.nodes.runtime import (
+    declare_parameters,
+    publisher,
+    received_document,
+    run_node,
+    spin_for,
+    subscription,
+)
+from ladder_ros.nodes.stall_watch import StallWatch
 from ladder_ros.nodes.step_sync import StepAligner
 from ladder_ros.paths import resolve_share_file
-from ladder_ros.ros_conversions import document_to_msg
+from ladder_ros.ros_conversions import document_to_msg, stamp_to_ns
 
 GRIPPER = "gripper"
 PRIVILEGED = "privileged"
 NS_PER_S = 1_000_000_000
+JOURNAL_PERIOD_S = 1.0  # the journal is rewritten at most this often while an episode runs
+LAST_WORD_S = 2.0  # on shutdown: how long the final status of an interrupted episode may take to go out
 
 
 class OrchestratorNode(Node):
@@ -73,13 +91,25 @@ class OrchestratorNode(Node):
     unavailable; the queue is kept and the episode resumes when an answer comes, or is aborted with
     reason ``verifier unavailable`` after ``verifier_abort_after_s``.
 
+    No episode hangs: when no step advances for ``stall_warn_s`` (outside a pending query or plan,
+    which have their own timers) the status names the missing input (``waiting_for``, e.g.
+    ``joint_states of step 41``), and after ``stall_abort_s`` the episode is aborted with that
+    reason and its record kept (:mod:`ladder_ros.nodes.stall_watch`). A start command is checked
+    before anything moves (known task, layout in range, seed >= 0, a fresh id of
+    ``[A-Za-z0-9_.-]``); each command gets a reply on ``episode/command_reply`` and a refused start
+    never touches the episode status. Stopped by SIGINT/SIGTERM mid-episode, it ends the episode
+    with a record marked ``interrupted``; killed, the journal (``state_dir``) lets the next
+    orchestrator publish that episode's final status, marked the same way.
+
     Topics: subscribes ``gripper/events``, ``sim/privileged_state``, ``verifier/result``,
-    ``planner/result``, ``sim/episode_score``, ``episode/command``; publishes
+    ``planner/result``, ``sim/episode_score``, ``episode/command``, ``safety/interventions``, and
+    the stamps of ``joint_states`` and ``policy/action`` (stall diagnosis); publishes
     ``orchestrator/decision``, ``orchestrator/events``, ``orchestrator/current_subgoal`` (latched),
-    ``verifier/request``, ``planner/request``, ``episode/status`` (latched). Services:
-    ``episode/stop``, ``episode/abort``. Parameters: preset, clock_mode, suite (path), variant,
-    plan_source, planner_timeout_s (s), verifier_retry_s (s), verifier_abort_after_s (s),
-    decision_resend_s (s), score_timeout_s (s).
+    ``verifier/request``, ``planner/request``, ``episode/status`` (latched),
+    ``episode/command_reply``. Services: ``episode/stop``, ``episode/abort``. Parameters: preset,
+    clock_mode, suite (path), variant, plan_source, planner_timeout_s (s), verifier_retry_s (s),
+    verifier_abort_after_s (s), decision_resend_s (s), score_timeout_s (s), stall_warn_s (s),
+    stall_abort_s (s), state_dir.
     """
 
     def __init__(self, *, suite: TaskSuite | None = None, node_name: str = "orchestrator", **node_options):
@@ -95,7 +125,11 @@ class OrchestratorNode(Node):
         self._events_pub = publisher(self, String, topics.EVENTS_TOPIC)
         self._request_pub = publisher(self, String, topics.VERIFY_REQUEST)
         self._plan_request_pub = publisher(self, String, topics.PLAN_REQUEST)
+        self._reply_pub = publisher(self, String, topics.COMMAND_REPLY)
         subscription(self, String, topics.GRIPPER_EVENTS, self._on_gripper_events)
+        subscription(self, JointState, topics.JOINT_STATES, self._on_joint_state)
+        subscription(self, JointTrajectory, topics.ACTION, self._on_action)
+        subscription(self, String, topics.SAFETY, self._on_safety)
         subscription(self, String, topics.PLAN_RESULT, self._on_plan_result)
         subscription(self, String, topics.PRIVILEGED, self._on_privileged)
         subscription(self, String, topics.VERIFY_RESULT, self._on_verification_result)
@@ -126,7 +160,17 @@ class OrchestratorNode(Node):
         self._planning_since = 0.0
         self._planning_sent = 0.0
         self._plan_record: dict = {"source": "reference"}
-        self._publish_status(self.status)
+        self.stall = StallWatch(self.params["stall_warn_s"], self.params["stall_abort_s"])
+        self._safety_counts: dict = {}  # the latest counts of the episode's safety interventions
+        self._interrupted = False
+        self._used_ids: set[str] = set()
+        state_dir = self.params["state_dir"] or default_state_dir()
+        self.journal = EpisodeJournal(journal_path(state_dir, self.get_fully_qualified_name(),
+                                                   os.environ.get("ROS_DOMAIN_ID", "0")))
+        self._journal_dirty = False
+        self.create_timer(JOURNAL_PERIOD_S, self._write_journal_if_dirty)
+        if not self._end_journalled_episode():
+            self._publish_status(self.status)
 
     # ------------------------------------------------------------------ episode control
     def _on_command(self, msg: String) -> None:
@@ -139,9 +183,16 @@ class OrchestratorNode(Node):
             if command.episode_id and command.episode_id != self.status.episode_id:
                 self.get_logger().warning(f"{command.command} for episode {command.episode_id!r} ignored: "
                                           f"the current one is {self.status.episode_id!r}")
+                self._reply(command, False, f"episode {command.episode_id!r} is not the current one")
                 return
             reason = command.reason or ("operator stop" if command.command == STOP else "operator abort")
-            self.end_episode(reason)
+            accepted, message = self.end_episode(reason)
+            self._reply(command, accepted, message)
+
+    def _reply(self, command: EpisodeCommand, accepted: bool, reason: str = "", assigned_id: str = "") -> None:
+        self._reply_pub.publish(document_to_msg(EpisodeCommandReply(
+            command=command.command, episode_id=command.episode_id, accepted=accepted, reason=reason,
+            assigned_id=assigned_id)))
 
     def _on_stop_service(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         response.success, response.message = self.end_episode("operator stop")
@@ -151,15 +202,28 @@ class OrchestratorNode(Node):
         response.success, response.message = self.end_episode("operator abort")
         return response
 
-    def _refuse(self, why: str) -> None:
+    def _refuse(self, command: EpisodeCommand, why: str) -> None:
+        """A refused start: logged and answered on episode/command_reply; the episode status is not touched."""
         self.get_logger().error(f"start refused: {why}")
-        self._publish_status(self._replace_status(message=f"start refused: {why}"))
+        self._reply(command, False, f"start refused: {why}")
+
+    def _check_start(self, command: EpisodeCommand) -> None:
+        """Everything a start must satisfy before anything moves; raises LadderError naming what is wrong."""
+        if self.status.state == RUNNING:
+            raise LadderError(f"episode {self.status.episode_id} is running")
+        if command.episode_id:
+            problem = episode_id_problem(command.episode_id)
+            if problem:
+                raise LadderError(problem)
+            if command.episode_id in self._used_ids:
+                raise LadderError(f"episode id {command.episode_id!r} was used before; every episode needs a fresh "
+                                  "id (its recording and record are named after it)")
+        if command.seed < 0:
+            raise LadderError(f"seed must be >= 0, got {command.seed}")
 
     def _start_episode(self, command: EpisodeCommand) -> None:
-        if self.status.state == RUNNING:
-            self._refuse(f"episode {self.status.episode_id} is running")
-            return
         try:
+            self._check_start(command)
             task = self.suite.task(command.task_id)
             variant = Variant.parse(command.variant or self.params["variant"])
             if variant.needs_privileged_state and not self.lockstep:
@@ -176,15 +240,15 @@ class OrchestratorNode(Node):
                 variant, self.preset, list(task.subgoals), instruction=task.instruction, budget_steps=budget,
                 category=task.category)
         except LadderError as exc:
-            self._refuse(str(exc))
+            self._refuse(command, str(exc))
             return
         self._episode_count += 1
         now_ns = self.get_clock().now().nanoseconds
         # Step stamps never run backwards across episodes, so a late message of a past episode can
         # never pass for a step of this one (ladder_ros.nodes.step_sync).
         origin = max(now_ns, self._last_end_ns + NS_PER_S)
-        episode_id = command.episode_id or (
-            f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self._episode_count:03d}-{task.task_id}")
+        episode_id = command.episode_id or self._fresh_id(task.task_id)
+        self._used_ids.add(episode_id)
         self.task, self.orchestrator, self._variant = task, orchestrator, variant
         self._plan_record = {"source": "planner" if orchestrator is None else "reference"}
         self._event_index = 0
@@ -193,6 +257,9 @@ class OrchestratorNode(Node):
         self._finished_decision = None
         self._end_state = FINISHED
         self._started_wall = time.monotonic()
+        self._safety_counts = {}
+        self._interrupted = False
+        self.stall.restart(self._started_wall)
         required = {GRIPPER, PRIVILEGED} if variant.needs_privileged_state else {GRIPPER}
         self.aligner.start(origin, self.preset.control_rate_hz, required)
         self.status = EpisodeStatus(
@@ -202,6 +269,8 @@ class OrchestratorNode(Node):
             clock=self.params["clock_mode"], rate_hz=self.preset.control_rate_hz, origin_ns=origin,
             message="planning" if orchestrator is None else "")
         self._status_pub.publish(document_to_msg(self.status))
+        self._write_journal()
+        self._reply(command, True, assigned_id=episode_id)
         self.get_logger().info(f"episode {episode_id}: {task.task_id} ({variant.value}), layout {command.layout}, "
                                f"seed {command.seed}, budget {budget} steps"
                                + (", plan from the planner" if orchestrator is None else ""))
@@ -210,6 +279,14 @@ class OrchestratorNode(Node):
                                             instruction=task.instruction)
             self._planning_since = time.monotonic()
             self._send_plan_request()
+
+    def _fresh_id(self, task_id: str) -> str:
+        base = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self._episode_count:03d}-{task_id}"
+        episode_id, n = base, 1
+        while episode_id in self._used_ids:
+            n += 1
+            episode_id = f"{base}.{n}"
+        return episode_id
 
     # ------------------------------------------------------------------ planning
     def _send_plan_request(self) -> None:
@@ -240,6 +317,7 @@ class OrchestratorNode(Node):
         self.get_logger().info(f"episode {self.status.episode_id}: planned {len(plan)} subgoals: "
                                + "; ".join(s.text for s in plan))
         self._publish_status(self._replace_status(plan=[s.to_dict() for s in plan], message=""))
+        self.stall.restart(time.monotonic())  # the steps start now
         self._process_ready()  # the first step has waited for the plan
 
     def _plan_failed(self, reason: str) -> None:
@@ -275,6 +353,8 @@ class OrchestratorNode(Node):
         doc = received_document(self, msg, GripperEventsDoc, "gripper events")
         if doc is None:
             return
+        if doc.episode_id == self.status.episode_id:
+            self.stall.saw(stall_watch.GRIPPER_EVENTS, doc.step, time.monotonic())
         events = doc.gripper_events()
         if not self.lockstep:
             if self.status.state == RUNNING and doc.episode_id == self.status.episode_id:
@@ -289,8 +369,30 @@ class OrchestratorNode(Node):
         doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
         if doc is None:
             return
+        if doc.episode_id == self.status.episode_id:
+            self.stall.saw(stall_watch.PRIVILEGED, doc.step, time.monotonic())
         self.aligner.add(doc.stamp_ns, PRIVILEGED, tuple(doc.goal_states))
         self._process_ready()
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        """Stall diagnosis only: which step's joint state (the start of a step's chain) has come."""
+        self._saw_stamp(stall_watch.JOINT_STATES, msg.header.stamp)
+
+    def _on_action(self, msg: JointTrajectory) -> None:
+        """Stall diagnosis only: which step's action has come."""
+        self._saw_stamp(stall_watch.ACTION, msg.header.stamp)
+
+    def _saw_stamp(self, name: str, stamp) -> None:
+        if self.status.state != RUNNING:
+            return
+        step = self.status.step_of_stamp(stamp_to_ns(stamp)) if self.lockstep else 0
+        if step is not None:
+            self.stall.saw(name, step, time.monotonic())
+
+    def _on_safety(self, msg: String) -> None:
+        doc = received_document(self, msg, SafetyInterventionDoc, "safety intervention")
+        if doc is not None and doc.episode_id == self.status.episode_id and self.status.state == RUNNING:
+            self._safety_counts = dict(doc.counts)
 
     def _process_ready(self) -> None:
         if self._planning is not None:
@@ -306,6 +408,7 @@ class OrchestratorNode(Node):
         except LadderError as exc:
             self.get_logger().error(f"step {step}: input refused: {exc}")
             return
+        self._note_progress()
         self._publish_events(decision)
         if decision.request is not None and self._awaiting is None and (
                 self._last_decision is None or self._last_decision.pending_request != decision.request.request_id):
@@ -337,8 +440,10 @@ class OrchestratorNode(Node):
         self._decision_sent_at = time.monotonic()
         if previous is None or previous.instruction != doc.instruction:
             self._subgoal_pub.publish(String(data=doc.instruction or ""))
+        # The status follows the instruction, not every step; it also marks the first executed step
+        # (step >= 1), which tells a node coming up mid-episode that nodes before it served this one.
         if (self.status.plan_index, self.status.pending_request, self.status.instruction) != (
-                doc.plan_index, doc.pending_request, doc.instruction):
+                doc.plan_index, doc.pending_request, doc.instruction) or self.status.step < 1 <= step:
             self._publish_status(self._replace_status(step=step, plan_index=doc.plan_index,
                                                       instruction=doc.instruction,
                                                       pending_request=doc.pending_request))
@@ -348,6 +453,13 @@ class OrchestratorNode(Node):
             doc = EpisodeEventDoc(episode_id=self.status.episode_id, index=self._event_index, event=event.to_dict())
             self._event_index += 1
             self._events_pub.publish(document_to_msg(doc))
+            self._journal_dirty = True
+
+    def _note_progress(self) -> None:
+        """A step advanced: clear a stall report."""
+        if self.stall.progressed(time.monotonic()) and self.status.waiting_for:
+            self.get_logger().info(f"the episode moves again (it waited for {self.status.waiting_for})")
+            self._publish_status(self._replace_status(waiting_for="", message=""))
 
     # ------------------------------------------------------------------ verification
     def _send_request(self, request: VerificationRequestDoc, first: bool) -> None:
@@ -378,6 +490,7 @@ class OrchestratorNode(Node):
             self.get_logger().info("the verifier answers again; the episode resumes")
             self._publish_status(self._replace_status(verifier_available=True, message=""))
         decision = orchestrator.resolve(result)
+        self._note_progress()
         self._publish_events(decision)
         awaiting, self._awaiting = self._awaiting, None
         if awaiting is not None:  # lockstep: this completes the step the simulator is waiting on
@@ -409,29 +522,87 @@ class OrchestratorNode(Node):
     def _publish_result(self, score: dict | None) -> None:
         orchestrator, task = self.orchestrator, self.task
         assert orchestrator is not None and task is not None
-        events = [e.to_dict() for e in orchestrator.events]
-        queries = sum(1 for e in orchestrator.events if e.kind == VERIFICATION_REQUESTED)
-        record = EpisodeRecord(
-            task_id=task.task_id, suite=task.suite, category=task.category.value, horizon=task.horizon,
-            variant=self.status.variant, layout=self.status.layout, seed=self.status.seed,
-            success=bool(score["success"]) if score else False,
-            subgoals_done=int(score["subgoals_done"]) if score else 0,
-            steps_used=int(score["steps_used"]) if score else max(orchestrator.last_step, 0),
-            budget_steps=self.status.budget_steps, finish_reason=orchestrator.finish_reason,
-            subgoals=list(score["subgoals"]) if score else [], violations=list(score["violations"]) if score else [],
-            events=events, verification_queries=queries,
-            verifier=None, policy="", simulator=str(score.get("simulator", "")) if score else "",
-            final_goal=dict(score["final_goal"]) if score else {}, orchestration=orchestrator.summary(),
-            wall_s=time.monotonic() - self._started_wall,
-            extra={"episode_id": self.status.episode_id, "scored": score is not None, "plan": self._plan_record,
-                   "bridge": {k: score[k] for k in ("bridge_timing_s", "steps_taken") if k in score} if score else {}},
-        ).to_dict()
+        safety = dict(score["safety"]) if score and "safety" in score else {"counts": dict(self._safety_counts)}
+        record = graph_record(
+            self.status.to_dict(), events=[e.to_dict() for e in orchestrator.events],
+            orchestration=orchestrator.summary(), finish_reason=orchestrator.finish_reason,
+            last_step=orchestrator.last_step, score=score, wall_s=time.monotonic() - self._started_wall,
+            extra={"plan": self._plan_record, "safety": safety, "interrupted": self._interrupted})
         self._publish_status(self._replace_status(state=self._end_state, finish_reason=orchestrator.finish_reason,
                                                   result=record, step=orchestrator.last_step, instruction=None,
                                                   pending_request=None))
+        self._write_journal()
         self.get_logger().info(f"episode {self.status.episode_id} over: {orchestrator.finish_reason}"
                                + (f", success {record['success']}, {record['subgoals_done']}/{task.horizon} subgoals"
                                   if score else " (no privileged score)"))
+
+    # ------------------------------------------------------------------ shutdown, journal
+    def on_shutdown(self, executor: Executor) -> None:
+        """SIGINT/SIGTERM: end a running episode as interrupted, with its final status and record out."""
+        if self.status.state != RUNNING:
+            return
+        if self._finished_decision is None:  # else it ended by its own rules and waits for its score
+            self._interrupted = True
+            self.end_episode("interrupted: the orchestrator was stopped")
+        wait = min(self.params["score_timeout_s"], LAST_WORD_S) if self.lockstep else 0.0
+        spin_for(executor, wait, until=lambda: self.status.state != RUNNING)  # the bridge's score, if it is up
+        if self.status.state == RUNNING and self.orchestrator is not None:
+            self._publish_result(None)
+        self._status_pub.wait_for_all_acked(Duration(seconds=LAST_WORD_S))
+
+    def _journal_data(self) -> dict:
+        orchestrator = self.orchestrator
+        return {"status": self.status.to_dict(),
+                "events": [e.to_dict() for e in orchestrator.events] if orchestrator is not None else [],
+                "orchestration": orchestrator.summary() if orchestrator is not None else {},
+                "started_wall_s": time.time() - (time.monotonic() - self._started_wall)}
+
+    def _write_journal(self) -> None:
+        self._journal_dirty = False
+        if not self.journal.write(**self._journal_data()):
+            self.get_logger().warning(f"cannot write the journal {self.journal.path}: {self.journal.error}",
+                                      throttle_duration_sec=60.0)
+
+    def _write_journal_if_dirty(self) -> None:
+        if self._journal_dirty and self.status.state == RUNNING:
+            self._write_journal()
+
+    def _end_journalled_episode(self) -> bool:
+        """At start: an episode the journal says was running was cut short by a crash; end it properly.
+
+        Publishes that episode's final status (aborted, record marked ``interrupted``, events and
+        queue as last journalled), so the nodes and clients that follow it see it end. True when it did.
+        """
+        data = self.journal.read()
+        if data is None:
+            if self.journal.error:
+                self.get_logger().warning(self.journal.error)
+            return False
+        try:
+            status = EpisodeStatus.from_dict(data["status"])
+        except SchemaError as exc:
+            self.get_logger().warning(f"ignoring the journal {self.journal.path}: {exc}")
+            return False
+        self._used_ids.add(status.episode_id)
+        if status.state != RUNNING:
+            return False
+        reason = interrupted_reason("the orchestrator was killed mid-episode and restarted")
+        record = graph_record(status.to_dict(), events=list(data.get("events") or []),
+                              orchestration=dict(data.get("orchestration") or {}), finish_reason=reason,
+                              last_step=status.step, score=None,
+                              wall_s=max(0.0, time.time() - float(data.get("started_wall_s") or time.time())),
+                              extra={"interrupted": True})
+        final = EpisodeStatus.from_dict({**status.to_dict(), "state": ABORTED, "seq": status.seq + 1,
+                                         "finish_reason": reason, "result": record, "instruction": None,
+                                         "pending_request": None, "message": reason})
+        self.get_logger().error(f"episode {status.episode_id} was running when this orchestrator's predecessor "
+                                f"stopped without ending it; publishing it as {reason}")
+        # The journal's step lags the graph; no step of that episode can be stamped after its
+        # budget, so the next origin goes past that (step stamps never run backwards, step_sync).
+        self._last_end_ns = status.step_stamp_ns(max(status.step, status.budget_steps + 1))
+        self._publish_status(final)
+        self._write_journal()
+        return True
 
     # ------------------------------------------------------------------ timers
     def _watchdog(self) -> None:
@@ -451,6 +622,10 @@ class OrchestratorNode(Node):
             elif now - self._decision_sent_at >= self.params["decision_resend_s"]:
                 self._republish_last_decision()
             return
+        if not (self.lockstep and self._awaiting is not None):  # a held query has the verifier's timers
+            self._check_stall(now)
+            if self.status.state != RUNNING:
+                return
         request = self._pending_request_doc()
         if request is not None:
             if now - self._request_first_sent >= self.params["verifier_abort_after_s"]:
@@ -470,6 +645,24 @@ class OrchestratorNode(Node):
                 and now - self._decision_sent_at >= self.params["decision_resend_s"]:
             self._republish_last_decision()
 
+    def _check_stall(self, now: float) -> None:
+        due = self.stall.due(now)
+        if not due:
+            return
+        if self.lockstep:
+            what = self.stall.waiting_for_lockstep(self.aligner.next_step, PRIVILEGED in self.aligner.required)
+        else:
+            last = self.orchestrator.last_step if self.orchestrator is not None else -1
+            what = self.stall.waiting_for_wall_clock(now, last + 1, self.params["stall_warn_s"])
+        if due == stall_watch.WARN:
+            self.get_logger().warning(f"episode {self.status.episode_id}: no step for "
+                                      f"{self.stall.idle_s(now):.1f} s, waiting for {what}")
+            self._publish_status(self._replace_status(waiting_for=what, message=f"stalled: waiting for {what}"))
+        else:
+            self.get_logger().error(f"episode {self.status.episode_id}: no step for {self.params['stall_abort_s']} s; "
+                                    f"aborting (waiting for {what})")
+            self.end_episode(f"stalled: no {what} within {self.params['stall_abort_s']:g} s")
+
     def _republish_last_decision(self) -> None:
         if self._last_decision is not None:
             self._decision_pub.publish(document_to_msg(self._last_decision))
@@ -485,6 +678,7 @@ class OrchestratorNode(Node):
     def _publish_status(self, status: EpisodeStatus) -> None:
         self.status = status
         self._status_pub.publish(document_to_msg(status))
+        self._journal_dirty = True
 
 
 def main(args: Sequence[str] | None = None) -> int:

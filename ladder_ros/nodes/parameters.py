@@ -13,11 +13,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ladder_ros.core.errors import ConfigError
+from ladder_ros.core.errors import ConfigError, did_you_mean
 from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.presets import PRESETS
 from ladder_ros.evaluation.components import POLICIES
 from ladder_ros.messages import CLOCK_MODES, LOCKSTEP
+from ladder_ros.sim.registry import BACKENDS as SIMULATORS
 
 BOOL, INT, FLOAT, STR, STR_LIST = "bool", "int", "float", "str", "str_list"
 
@@ -35,8 +36,13 @@ class ParamSpec:
     choices: tuple[str, ...] = ()
     read_only: bool = True
 
-    def check(self, value: Any, node: str = "") -> Any:
-        """``value`` if it is valid for this parameter; else a :class:`ConfigError` naming it."""
+    def check(self, value: Any, node: str = "", *, strict: bool = False) -> Any:
+        """``value`` if it is valid for this parameter; else a :class:`ConfigError` naming it.
+
+        ``strict``: the value is what a node will read itself (a params file), so an integer for a
+        decimal parameter is refused, as ROS 2 refuses it ("expecting type DOUBLE"); otherwise
+        (values this package writes for the node, e.g. ``--set``) it is converted.
+        """
         where = f"{node}.{self.name}" if node else self.name
 
         def fail(why: str) -> ConfigError:
@@ -51,6 +57,9 @@ class ParamSpec:
         elif self.type == FLOAT:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise fail("must be a finite number")
+            if strict and isinstance(value, int):
+                raise fail(f"must be a decimal number: ROS 2 refuses an integer for a double parameter, "
+                           f"write {value}.0")
             value = float(value)
         elif self.type == STR:
             if not isinstance(value, str):
@@ -81,7 +90,8 @@ COMMON = (
 )
 
 SIM_BRIDGE = COMMON + (
-    ParamSpec("simulator", STR, "mujoco_tabletop", "Simulator backend (ladder_ros/sim/registry.py)"),
+    ParamSpec("simulator", STR, "mujoco_tabletop", "Simulator backend (ladder_ros/sim/registry.py)",
+              choices=tuple(sorted(SIMULATORS))),
     ParamSpec("suite", STR, "config/suites/tabletop.yaml", "Task suite YAML the simulator builds scenes from "
               "(a path; relative paths resolve against the package share folder)"),
     ParamSpec("render", BOOL, True, "Render and publish the camera image every step"),
@@ -95,6 +105,9 @@ SIM_BRIDGE = COMMON + (
               "for this long (s), so a restarted node catches up", min=0.05, max=600.0),
     ParamSpec("publish_depth", BOOL, False, "Also render the simulator's exact depth (m) and publish it on "
               "camera/aligned_depth_to_color/image_raw, the truth estimated depth is scored against"),
+    ParamSpec("action_source", STR, "policy", "The only node whose policy/action messages are applied (a node "
+              "name in the graph namespace, or a fully qualified one); while any other node publishes actions, "
+              "every step holds still (docs/safety.md)"),
 )
 
 CAMERA = COMMON + (
@@ -193,6 +206,14 @@ ORCHESTRATOR = COMMON + (
               "did not come for this long (s)", min=0.05, max=600.0),
     ParamSpec("score_timeout_s", FLOAT, 10.0, "Simulation: wait this long (s) for the sim bridge's score of a "
               "finished episode", min=0.0, max=600.0),
+    ParamSpec("stall_warn_s", FLOAT, 10.0, "Stall watchdog: when no control step advanced for this long (s), "
+              "the episode status names the input it waits for (pending verifier queries and plans have their "
+              "own timers)", min=0.1, max=3600.0),
+    ParamSpec("stall_abort_s", FLOAT, 60.0, "Stall watchdog: end the episode as aborted, with the missing input "
+              "as the reason and its record kept, when no step advanced for this long (s); more than "
+              "stall_warn_s", min=0.2, max=36000.0),
+    ParamSpec("state_dir", STR, "", "Folder of the orchestrator's journal, which lets a restarted orchestrator "
+              "end an episode it was killed in (empty: $ROS_HOME/ladder_ros, ~/.ros/ladder_ros by default)"),
 )
 
 EPISODE_RECORDER = COMMON + (
@@ -205,6 +226,16 @@ EPISODE_RECORDER = COMMON + (
               "recording open this long (s) for labels not yet marked final (0: close at once)", min=0.0,
               max=86400.0),
 )
+
+
+def _stall_bounds_ordered(values: Mapping[str, Any], node: str) -> None:
+    if values["stall_abort_s"] <= values["stall_warn_s"]:
+        raise ConfigError(f"parameter {node}.stall_abort_s: must be more than stall_warn_s "
+                          f"({values['stall_warn_s']}), got {values['stall_abort_s']}")
+
+
+# Rules between parameters of one node, checked before start and by the node itself.
+NODE_CHECKS = {"orchestrator": _stall_bounds_ordered}
 
 NODE_PARAMETERS: dict[str, tuple[ParamSpec, ...]] = {
     "sim_bridge": SIM_BRIDGE,
@@ -245,10 +276,13 @@ def check_verifier_deadline(orchestrator: Mapping[str, Any], verifier: Mapping[s
                 f"long to answer {what}; raise {name} or lower call_deadline_s")
 
 
-def check_node_parameters(executable: str, values: Mapping[str, Any], node: str | None = None) -> dict[str, Any]:
+def check_node_parameters(executable: str, values: Mapping[str, Any], node: str | None = None,
+                          strict: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
     """Check ``values`` (from a params file and overrides) for one node; returns them with defaults filled in.
 
-    Unknown names are an error: a misspelt parameter would otherwise be silently ignored.
+    Unknown names are an error naming the nearest valid one: a misspelt parameter would otherwise
+    be silently ignored. Names in ``strict`` are read by the node itself (a params file), so their
+    type must be exactly what ROS 2 accepts (no integer for a double).
     """
     if executable not in NODE_PARAMETERS:
         raise ConfigError(f"unknown node executable {executable!r}; valid: {', '.join(sorted(NODE_PARAMETERS))}")
@@ -256,9 +290,13 @@ def check_node_parameters(executable: str, values: Mapping[str, Any], node: str 
     label = node or executable
     for name in values:
         if name not in specs and name != "use_sim_time":
-            raise ConfigError(f"unknown parameter {label}.{name}; valid: {', '.join(sorted(specs))}")
+            raise ConfigError(f"unknown parameter {label}.{name}{did_you_mean(name, specs)}; "
+                              f"valid: {', '.join(sorted(specs))}")
     checked = {name: spec.default for name, spec in specs.items()}
     for name, value in values.items():
         if name in specs:
-            checked[name] = specs[name].check(value, label)
+            checked[name] = specs[name].check(value, label, strict=name in strict)
+    rule = NODE_CHECKS.get(executable)
+    if rule is not None:
+        rule(checked, label)
     return checked

@@ -46,7 +46,8 @@ class PolicyNode(Node):
     ``t`` are all in, exactly as the reference loop does: ``reset(instruction)`` whenever the
     instruction changes, then ``act``. A finished decision means hold still: no action. If this node
     dies, nothing steps: the simulator waits for the action, and nothing is lost; a restarted node
-    picks the episode up from the latched status and the republished step.
+    cannot rebuild the backend's state of that episode (attempt, chunk, random state), so it asks
+    the orchestrator to end the episode with that reason instead of continuing a different one.
     Wall clock: a timer at the control rate acts on the newest observation and instruction, and
     holds still (publishes nothing) when the observation is older than ``max_observation_age_s``.
 
@@ -80,7 +81,8 @@ class PolicyNode(Node):
         if PRIVILEGED in self.reads:
             subscription(self, String, topics.PRIVILEGED, self._on_privileged)
         subscription(self, String, topics.DECISION, self._on_decision)
-        self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
+        self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end,
+                                        lost_on_restart="the policy's state (its attempt, chunk and random state)")
         self.episode: EpisodeStatus | None = None
         self.policy: LowLevelPolicy | None = None
         self.instruction: str | None = None
@@ -94,8 +96,9 @@ class PolicyNode(Node):
             task = Task.from_dict(status.task or {})
             self.policy = self._factory(task, status.seed)
         except (LadderError, KeyError, TypeError, ValueError) as exc:
-            self.get_logger().error(f"episode {status.episode_id}: cannot build the policy: {exc}; holding still")
+            # Holding still forever would freeze the episode: say why and let the orchestrator end it.
             self.policy = None
+            self.episodes.request_abort(status.episode_id, f"the policy cannot act in this episode: {exc}")
             return
         self.episode = status
         self.instruction = None

@@ -5,17 +5,22 @@
   with descriptors (description, range, read-only) and checks every value, so a bad value stops the
   node at startup with one line naming it.
 * :class:`EpisodeFollower` subscribes to the latched episode status and tells the node when a new
-  episode starts and when it ends; every node that keeps per-episode state uses it.
+  episode starts and when it ends; every node that keeps per-episode state uses it. A node whose
+  per-episode state cannot be rebuilt and that comes up while an episode is already stepping (it
+  was restarted) does not join it: it asks the orchestrator to end it, with the reason.
 * :func:`run_node` is the body of every node's ``main()``: init, build, spin, and shut down cleanly
-  on Ctrl-C or an external shutdown (ros2/demos talker anatomy), exiting 2 with one error line when
-  the node cannot start.
+  on Ctrl-C, SIGTERM or an external shutdown (ros2/demos talker anatomy), giving the node a last
+  word (``on_shutdown``) while it can still publish, exiting 2 with one error line when the node
+  cannot start. Started by ``ladder-ros up`` it also dies with its supervisor (:func:`die_with_supervisor`).
 
 Only rclpy APIs that ROS 2 Humble has are used here and in the nodes.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
+import time
 from typing import Any, Callable, Sequence
 
 import rclpy
@@ -30,13 +35,15 @@ except ImportError:  # rclpy 3 (Humble)
     from rclpy.qos_event import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 
 from ladder_ros.core.errors import LadderError
-from ladder_ros.messages import EpisodeStatus, SchemaError
+from ladder_ros.messages import ABORT, RUNNING, EpisodeCommand, EpisodeStatus, SchemaError
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import BOOL, FLOAT, INT, STR, STR_LIST, ParamSpec
-from ladder_ros.ros_conversions import document_from_msg
+from ladder_ros.nodes.supervision import die_with_supervisor
+from ladder_ros.ros_conversions import document_from_msg, document_to_msg
 
 _PARAM_TYPES = {BOOL: ParameterType.PARAMETER_BOOL, INT: ParameterType.PARAMETER_INTEGER,
                 FLOAT: ParameterType.PARAMETER_DOUBLE, STR: ParameterType.PARAMETER_STRING,
@@ -144,21 +151,52 @@ class EpisodeFollower:
 
     ``on_start(status)`` runs once per new episode id in state running; ``on_end(status)`` once when
     that episode's status turns finished or aborted. Malformed documents are logged and ignored.
+
+    ``lost_on_restart``: what this node keeps per episode that a restart loses (e.g. "the simulator's
+    state"). Given, a node that comes up while an episode has executed a step already (the first
+    status it ever gets is a running one with ``step >= 1``: every stateful node took part in that
+    step, so this one is a restart) does not join that episode: :meth:`request_abort` asks the
+    orchestrator to end it with the reason, and the episode ends at once instead of continuing as a
+    different episode. An episode still at its first step is joined as usual (a node that came up
+    late, or one restarted before anything of it was executed).
     """
+
+    ABORT_RESEND_S = 0.5  # the command publisher may not be matched yet right after a (re)start
 
     def __init__(self, node: Node, on_start: Callable[[EpisodeStatus], None],
                  on_end: Callable[[EpisodeStatus], None] | None = None,
-                 callback_group: CallbackGroup | None = None):
+                 callback_group: CallbackGroup | None = None, *, lost_on_restart: str | None = None):
         self._node = node
         self._on_start = on_start
         self._on_end = on_end
+        self._lost_on_restart = lost_on_restart
         self.current: EpisodeStatus | None = None
         self.ended: set[str] = set()
         self.last: EpisodeStatus | None = None
         # True while handling an episode that was already running when this node came up (the
         # first status it ever got, from the latched topic): the node joins it mid-way.
         self.joined_late = False
+        self._abort: tuple[str, str] | None = None  # (episode id, reason) asked for until it ends
+        self._command_pub = publisher(node, String, topics.EPISODE_COMMAND)
         subscription(node, String, topics.EPISODE_STATUS, self._on_status, callback_group=callback_group)
+        node.create_timer(self.ABORT_RESEND_S, self._resend_abort, callback_group=callback_group)
+
+    def request_abort(self, episode_id: str, reason: str) -> None:
+        """Ask the orchestrator to end ``episode_id`` with ``reason`` (resent until its status says it ended)."""
+        if self._abort is None or self._abort[0] != episode_id:
+            self._node.get_logger().error(f"episode {episode_id}: asking the orchestrator to end it: {reason}")
+        self._abort = (episode_id, reason)
+        self._resend_abort()
+
+    def _resend_abort(self) -> None:
+        if self._abort is None:
+            return
+        episode_id, reason = self._abort
+        if episode_id in self.ended or (self.last is not None and self.last.episode_id != episode_id):
+            self._abort = None
+            return
+        self._command_pub.publish(document_to_msg(EpisodeCommand(command=ABORT, episode_id=episode_id,
+                                                                 reason=reason)))
 
     def _on_status(self, msg: String) -> None:
         try:
@@ -168,11 +206,15 @@ class EpisodeFollower:
             return
         first = self.last is None
         self.last = status
-        if status.state == "running":
+        if status.state == RUNNING:
             if self.current is None or status.episode_id != self.current.episode_id:
                 if status.episode_id in self.ended:
                     return  # a stale repeat of an episode that is over
                 self.current = status
+                if first and status.step >= 1 and self._lost_on_restart is not None:
+                    self.request_abort(status.episode_id, f"{self._node.get_name()} restarted mid-episode: "
+                                       f"{self._lost_on_restart} is lost")
+                    return
                 self.joined_late = first
                 try:
                     self._on_start(status)
@@ -191,10 +233,44 @@ class EpisodeFollower:
                 self._on_end(status)
 
 
+# ------------------------------------------------------------------------------ process life
+STOP_DEADLINE_S = 20.0  # after a stop signal, a node that has not exited by then is killed (SIGALRM)
+
+
+class _StopSignals:
+    """SIGINT and SIGTERM end the spin loop instead of shutting the context down under the node.
+
+    rclpy's own handlers shut the context down at once, after which a node can no longer publish;
+    the orchestrator's last word (the final status of an interrupted episode) needs it still up. A
+    second signal, or ``STOP_DEADLINE_S`` without exiting, ends the process the hard way.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def _handle(self, signum, _frame) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop waiting for a clean end
+        self.received = signum
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(int(STOP_DEADLINE_S))
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
 def run_node(name: str, build: Callable[[], Node], args: Sequence[str] | None = None,
              executor_factory: Callable[[], Executor] = SingleThreadedExecutor) -> int:
-    """Init rclpy, build the node, spin until Ctrl-C or shutdown; exit 2 with one line when it cannot start."""
-    rclpy.init(args=list(args) if args is not None else None)
+    """Init rclpy, build the node, spin until a stop signal or shutdown; exit 2 with one line when it cannot start.
+
+    On SIGINT/SIGTERM the node's ``on_shutdown()`` (if it has one) runs while the node can still
+    publish, then its ``close()``; then the node is destroyed and rclpy shut down.
+    """
+    die_with_supervisor()
+    rclpy.init(args=list(args) if args is not None else None, signal_handler_options=SignalHandlerOptions.NO)
+    stop = _StopSignals()
     node: Node | None = None
     try:
         try:
@@ -204,19 +280,36 @@ def run_node(name: str, build: Callable[[], Node], args: Sequence[str] | None = 
             return 2
         executor = executor_factory()
         executor.add_node(node)
-        executor.spin()
+        # A short timeout, so the Python signal handler gets to run while nothing else happens.
+        while stop.received is None and rclpy.ok():
+            executor.spin_once(timeout_sec=0.2)
+        if stop.received is not None:
+            last_word = getattr(node, "on_shutdown", None)
+            if callable(last_word):
+                last_word(executor)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except _rclpy.RCLError:
-        # Ctrl-C shuts the context down from the signal handler; if that lands while the executor
-        # builds its wait set, rcl reports an invalid context instead: the same clean stop.
+        # An external shutdown that lands while the executor builds its wait set is reported by rcl
+        # as an invalid context: the same clean stop.
         if rclpy.ok():
             raise
     finally:
-        if node is not None:
-            close = getattr(node, "close", None)
-            if callable(close):
-                close()
-            node.destroy_node()
-        rclpy.try_shutdown()
+        try:
+            if node is not None:
+                close = getattr(node, "close", None)
+                if callable(close):
+                    close()
+                node.destroy_node()
+            rclpy.try_shutdown()
+        finally:
+            stop.restore()
+            signal.alarm(0)
     return 0
+
+
+def spin_for(executor: Executor, seconds: float, until: Callable[[], bool] = lambda: False) -> None:
+    """Spin ``executor`` for up to ``seconds`` or until ``until()`` holds (a node's last word on shutdown)."""
+    deadline = time.monotonic() + seconds
+    while not until() and time.monotonic() < deadline and rclpy.ok():
+        executor.spin_once(timeout_sec=min(0.05, max(0.0, deadline - time.monotonic())))

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
@@ -15,6 +16,15 @@ from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.core.goals import GoalTracker
 from ladder_ros.core.metrics import score_episode
 from ladder_ros.core.presets import get_preset
+from ladder_ros.core.safety import (
+    ACTION_AXES,
+    DUPLICATE,
+    FOREIGN_PUBLISHER,
+    MALFORMED,
+    ActionFilter,
+    SafetyResult,
+    StepActionGate,
+)
 from ladder_ros.core.suite import TaskSuite, load_suite
 from ladder_ros.core.task import Task
 from ladder_ros.messages import (
@@ -23,6 +33,7 @@ from ladder_ros.messages import (
     EpisodeScoreDoc,
     EpisodeStatus,
     PrivilegedStateDoc,
+    SafetyInterventionDoc,
 )
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import SIM_BRIDGE
@@ -36,16 +47,19 @@ from ladder_ros.nodes.runtime import (
 )
 from ladder_ros.paths import resolve_share_file
 from ladder_ros.ros_conversions import (
-    action_from_msg,
     depth_to_msg,
     document_to_msg,
     image_to_msg,
     joint_state_to_msg,
+    ns_to_stamp,
     pose_to_msg,
     stamp_to_ns,
 )
 from ladder_ros.sim.base import Observation, SimulatorBackend
 from ladder_ros.sim.registry import make_simulator
+
+
+PUBLISHER_CHECK_S = 1.0  # the publishers of policy/action are named again at least this often
 
 
 def simulator_options(params: dict[str, Any]) -> dict[str, Any]:
@@ -59,26 +73,37 @@ def simulator_options(params: dict[str, Any]) -> dict[str, Any]:
 class SimBridgeNode(Node):
     """Runs a simulator backend in lockstep with the graph, replacing the camera and the robot driver.
 
-    Per step ``t`` it publishes the observation (image, joint state with the gripper aperture,
-    end-effector pose) and the privileged state (goal tracker predicates, object poses: what the
-    privileged verifier, the oracle verifier, the scripted expert and scoring read), all stamped
-    ``origin + t / rate``. It steps the simulator only when both the orchestrator's decision of step
-    ``t`` and the policy's action stamped ``t`` are in, so simulated time excludes computation
-    (paper Section 3). When the decision says the episode is over it scores the episode from its
-    goal tracker and publishes the score.
+    Per step ``t`` it publishes ``/clock`` (the step's simulated time), the observation (image,
+    joint state with the gripper aperture, end-effector pose) and the privileged state (goal tracker
+    predicates, object poses: what the privileged verifier, the oracle verifier, the scripted expert
+    and scoring read), all stamped ``origin + t / rate``. It steps the simulator only when both the
+    orchestrator's decision of step ``t`` and an action stamped ``t`` are in, so simulated time
+    excludes computation (paper Section 3). When the decision says the episode is over it scores the
+    episode from its goal tracker and publishes the score.
+
+    Every action passes the safety filter the robot drivers use (:mod:`ladder_ros.core.safety`,
+    bounds from the preset): one action per step, only while the configured policy
+    (``action_source``) is the only publisher of ``policy/action``, within the preset's bounds;
+    anything else is refused, the simulator holds still for that step, the intervention is published
+    on ``safety/interventions`` and counted in the episode's score. A bridge that comes up while an
+    episode is already stepping cannot rebuild the simulator's state: it asks the orchestrator to
+    end that episode at once.
 
     Topics (relative to the graph namespace):
-      publishes ``camera/image_raw`` (sensor_msgs/Image, sensor data QoS), ``joint_states``
-      (sensor_msgs/JointState: arm joints in rad/m plus ``gripper_aperture`` in [0, 1]),
-      ``ee_pose`` (geometry_msgs/PoseStamped, base frame, m), ``sim/privileged_state`` and
-      ``sim/episode_score`` (std_msgs/String JSON), and with ``publish_depth`` the simulator's exact
-      depth on ``camera/aligned_depth_to_color/image_raw`` (32FC1, m), where a camera's measured depth
-      goes on a robot, so estimated depth can be scored against the truth.
+      publishes ``/clock`` (rosgraph_msgs/Clock), ``camera/image_raw`` (sensor_msgs/Image, sensor
+      data QoS), ``joint_states`` (sensor_msgs/JointState: arm joints in rad/m plus
+      ``gripper_aperture`` in [0, 1]), ``ee_pose`` (geometry_msgs/PoseStamped, base frame, m),
+      ``sim/privileged_state``, ``sim/episode_score``, ``safety/interventions`` (std_msgs/String
+      JSON) and ``episode/command`` (only to end an episode it cannot serve), and with
+      ``publish_depth`` the simulator's exact depth on ``camera/aligned_depth_to_color/image_raw``
+      (32FC1, m), where a camera's measured depth goes on a robot, so estimated depth can be scored
+      against the truth.
       subscribes ``policy/action`` (trajectory_msgs/JointTrajectory, the 7-D action),
       ``orchestrator/decision``, ``episode/status``.
     Parameters: see ``SIM_BRIDGE`` in :mod:`ladder_ros.nodes.parameters` (simulator, suite, render,
-    image_size (px), base_frame, camera_frame, aperture_joint, resend_after_s (s), publish_depth, preset,
-    clock_mode).
+    image_size (px), base_frame, camera_frame, aperture_joint, resend_after_s (s), action_source,
+    publish_depth,
+    preset, clock_mode).
     """
 
     def __init__(self, *, simulator: SimulatorBackend | None = None, suite: TaskSuite | None = None,
@@ -97,21 +122,33 @@ class SimBridgeNode(Node):
         if abs(rate - self.preset.control_rate_hz) > 1e-9:
             raise ConfigError(f"simulator {self.simulator.name} runs at {rate} Hz but preset "
                               f"{self.preset.name} expects {self.preset.control_rate_hz} Hz")
+        if self.preset.action_limits is None:
+            raise ConfigError(f"preset {self.preset.name} has no action limits; the sim bridge applies no action "
+                              "without them")
+        self.safety = ActionFilter(self.preset.action_limits)
+        self.gate = StepActionGate()
+        self._clock_pub = publisher(self, Clock, topics.CLOCK)
         self._image_pub = publisher(self, Image, topics.IMAGE)
         self._depth_pub = publisher(self, Image, topics.SENSOR_DEPTH) if self.params["publish_depth"] else None
         self._joint_pub = publisher(self, JointState, topics.JOINT_STATES)
         self._pose_pub = publisher(self, PoseStamped, topics.EE_POSE)
         self._privileged_pub = publisher(self, String, topics.PRIVILEGED)
         self._score_pub = publisher(self, String, topics.SCORE)
+        self._safety_pub = publisher(self, String, topics.SAFETY)
         subscription(self, JointTrajectory, topics.ACTION, self._on_action)
         subscription(self, String, topics.DECISION, self._on_decision)
-        self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
+        self._action_topic = self.resolve_topic_name(topics.ACTION.name)
+        source = self.params["action_source"]
+        self._action_source = source if source.startswith("/") else \
+            f"{self.get_namespace().rstrip('/')}/{source}"
+        self._action_publishers: tuple[int, float, list[str]] = (-1, 0.0, [])  # count, checked at, foreign names
+        self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end,
+                                        lost_on_restart="the simulator's state")
         self.create_timer(min(0.25, self.params["resend_after_s"] / 2), self._resend_if_stalled)
         self.episode: EpisodeStatus | None = None
         self.task: Task | None = None
         self.tracker: GoalTracker | None = None
         self.observation: Observation | None = None
-        self._action = None
         self._decision: DecisionDoc | None = None
         self._published_at = 0.0
         self._done = True
@@ -128,13 +165,16 @@ class SimBridgeNode(Node):
             observation = self.simulator.reset(task, status.layout, status.seed)
             self.timing["sim_s"] += time.perf_counter() - started
         except (LadderError, KeyError, TypeError, ValueError) as exc:
-            self.get_logger().error(f"episode {status.episode_id}: cannot reset the simulator: {exc}")
             self._done = True
+            self.episodes.request_abort(status.episode_id, f"sim_bridge cannot reset the simulator: {exc}")
             return
         self.episode, self.task, self.tracker = status, task, GoalTracker(task)
         self._done = False
+        self._decision = None
         self.timing = dict.fromkeys(self.timing, 0.0)
         self.steps_taken = 0
+        self.safety.reset()
+        self.gate.reset()
         self._publish(observation)
         self.get_logger().info(f"episode {status.episode_id}: {task.task_id} layout {status.layout} "
                                f"seed {status.seed} ({status.variant})")
@@ -147,15 +187,57 @@ class SimBridgeNode(Node):
     def _on_action(self, msg: JointTrajectory) -> None:
         if self._done or self.episode is None or self.observation is None:
             return
-        if stamp_to_ns(msg.header.stamp) != self.episode.step_stamp_ns(self.observation.step):
-            return  # an action for another step (a repeat, or a past episode)
-        try:
-            self._action = action_from_msg(msg)
+        step = self.episode.step_of_stamp(stamp_to_ns(msg.header.stamp))
+        if step is None:
+            return  # not a step of this episode (a past episode, a bad stamp)
+        outcome = self.gate.offer(step, msg)
+        if outcome == DUPLICATE:
+            still_open = step == self.gate.step and self.gate.conflicted
+            self._report(step, self.safety.refuse(DUPLICATE, f"a second action for step {step}: one action per "
+                                                  "step is applied" + ("; the step holds still" if still_open else "")))
+            self._step_when_ready()
+        elif outcome == "accepted":
             self.timing["until_action_s"] += time.monotonic() - self._published_at
-        except LadderError as exc:
-            self.get_logger().error(f"step {self.observation.step}: refusing the action: {exc}")
-            return
-        self._step_when_ready()
+            self._step_when_ready()
+
+    def _checked(self, step: int, msg: JointTrajectory) -> SafetyResult:
+        """The safety filter's verdict on the step's action message."""
+        foreign = self._foreign_publishers()
+        if foreign:
+            result = self.safety.refuse(FOREIGN_PUBLISHER, (
+                f"policy/action has publishers besides the configured policy {self._action_source}: "
+                f"{', '.join(foreign)}; no action is trusted while they publish"))
+        elif tuple(msg.joint_names) != ACTION_AXES or len(msg.points) != 1:
+            result = self.safety.refuse(MALFORMED, f"an action is one trajectory point over {list(ACTION_AXES)}, "
+                                                   f"got {len(msg.points)} points over {list(msg.joint_names)}")
+        else:
+            result = self.safety.check(msg.points[0].positions)
+        if not result.applied:
+            self._report(step, result)
+        return result
+
+    def _foreign_publishers(self) -> list[str]:
+        """Publishers of policy/action other than the configured policy (the graph as this node sees it).
+
+        The names are looked up again whenever the number of publishers changes, and at least every
+        ``PUBLISHER_CHECK_S`` (a publisher replaced by another keeps the count).
+        """
+        count, now = self.count_publishers(self._action_topic), time.monotonic()
+        if count != self._action_publishers[0] or now - self._action_publishers[1] >= PUBLISHER_CHECK_S:
+            names = sorted(f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+                           for info in self.get_publishers_info_by_topic(self._action_topic))
+            self._action_publishers = (count, now, [name for name in names if name != self._action_source])
+        return self._action_publishers[2]
+
+    def _report(self, step: int, result: SafetyResult) -> None:
+        """Log and publish one intervention of the safety filter."""
+        assert self.episode is not None
+        self.get_logger().error(f"step {step}: action refused ({result.kind}), holding still: {result.reason}",
+                                throttle_duration_sec=1.0)
+        self._safety_pub.publish(document_to_msg(SafetyInterventionDoc(
+            episode_id=self.episode.episode_id, step=step, source=self.get_fully_qualified_name(),
+            kind=str(result.kind), reason=result.reason, axis=result.axis, value=result.value, limit=result.limit,
+            counts=dict(self.safety.counts))))
 
     def _on_decision(self, msg: String) -> None:
         if self._done or self.episode is None or self.observation is None:
@@ -175,15 +257,20 @@ class SimBridgeNode(Node):
             self._step_when_ready()
 
     def _step_when_ready(self) -> None:
-        if self._action is None or self._decision is None:
+        if not self.gate.ready or self._decision is None or self.observation is None:
             return
-        action, self._action, self._decision = self._action, None, None
+        self._decision = None
+        step = self.observation.step
+        offered = self.gate.take()
+        # Two actions for this step (counted as a duplicate when the second came in): hold still.
+        action = self.safety.hold_action() if offered is None else self._checked(step, offered).action
         started = time.perf_counter()
         try:
             observation = self.simulator.step(action)
         except LadderError as exc:
-            self.get_logger().error(f"step {self.observation.step}: the simulator refused the action: {exc}")
-            return
+            # The filter passed it, so the backend's own checks disagree: hold still instead.
+            self.get_logger().error(f"step {step}: the simulator refused the action: {exc}; holding still")
+            observation = self.simulator.step(self.safety.hold_action())
         self.timing["sim_s"] += time.perf_counter() - started
         self.steps_taken += 1
         self._publish(observation)
@@ -199,6 +286,7 @@ class SimBridgeNode(Node):
             self.episode.episode_id, observation.step, self.episode.step_stamp_ns(observation.step),
             observation.privileged, goal_states, ee_euler=observation.ee_euler,
             target_position=observation.target_position)
+        self.gate.begin(observation.step)
         self._send_observation()
         self.timing["publish_s"] += time.perf_counter() - started
 
@@ -207,6 +295,7 @@ class SimBridgeNode(Node):
         assert observation is not None and episode is not None
         stamp = episode.step_stamp_ns(observation.step)
         self._published_at = time.monotonic()
+        self._clock_pub.publish(Clock(clock=ns_to_stamp(stamp)))  # simulated time, for recordings and sim-time nodes
         # The gripper trigger needs only the joint state: it goes first, so the step's chain of
         # decisions starts while the rest is still being published.
         self._joint_pub.publish(joint_state_to_msg(observation.joint_names, observation.joint_positions,
@@ -240,6 +329,7 @@ class SimBridgeNode(Node):
             "final_goal": privileged.goal.to_dict() if privileged is not None else {},
             "steps_used": self.observation.step, "simulator": self.simulator.name,
             "bridge_timing_s": dict(self.timing), "steps_taken": self.steps_taken,
+            "safety": self.safety.summary(),
         })
         self._score_pub.publish(document_to_msg(doc))
 

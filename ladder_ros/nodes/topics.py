@@ -108,9 +108,21 @@ ACTION = TopicSpec("policy/action", "trajectory_msgs/msg/JointTrajectory", STREA
                    "7-D action as one trajectory point over the axes ee_dx, ee_dy, ee_dz (m), ee_droll, "
                    "ee_dpitch, ee_dyaw (rad, Euler XYZ), gripper (+1 open, -1 closed); stamp = the step it "
                    "answers", external=True)
-EPISODE_COMMAND = TopicSpec("episode/command", STRING, EVENTS, "on command", "operator panel / CLI",
+EPISODE_COMMAND = TopicSpec("episode/command", STRING, EVENTS, "on command",
+                            "operator panel / CLI; a node that lost its episode state (abort)",
                             ("orchestrator", "episode_recorder"), "Start, stop or abort an episode",
                             document="EpisodeCommand")
+COMMAND_REPLY = TopicSpec("episode/command_reply", STRING, EVENTS, "on command", "orchestrator",
+                          ("operator panel / CLI", "episode_recorder"),
+                          "Each command accepted or refused, with the reason; a refused start never touches the "
+                          "episode status", document="EpisodeCommandReply")
+SAFETY = TopicSpec("safety/interventions", STRING, EVENTS, "on intervention", "sim_bridge (robot: driver)",
+                   ("orchestrator", "operator panel", "episode_recorder"),
+                   "An action the safety filter refused (held still instead): kind, axis, value, limit, and the "
+                   "episode's counts", document="SafetyInterventionDoc", external=True)
+CLOCK = TopicSpec("/clock", "rosgraph_msgs/msg/Clock", STREAM, "control rate", "sim_bridge",
+                  ("episode_recorder", "nodes with use_sim_time"),
+                  "Simulation only: the simulated time of the current step (the stamps of every message)")
 EPISODE_STATUS = TopicSpec("episode/status", STRING, LATCHED, "on change", "orchestrator",
                            ("all nodes", "operator panel", "episode_recorder"),
                            "The episode: id, task, plan, clock origin, state; its result once over",
@@ -134,7 +146,8 @@ TOPICS: tuple[TopicSpec, ...] = (IMAGE, CAMERA_INFO, SENSOR_DEPTH, DEPTH, DIAGNO
                                  JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
                                  CURRENT_SUBGOAL, EVENTS_TOPIC, VERIFY_REQUEST, VERIFY_RESULT, PLAN_REQUEST,
                                  PLAN_RESULT, ACTION,
-                                 EPISODE_COMMAND, EPISODE_STATUS, LABELS, SAFETY_STATE)
+                                 EPISODE_COMMAND, EPISODE_STATUS, LABELS, SAFETY_STATE,
+                                 COMMAND_REPLY, SAFETY, CLOCK)
 
 # Services, relative to the graph namespace: the orchestrator's (std_srvs/srv/Trigger) and the robot
 # driver's safety interface (standard types, so any driver package can offer them).

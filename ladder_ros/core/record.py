@@ -1,0 +1,84 @@
+"""The episode record: everything one episode produced, the same fields whoever ran it.
+
+The in-process reference loop, the orchestrator node, and the nodes that write down an episode
+cut short (the orchestrator after a restart, the episode recorder after losing the orchestrator)
+all build it here, so ``episodes.jsonl``, the final episode status and the recordings hold one
+schema. No rclpy here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ladder_ros.core.events import VERIFICATION_REQUESTED
+
+RECORD_SCHEMA_VERSION = 1
+
+
+@dataclass
+class EpisodeRecord:
+    """Everything one episode produced; one line of ``episodes.jsonl``."""
+
+    task_id: str
+    suite: str
+    category: str
+    horizon: int
+    variant: str
+    layout: int
+    seed: int
+    success: bool
+    subgoals_done: int
+    steps_used: int
+    budget_steps: int
+    finish_reason: str | None
+    subgoals: list[dict]
+    violations: list[str]
+    events: list[dict]
+    verification_queries: int
+    verifier: str | None
+    policy: str
+    simulator: str
+    final_goal: dict
+    orchestration: dict
+    wall_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        data = {"schema_version": RECORD_SCHEMA_VERSION}
+        data.update({k: v for k, v in self.__dict__.items() if k != "extra"})
+        data.update(self.extra)
+        return data
+
+
+def graph_record(status: Mapping[str, Any], *, events: list[dict], orchestration: Mapping[str, Any],
+                 finish_reason: str | None, last_step: int, score: Mapping[str, Any] | None, wall_s: float,
+                 extra: Mapping[str, Any] | None = None) -> dict:
+    """The record of an episode run by the graph, from its status (``EpisodeStatus.to_dict``) and events.
+
+    ``score`` is the sim bridge's privileged score (None on a robot, or when none came); without it
+    the episode counts as not successful, with no subgoal done.
+    """
+    task = dict(status.get("task") or {})
+    return EpisodeRecord(
+        task_id=str(task.get("task_id", "")), suite=str(task.get("suite", "")),
+        category=str(task.get("category", "")), horizon=len(task.get("subgoals") or []),
+        variant=str(status.get("variant", "")), layout=int(status.get("layout", 0)), seed=int(status.get("seed", 0)),
+        success=bool(score["success"]) if score else False,
+        subgoals_done=int(score["subgoals_done"]) if score else 0,
+        steps_used=int(score["steps_used"]) if score else max(last_step, 0),
+        budget_steps=int(status.get("budget_steps", 0)), finish_reason=finish_reason,
+        subgoals=list(score["subgoals"]) if score else [], violations=list(score["violations"]) if score else [],
+        events=list(events), verification_queries=sum(1 for e in events if e.get("kind") == VERIFICATION_REQUESTED),
+        verifier=None, policy="", simulator=str(score.get("simulator", "")) if score else "",
+        final_goal=dict(score["final_goal"]) if score else {}, orchestration=dict(orchestration), wall_s=wall_s,
+        extra={"episode_id": str(status.get("episode_id", "")), "scored": score is not None,
+               "safety": dict(score["safety"]) if score and "safety" in score else {},
+               "bridge": {k: score[k] for k in ("bridge_timing_s", "steps_taken") if k in score} if score else {},
+               "interrupted": False, **dict(extra or {})},
+    ).to_dict()
+
+
+def interrupted_reason(reason: str) -> str:
+    """The finish reason of an episode that could not end by its own rules (the graph lost a node or stopped)."""
+    return f"aborted: interrupted: {reason}"

@@ -1,0 +1,1 @@
+"""Episode recordings (rosbag2, MCAP storage): writing, reading and recovering them. No rclpy here."""

@@ -15,6 +15,7 @@ Only rclpy APIs that ROS 2 Humble has are used here and in the nodes.
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Any, Callable, Sequence
 
@@ -191,10 +192,39 @@ class EpisodeFollower:
                 self._on_end(status)
 
 
+class _InterruptOnce:
+    """The SIGINT handler of a node process: the first SIGINT stops the node, later ones are ignored.
+
+    A Ctrl-C under ``ros2 launch`` reaches a node twice: from the terminal (which signals the whole
+    process group) and from launch when it shuts down its processes. The second would raise a
+    ``KeyboardInterrupt`` in the middle of the node's cleanup (closing its recording, destroying its
+    endpoints) and end it with a traceback and a signal exit code. SIGTERM still ends a node whose
+    cleanup hangs (launch sends it after ``sigterm_timeout``).
+    """
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if not self.received:
+            self.received = True
+            raise KeyboardInterrupt
+
+
 def run_node(name: str, build: Callable[[], Node], args: Sequence[str] | None = None,
              executor_factory: Callable[[], Executor] = SingleThreadedExecutor) -> int:
-    """Init rclpy, build the node, spin until Ctrl-C or shutdown; exit 2 with one line when it cannot start."""
-    rclpy.init(args=list(args) if args is not None else None)
+    """Init rclpy, build the node, spin until Ctrl-C or shutdown; exit 2 with one line when it cannot start.
+
+    Exit status 0 after a Ctrl-C, SIGTERM or an external shutdown: a stop on request is a clean end
+    (``ros2 launch`` reports "process has finished cleanly"), and the node's ``close()`` has run.
+    """
+    # Installed before rclpy.init so that rclpy's own handler (which shuts the context down and wakes
+    # the executor) chains to it rather than to Python's default KeyboardInterrupt-on-every-SIGINT.
+    signal.signal(signal.SIGINT, _InterruptOnce())
+    try:
+        rclpy.init(args=list(args) if args is not None else None)
+    except KeyboardInterrupt:
+        return 0
     node: Node | None = None
     try:
         try:

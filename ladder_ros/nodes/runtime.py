@@ -7,8 +7,8 @@
 * :class:`EpisodeFollower` subscribes to the latched episode status and tells the node when a new
   episode starts and when it ends; every node that keeps per-episode state uses it.
 * :func:`run_node` is the body of every node's ``main()``: init, build, spin, and shut down cleanly
-  on Ctrl-C or an external shutdown (ros2/demos talker anatomy), exiting 2 with one error line when
-  the node cannot start.
+  on Ctrl-C, SIGTERM or an external shutdown (ros2/demos talker anatomy), closing the node while it
+  can still publish and log; it exits 2 with one error line when the node cannot start.
 
 Only rclpy APIs that ROS 2 Humble has are used here and in the nodes.
 """
@@ -31,6 +31,7 @@ except ImportError:  # rclpy 3 (Humble)
     from rclpy.qos_event import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 
 from ladder_ros.core.errors import LadderError
@@ -192,22 +193,31 @@ class EpisodeFollower:
                 self._on_end(status)
 
 
-class _InterruptOnce:
-    """The SIGINT handler of a node process: the first SIGINT stops the node, later ones are ignored.
+# How often a spinning node checks for a stop request (s): the longest a Ctrl-C waits for an idle node.
+STOP_CHECK_PERIOD_S = 0.1
 
-    A Ctrl-C under ``ros2 launch`` reaches a node twice: from the terminal (which signals the whole
-    process group) and from launch when it shuts down its processes. The second would raise a
-    ``KeyboardInterrupt`` in the middle of the node's cleanup (closing its recording, destroying its
-    endpoints) and end it with a traceback and a signal exit code. SIGTERM still ends a node whose
-    cleanup hangs (launch sends it after ``sigterm_timeout``).
+
+class _StopRequest:
+    """SIGINT and SIGTERM handler of a node process: the first signal asks the node to stop, later ones are ignored.
+
+    rclpy's own handlers shut the context down the moment a signal arrives, so a node could no longer
+    publish or log while it closes (its last log lines fail with "publisher's context is invalid"),
+    and under ``ros2 launch`` a Ctrl-C reaches a node twice, from the terminal (the whole process
+    group) and from launch, the second raising ``KeyboardInterrupt`` in the middle of the cleanup.
+    Here the first signal interrupts a node that is still starting (building it can take long)
+    and otherwise ends the spin loop between two callbacks; ``close()`` then runs with the context
+    alive. SIGKILL (launch sends it when a node has not exited 10 s after the stop) stays the last resort.
     """
 
     def __init__(self) -> None:
-        self.received = False
+        self.requested = False
+        self.interrupt = True  # raise KeyboardInterrupt: the node is starting, not spinning
 
     def __call__(self, signum: int, frame: Any) -> None:
-        if not self.received:
-            self.received = True
+        if self.requested:
+            return
+        self.requested = True
+        if self.interrupt:
             raise KeyboardInterrupt
 
 
@@ -215,14 +225,14 @@ def run_node(name: str, build: Callable[[], Node], args: Sequence[str] | None = 
              executor_factory: Callable[[], Executor] = SingleThreadedExecutor) -> int:
     """Init rclpy, build the node, spin until Ctrl-C or shutdown; exit 2 with one line when it cannot start.
 
-    Exit status 0 after a Ctrl-C, SIGTERM or an external shutdown: a stop on request is a clean end
-    (``ros2 launch`` reports "process has finished cleanly"), and the node's ``close()`` has run.
+    Exit status 0 after Ctrl-C, SIGTERM or an external shutdown: a stop on request is a clean end
+    (``ros2 launch`` reports "process has finished cleanly"), after the node's ``close()`` has run.
     """
-    # Installed before rclpy.init so that rclpy's own handler (which shuts the context down and wakes
-    # the executor) chains to it rather than to Python's default KeyboardInterrupt-on-every-SIGINT.
-    signal.signal(signal.SIGINT, _InterruptOnce())
+    stop = _StopRequest()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
     try:
-        rclpy.init(args=list(args) if args is not None else None)
+        rclpy.init(args=list(args) if args is not None else None, signal_handler_options=SignalHandlerOptions.NO)
     except KeyboardInterrupt:
         return 0
     node: Node | None = None
@@ -234,12 +244,14 @@ def run_node(name: str, build: Callable[[], Node], args: Sequence[str] | None = 
             return 2
         executor = executor_factory()
         executor.add_node(node)
-        executor.spin()
+        stop.interrupt = False
+        while not stop.requested and rclpy.ok():
+            executor.spin_once(timeout_sec=STOP_CHECK_PERIOD_S)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except _rclpy.RCLError:
-        # Ctrl-C shuts the context down from the signal handler; if that lands while the executor
-        # builds its wait set, rcl reports an invalid context instead: the same clean stop.
+        # An external shutdown that lands while the executor builds its wait set makes rcl report
+        # an invalid context: the same clean stop.
         if rclpy.ok():
             raise
     finally:
@@ -249,4 +261,8 @@ def run_node(name: str, build: Callable[[], Node], args: Sequence[str] | None = 
                 close()
             node.destroy_node()
         rclpy.try_shutdown()
+        # While Python exits it resets a signal with a Python handler to the default action, so a
+        # late second Ctrl-C would end the process by signal after all; ignored signals stay ignored.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
     return 0

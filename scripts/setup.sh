@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything on a fresh Debian 12 machine (Python 3.10+): a virtual environment in .venv with
 # CPU torch, the ROS 2 PyPI wheels, MuJoCo, the VLM clients, the ManiSkill3 simulator and its software
-# Vulkan driver, then this package in editable mode. Idempotent; rerun to repair.
+# Vulkan driver, `ros2 launch` (from ../shared/vendor/ros2_launch when it is there), then this package
+# in editable mode, registered in the venv's ament index. Idempotent; rerun to repair.
 #
 # Usage: scripts/setup.sh [--no-maniskill]
 #   --no-maniskill   skip the SimplerEnv (ManiSkill3) backend and its Vulkan driver (its tests then skip)
@@ -13,7 +14,7 @@ WITH_MANISKILL=1
 for arg in "$@"; do
   case "$arg" in
     --no-maniskill) WITH_MANISKILL=0 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$arg' (valid: --no-maniskill)" >&2; exit 2 ;;
   esac
 done

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -396,6 +397,72 @@ def test_show_arguments_and_introspection_list_the_arguments_and_the_nodes(tmp_p
 # Ctrl-C mid-episode
 
 
+SLOW_SINK = """
+import sys, time
+from rclpy.node import Node
+from std_msgs.msg import String
+from ladder_ros.nodes.runtime import run_node
+
+class SlowSink(Node):
+    drain_on_stop_s = float(sys.argv[1])
+
+    def __init__(self):
+        super().__init__("slow_sink")
+        self.count = 0
+        self.create_subscription(String, "drain_test", self.on_message, 100)
+
+    def on_message(self, msg):
+        self.count += 1
+        if self.count == 1:
+            print("first", flush=True)
+        time.sleep(0.05)  # a recorder that lags behind what it receives
+
+    def close(self):
+        print(f"handled {self.count}", flush=True)
+
+sys.exit(run_node("slow_sink", SlowSink))
+"""
+
+
+@pytest.mark.parametrize("drain_s", [10.0, 0.0])
+def test_a_stopping_node_handles_what_already_arrived_only_when_it_drains(ros, drain_s):
+    """Two SIGINTs (a terminal's and launch's): one clean stop; a draining node (the recorder) first
+    handles every message already received, any other node stops between two callbacks."""
+    from std_msgs.msg import String
+
+    sink = subprocess.Popen([sys.executable, "-c", SLOW_SINK, str(drain_s)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        source = ros.create_node("drain_source")
+        publisher = source.create_publisher(String, "drain_test", 100)
+        deadline = time.monotonic() + 60
+        while publisher.get_subscription_count() < 1:
+            assert time.monotonic() < deadline and sink.poll() is None, "the sink never subscribed"
+            time.sleep(0.05)
+        for i in range(40):
+            publisher.publish(String(data=str(i)))
+        assert sink.stdout.readline().strip() == "first"
+        sink.send_signal(signal.SIGINT)
+        sink.send_signal(signal.SIGINT)
+        out, err = sink.communicate(timeout=60)
+    finally:
+        if sink.poll() is None:
+            sink.kill()
+    assert sink.returncode == 0 and "Traceback" not in err, err
+    handled = int(out.split("handled ")[1])
+    assert handled == 40 if drain_s else handled < 40
+
+
+@dataclass
+class Interrupted:
+    launch: Launch
+    code: int  # ros2 launch's exit code
+    pids: list[int]  # launch and its nodes just before the Ctrl-C
+    bag: Path
+    episode: str
+    step: int  # the last step the client saw before the Ctrl-C
+
+
 @pytest.fixture(scope="module")
 def interrupted(tmp_path_factory):
     """The sim launch file stopped by a Ctrl-C in the middle of an episode (shared by the tests below)."""
@@ -410,15 +477,17 @@ def interrupted(tmp_path_factory):
     try:
         client, executor = _client("widowx")
         wait_for_graph(launch, client, executor, followers=4)
+        # A first short episode: afterwards every node has discovered every other one, so the
+        # interrupted episode's recording can be checked from its first step.
+        client.run_episode(executor, "kitchen_single_1", variant="proprio_verifier", timeout_s=120)
         episode = client.start_episode("relay_2", variant="periodic_trigger", layout=1, seed=1)
         client.spin_until(executor, lambda: client.status.episode_id == episode and client.status.step >= 20, 120,
                           "20 steps of the episode")
         assert client.status.state == "running"  # mid-episode
-        bag = tmp_path / "recordings" / episode
-        client.spin_until(executor, lambda: any(bag.glob("*.mcap")), 60, "the recording to open")
+        step = client.status.step
         pids = launch.processes()
         code = launch.ctrl_c()
-        yield launch, code, pids, bag, episode
+        yield Interrupted(launch, code, pids, tmp_path / "recordings" / episode, episode, step)
     finally:
         rclpy.try_shutdown()
         launch.close()
@@ -427,14 +496,18 @@ def interrupted(tmp_path_factory):
 @pytest.mark.slow
 def test_ctrl_c_mid_episode_stops_every_process_cleanly_and_keeps_a_complete_recording(interrupted):
     from ladder_ros.bringup.recording import read_bag
+    from ladder_ros.messages import DecisionDoc, decode
 
-    launch, code, pids, bag, episode = interrupted
-    assert len(pids) == 7  # launch and six nodes
-    assert_stopped_cleanly(launch, code, nodes=6)
+    assert len(interrupted.pids) == 7  # launch and six nodes
+    assert_stopped_cleanly(interrupted.launch, interrupted.code, nodes=6)
+    bag = interrupted.bag
     assert (bag / "metadata.yaml").is_file()  # closed by the recorder, not left for `recording recover`
-    summary, _ = read_bag(bag)
-    assert summary.custom_data["episode_id"] == episode
-    assert summary.topics["/widowx/joint_states"] >= 20 and summary.topics["/widowx/orchestrator/decision"] >= 20
+    summary, decoded = read_bag(bag, ["/widowx/orchestrator/decision"])
+    assert summary.custom_data["episode_id"] == interrupted.episode
+    # Every step up to the Ctrl-C is in the bag, the ones the recorder had not yet written included.
+    steps = {decode(m.data, DecisionDoc).step for m in decoded["/widowx/orchestrator/decision"]}
+    assert steps >= set(range(interrupted.step + 1))
+    assert summary.topics["/widowx/joint_states"] >= interrupted.step + 1
 
 
 @pytest.mark.slow
@@ -444,9 +517,8 @@ def test_ctrl_c_mid_episode_leaves_an_episode_record_marked_interrupted(interrup
     from ladder_ros.bringup.recording import read_bag
     from ladder_ros.messages import EpisodeStatus, decode
 
-    launch, code, pids, bag, episode = interrupted
-    _, decoded = read_bag(bag, ["/widowx/episode/status"])
+    _, decoded = read_bag(interrupted.bag, ["/widowx/episode/status"])
     statuses = [decode(m.data, EpisodeStatus) for m in decoded["/widowx/episode/status"]]
-    last = [s for s in statuses if s.episode_id == episode][-1]
+    last = [s for s in statuses if s.episode_id == interrupted.episode][-1]
     assert last.state in ("finished", "aborted") and last.result is not None
     assert "interrupted" in (last.finish_reason, last.result.get("finish_reason")) or last.result.get("interrupted")

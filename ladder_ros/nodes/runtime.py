@@ -17,12 +17,19 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from typing import Any, Callable, Sequence
 
 import rclpy
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
 from rclpy.callback_groups import CallbackGroup
-from rclpy.executors import ExternalShutdownException, Executor, SingleThreadedExecutor
+from rclpy.executors import (
+    Executor,
+    ExternalShutdownException,
+    ShutdownException,
+    SingleThreadedExecutor,
+    TimeoutException,
+)
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 try:  # rclpy 7 (Iron) and newer
@@ -221,12 +228,34 @@ class _StopRequest:
             raise KeyboardInterrupt
 
 
+def _drain(executor: Executor, seconds: float) -> None:
+    """Run the callbacks whose input has already arrived, without waiting for more, for at most ``seconds``."""
+    deadline = time.monotonic() + seconds
+    handled = False  # since the last wait
+    while time.monotonic() < deadline:
+        try:
+            handler, _, _ = executor.wait_for_ready_callbacks(timeout_sec=0.0)
+        except TimeoutException:  # a zero-timeout wait ends with this, also after yielding work
+            if not handled:
+                return
+            handled = False
+            continue
+        except ShutdownException:
+            return
+        handler()
+        if handler.exception() is not None:
+            raise handler.exception()
+        handled = True
+
+
 def run_node(name: str, build: Callable[[], Node], args: Sequence[str] | None = None,
              executor_factory: Callable[[], Executor] = SingleThreadedExecutor) -> int:
     """Init rclpy, build the node, spin until Ctrl-C or shutdown; exit 2 with one line when it cannot start.
 
     Exit status 0 after Ctrl-C, SIGTERM or an external shutdown: a stop on request is a clean end
     (``ros2 launch`` reports "process has finished cleanly"), after the node's ``close()`` has run.
+    A node with a ``drain_on_stop_s`` attribute (the recorder) first handles the messages that had
+    already arrived when the stop came, for at most that long, so what was sent before the stop is kept.
     """
     stop = _StopRequest()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -247,6 +276,9 @@ def run_node(name: str, build: Callable[[], Node], args: Sequence[str] | None = 
         stop.interrupt = False
         while not stop.requested and rclpy.ok():
             executor.spin_once(timeout_sec=STOP_CHECK_PERIOD_S)
+        drain_s = getattr(node, "drain_on_stop_s", 0.0)
+        if stop.requested and drain_s > 0 and rclpy.ok():
+            _drain(executor, drain_s)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except _rclpy.RCLError:

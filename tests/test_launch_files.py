@@ -397,6 +397,34 @@ def test_show_arguments_and_introspection_list_the_arguments_and_the_nodes(tmp_p
 # Ctrl-C mid-episode
 
 
+def _importing_rclpy(pid: int) -> bool:
+    """rclpy's extension is loaded: the process runs the node module's imports (its main() comes later)."""
+    try:
+        return "_rclpy_pybind11" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_node_stopped_while_it_still_imports_exits_quietly(tmp_path, signum):
+    executable = Path(sys.prefix, "lib", "ladder_ros", "policy")
+    if not executable.exists():
+        pytest.skip("the node executables are not in lib/ladder_ros (scripts/setup.sh links them)")
+    process = subprocess.Popen([str(executable)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=_env(tmp_path))
+    try:
+        deadline = time.monotonic() + 30
+        while not _importing_rclpy(process.pid):
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.01)
+        process.send_signal(signum)
+        out, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0 and "Traceback" not in out, out
+
+
 SLOW_SINK = """
 import sys, time
 from rclpy.node import Node

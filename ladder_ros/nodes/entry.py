@@ -1,0 +1,47 @@
+"""Entry points of the node executables (``setup.py`` console scripts: what ``ros2 launch`` and ``ros2 run`` start).
+
+A node module imports rclpy, numpy and its backends before its ``main()`` can set up the node's
+signal handling (:func:`ladder_ros.nodes.runtime.run_node`), which takes seconds on a busy machine;
+a Ctrl-C in that time would end the process with a ``KeyboardInterrupt`` traceback. These functions
+take SIGINT and SIGTERM first, so a stop that comes while the node is still importing is a quiet
+exit 0, then import the node and run its ``main()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+
+
+def _stop_while_importing(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _run(node: str) -> int:
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _stop_while_importing)
+    return importlib.import_module(f"ladder_ros.nodes.{node}").main()
+
+
+def sim_bridge() -> int:
+    return _run("sim_bridge")
+
+
+def policy() -> int:
+    return _run("policy")
+
+
+def gripper_trigger() -> int:
+    return _run("gripper_trigger")
+
+
+def vlm_verifier() -> int:
+    return _run("vlm_verifier")
+
+
+def orchestrator() -> int:
+    return _run("orchestrator")
+
+
+def episode_recorder() -> int:
+    return _run("episode_recorder")

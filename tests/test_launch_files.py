@@ -30,7 +30,12 @@ import numpy as np
 import pytest
 
 from ladder_ros.bringup.graph import load_graph
-from ladder_ros.bringup.launch_description import launch_arguments, localhost_environment, plan_launch
+from ladder_ros.bringup.launch_description import (
+    launch_arguments,
+    localhost_environment,
+    plan_launch,
+    write_params_file,
+)
 from ladder_ros.bringup.session import launch_environment
 from ladder_ros.core.errors import ConfigError
 
@@ -95,6 +100,27 @@ def test_localhost_only_keeps_an_exported_domain_and_drops_remote_peers():
     assert changes["FASTDDS_DEFAULT_PROFILES_FILE"].endswith("fastdds_localhost.xml")
     claimed = localhost_environment({"ROS_DOMAIN_ID": "0"})  # everyone's default: a free one instead
     assert 1 <= int(claimed["ROS_DOMAIN_ID"]) <= 101
+
+
+def test_overrides_for_a_launch_file_go_into_a_copy_of_its_params_file(tmp_path):
+    from ladder_ros.bringup.graph import read_params_file
+    from ladder_ros.bringup.launch_description import session_launch_arguments
+
+    widowx = load_graph("widowx")
+    arguments = session_launch_arguments(widowx, None, {"sim_bridge": {"render": False}, "episode_recorder": {
+        "output_dir": "/tmp/rec", "config_files": ["x"]}}, None, tmp_path)
+    merged = tmp_path / "widowx_launch_params.yaml"
+    assert arguments == ["use_sim:=true", "localhost_only:=true", f"params_file:={merged}", "output_dir:=/tmp/rec"]
+    sections = read_params_file(merged)
+    assert sections["/**/sim_bridge"]["render"] is False and sections["/**/sim_bridge"]["image_size"] == 256
+    assert widowx.node_parameters("sim", merged)["sim_bridge"]["render"] is False
+    # a node without a section of its own gets one; the original file is untouched
+    write_params_file(widowx.params_file, {"policy": {"noise": "off"}, "new_node": {"a": 1}}, "widowx",
+                      tmp_path / "p.yaml")
+    sections = read_params_file(tmp_path / "p.yaml")
+    assert sections["/**/policy"]["noise"] == "off" and sections["/**/new_node"] == {"a": 1}
+    assert read_params_file(widowx.params_file)["/**/policy"]["noise"] == "bridge_like"
+    assert session_launch_arguments(widowx, None, {}, "robot2", tmp_path)[-1] == "namespace:=robot2"
 
 
 def test_launch_files_import_their_body_from_the_package():
@@ -269,6 +295,12 @@ def run_robot_graph(tmp_path, launch_file, namespace, driver, run_episode, *args
     from ladder_ros.bringup.client import EpisodeTimeout
     from ladder_ros.bringup.recording import read_bag
 
+    graph = load_graph(namespace)
+    # No camera is attached here: a camera node of the real mode runs on its fake backend.
+    cameras = {name: {"backend": "fake"} for name in graph.mode("real").nodes
+               if graph.nodes[name].executable == "camera"}
+    if cameras:
+        args = (*args, f"params_file:={write_params_file(graph.params_file, cameras, namespace, tmp_path / 'p.yaml')}")
     launch = Launch(tmp_path, launch_file, f"output_dir:={tmp_path / 'recordings'}", *args)
     try:
         client, executor = _client(namespace, driver.node)
@@ -284,7 +316,7 @@ def run_robot_graph(tmp_path, launch_file, namespace, driver, run_episode, *args
         client.spin_until(executor, lambda: (bag / "metadata.yaml").is_file(), 30, "the recording to close")
         client.spin_until(executor, lambda: all(f"[ERROR] [{node}-" in launch.log for node in refusing), 120,
                           f"{', '.join(refusing)} to refuse")  # a slow start could otherwise meet the Ctrl-C first
-        nodes = len(load_graph(namespace).mode("real").nodes) - len(refusing)
+        nodes = len(graph.mode("real").nodes) - len(refusing)
         assert_stopped_cleanly(launch, launch.ctrl_c(), nodes=nodes, died=refusing)
         summary, _ = read_bag(bag)
         return launch, status, summary

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import signal
+from typing import Callable
 
 
 def _stop_while_importing(signum: int, frame: object) -> None:
@@ -23,25 +24,16 @@ def _run(node: str) -> int:
     return importlib.import_module(f"ladder_ros.nodes.{node}").main()
 
 
-def sim_bridge() -> int:
-    return _run("sim_bridge")
+def _entry_point(node: str) -> Callable[[], int]:
+    def main() -> int:
+        return _run(node)
+    main.__name__ = main.__qualname__ = node
+    return main
 
 
-def policy() -> int:
-    return _run("policy")
-
-
-def gripper_trigger() -> int:
-    return _run("gripper_trigger")
-
-
-def vlm_verifier() -> int:
-    return _run("vlm_verifier")
-
-
-def orchestrator() -> int:
-    return _run("orchestrator")
-
-
-def episode_recorder() -> int:
-    return _run("episode_recorder")
+sim_bridge = _entry_point("sim_bridge")
+policy = _entry_point("policy")
+gripper_trigger = _entry_point("gripper_trigger")
+vlm_verifier = _entry_point("vlm_verifier")
+orchestrator = _entry_point("orchestrator")
+episode_recorder = _entry_point("episode_recorder")

@@ -43,14 +43,14 @@ setup(
     entry_points={
         "console_scripts": [
             "ladder-ros = ladder_ros.cli:main",
-            "sim_bridge = ladder_ros.nodes.sim_bridge:main",
-            "camera = ladder_ros.nodes.camera:main",
-            "depth = ladder_ros.nodes.depth:main",
-            "policy = ladder_ros.nodes.policy:main",
-            "gripper_trigger = ladder_ros.nodes.gripper_trigger:main",
-            "vlm_verifier = ladder_ros.nodes.vlm_verifier:main",
-            "orchestrator = ladder_ros.nodes.orchestrator:main",
-            "episode_recorder = ladder_ros.nodes.episode_recorder:main",
+            "sim_bridge = ladder_ros.nodes.entry:sim_bridge",
+            "camera = ladder_ros.nodes.entry:camera",
+            "depth = ladder_ros.nodes.entry:depth",
+            "policy = ladder_ros.nodes.entry:policy",
+            "gripper_trigger = ladder_ros.nodes.entry:gripper_trigger",
+            "vlm_verifier = ladder_ros.nodes.entry:vlm_verifier",
+            "orchestrator = ladder_ros.nodes.entry:orchestrator",
+            "episode_recorder = ladder_ros.nodes.entry:episode_recorder",
         ],
     },
 )

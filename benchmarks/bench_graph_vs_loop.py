@@ -8,7 +8,7 @@ decision arrives: gripper trigger + orchestrator + verifier + transport; until t
 action arrives: + policy) reported in each episode record.
 
     python benchmarks/bench_graph_vs_loop.py [--tasks a,b] [--seeds 0,1] [--variant proprio_verifier]
-        [--set NODE.PARAM=VALUE ...] [--without episode_recorder]
+        [--set NODE.PARAM=VALUE ...] [--without episode_recorder] [--launch sim_orchestrator.launch.py]
 
 Prints numbers; asserts nothing about speed (speed is measured here, never in tests). Loopback only.
 """
@@ -30,6 +30,7 @@ from ladder_ros.ros_env import apply_network_safe_environment  # noqa: E402
 apply_network_safe_environment(os.environ)
 
 from ladder_ros.bringup.graph import load_graph, parse_overrides  # noqa: E402
+from ladder_ros.bringup.launch_description import session_launch_arguments  # noqa: E402
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.core.suite import load_suite  # noqa: E402
 from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare_records  # noqa: E402
@@ -45,6 +46,8 @@ def main() -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--without", default="",
                         help="comma-separated nodes to leave out (e.g. episode_recorder, to see what recording costs)")
+    parser.add_argument("--launch", metavar="FILE", default=None,
+                        help="bring the graph up with `ros2 launch ladder_ros FILE` instead of one process per node")
     args = parser.parse_args()
     out = Path(tempfile.mkdtemp(prefix="ladder_bench_"))
     graph = load_graph(args.graph)
@@ -57,13 +60,17 @@ def main() -> int:
     suite = load_suite(resolve_share_file(params["orchestrator"]["suite"]))
     episodes = [ParityEpisode(t, args.variant, int(s) % suite.task(t).layouts, int(s))
                 for t in args.tasks.split(",") for s in args.seeds.split(",")]
+    if args.launch and left_out:
+        parser.error("--without needs the graph as processes (a launch file starts all its nodes)")
+    launched = {"launch_file": args.launch,
+                "launch_arguments": session_launch_arguments(graph, None, overrides, None, out)} if args.launch else {}
     print(f"{len(episodes)} episodes ({args.variant}), render={params['sim_bridge']['render']}, "
           f"image {params['sim_bridge']['image_size']} px, {os.cpu_count()} CPUs; graph as "
-          f"{len(launches)} processes")
+          f"{len(launches)} processes" + (f" started by ros2 launch ladder_ros {args.launch}" if args.launch else ""))
     runner = ReferenceRunner(params, suite)
     rows = []
     try:
-        with GraphSession(graph, launches, out / "logs") as session:
+        with GraphSession(graph, launches, out / "logs", **launched) as session:
             # warm-up: first episodes pay imports, model compilation and discovery on both sides
             runner.run(episodes[0])
             session.run_episode(episodes[0].task_id, variant=args.variant, layout=episodes[0].layout,

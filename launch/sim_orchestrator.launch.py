@@ -1,18 +1,15 @@
 """The WidowX graph in simulation: `ros2 launch ladder_ros sim_orchestrator.launch.py`.
 
-The same graph as widowx_orchestrator.launch.py with use_sim defaulting to true: the sim bridge
-(built-in MuJoCo tabletop; `params_file:=` selects another simulator) replaces the driver and camera,
-in lockstep. Start episodes from the operator panel or by publishing an EpisodeCommand on
-/widowx/episode/command.
+The same graph as widowx_orchestrator.launch.py with `use_sim:=true`: the sim bridge (the built-in
+MuJoCo tabletop; `params_file:=` selects another simulator) replaces the driver and camera, and the
+graph runs in lockstep, event for event like the in-process reference loop. ROS traffic stays on
+this machine (`localhost_only:=true`; the exported ROS_DOMAIN_ID, or a free one the launch prints).
+Start episodes with an EpisodeCommand on /widowx/episode/command (the operator panel, or
+`ladder-ros run widowx --launch sim_orchestrator.launch.py`). `-s` describes every argument.
 """
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _graph_launch import graph_launch_description  # noqa: E402
+from ladder_ros.bringup.graph_launch import graph_launch_description
 
 
 def generate_launch_description():
-    return graph_launch_description("widowx", default_use_sim="true")
+    return graph_launch_description("widowx", use_sim=True, localhost_only=True)

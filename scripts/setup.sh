@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything on a fresh Debian 12 machine (Python 3.10+): a virtual environment in .venv with
 # CPU torch, the ROS 2 PyPI wheels, MuJoCo, the VLM clients, the camera, calibration and depth stack
-# (OpenCV, pyrealsense2, MoGe-2), the ManiSkill3 simulator and its software Vulkan driver, then this
-# package in editable mode. Idempotent; rerun to repair.
+# (OpenCV, pyrealsense2, MoGe-2), the operator panel (Qt), the ManiSkill3 simulator and its software
+# Vulkan driver, `ros2 launch` (from ../shared/vendor/ros2_launch when it is there), then this package
+# in editable mode, registered in the venv's ament index. Idempotent; rerun to repair.
 #
 # Usage: scripts/setup.sh [--no-maniskill] [--no-lerobot]
 #   --no-maniskill   skip the SimplerEnv (ManiSkill3) backend and its Vulkan driver (its tests then skip)
@@ -57,8 +58,74 @@ if [[ $WITH_MANISKILL -eq 1 ]]; then
   echo "[setup] ManiSkill3 and its software Vulkan driver"
   PYTHON="$REPO/$PY" scripts/install_maniskill.sh
 fi
-echo "[setup] ladder_ros (editable)"
+# `ros2 launch` (launch, launch_ros, ros2cli) is not on PyPI: its unmodified sources sit beside the
+# checkout in ../shared/vendor/ros2_launch on CI and development machines. A robot has its own ROS install.
+VENDOR_LAUNCH="$REPO/../shared/vendor/ros2_launch"
+if [[ -x "$VENDOR_LAUNCH/install.sh" ]]; then
+  echo "[setup] ros2 launch (launch, launch_ros, ros2cli) from ../shared/vendor/ros2_launch"
+  bash "$VENDOR_LAUNCH/install.sh" .venv
+  # launch_ros requires ament_index_python by its ROS package name; on PyPI the module comes in the
+  # wheel ros-ament-index-python. An empty distribution under the ROS name that requires that wheel
+  # tells pip so (pip check stays clean).
+  alias_dir=$(mktemp -d)
+  index_version=$("$PY" -c "from importlib.metadata import version; print(version('ros-ament-index-python'))")
+  cat > "$alias_dir/pyproject.toml" <<TOML
+[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "ament_index_python"
+version = "$index_version"
+description = "ament_index_python under its ROS package name; the module is in ros-ament-index-python"
+dependencies = ["ros-ament-index-python==$index_version"]
+
+[tool.setuptools]
+py-modules = []
+TOML
+  "$PY" -m pip install -q --no-deps --no-build-isolation "$alias_dir"
+  rm -rf "$alias_dir"
+else
+  echo "[setup] ros2 launch: ../shared/vendor/ros2_launch not found, skipped (a robot's ROS install has it;" \
+       "the launch-file tests then skip)"
+fi
+echo "[setup] ladder_ros (editable) and its entry in the venv's ament index"
 "$PY" -m pip install -q --no-deps -e .
+# What colcon build --symlink-install makes, for the editable install: the ament index marker,
+# share/ladder_ros/ with a link to each shared file of the checkout (so edited launch files and config
+# are what runs; ros2 launch does not follow linked folders) and each executable in lib/ladder_ros/,
+# where launch_ros looks for a node (pip puts them in bin/). Rerun after adding a shared file.
+"$PY" - "$REPO" <<'PY'
+import shutil
+import sys
+from importlib.metadata import distribution
+from pathlib import Path
+
+repo, prefix = Path(sys.argv[1]), Path(sys.prefix)
+index = prefix / "share" / "ament_index" / "resource_index" / "packages"
+share, lib = prefix / "share" / "ladder_ros", prefix / "lib" / "ladder_ros"
+index.mkdir(parents=True, exist_ok=True)
+(index / "ladder_ros").touch()
+for folder in (share, lib):
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+for item in ("package.xml", "launch", "config", "policies", "calibration"):  # setup.py's data_files
+    source = repo / item
+    for path in ([source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts)):
+        target = share / path.relative_to(repo)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(path)
+for entry in distribution("ladder_ros").entry_points:
+    if entry.group == "console_scripts":
+        (lib / entry.name).symlink_to(Path("..", "..", "bin", entry.name))
+PY
+# Activating the venv puts it on the ament prefix path, as sourcing a ROS workspace does.
+if ! grep -q "ladder_ros: ament prefix" .venv/bin/activate; then
+  cat >> .venv/bin/activate <<'SH'
+# ladder_ros: ament prefix (ros2 launch and the ament index find the packages installed here)
+case ":${AMENT_PREFIX_PATH:-}:" in *":$VIRTUAL_ENV:"*) ;; *) export AMENT_PREFIX_PATH="$VIRTUAL_ENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}" ;; esac
+SH
+fi
 # MoGe's packages declare what its demo, training and mesh export need; inference needs none of it
 # (requirements/moge.txt). Those lines, and only those, are allowed in pip check's report.
 if ! report="$("$PY" -m pip check 2>&1)"; then
@@ -89,4 +156,5 @@ if [[ $WITH_LEROBOT -eq 1 ]]; then
     cp requirements/lerobot.txt .venv-lerobot/.ready
   fi
 fi
-echo "[setup] done: activate with '. .venv/bin/activate'; try 'ladder-ros --help'"
+echo "[setup] done: activate with '. .venv/bin/activate'; try 'ladder-ros --help' or" \
+     "'ros2 launch ladder_ros sim_orchestrator.launch.py'"

@@ -1,7 +1,6 @@
-"""Graph descriptions, `ladder-ros up` and the launch files: valid graphs start, bad input fails cleanly."""
+"""Graph descriptions and `ladder-ros up`: valid graphs start, bad input fails cleanly."""
 
 import os
-import py_compile
 import signal
 import subprocess
 import sys
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from ladder_ros.bringup.graph import load_graph, parse_overrides, read_params_file
-from ladder_ros.bringup.launch_description import LAUNCH_ARGUMENTS, node_specs
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.nodes.parameters import NODE_PARAMETERS
 
@@ -48,20 +46,6 @@ def test_every_parameter_has_a_description():
     for specs in NODE_PARAMETERS.values():
         for spec in specs:
             assert len(spec.description) > 20, spec.name
-
-
-def test_launch_files_compile_and_read_valid_descriptions(tmp_path):
-    for path in sorted((REPO / "launch").glob("*.py")):
-        py_compile.compile(str(path), cfile=str(tmp_path / (path.name + "c")), doraise=True)
-        assert "generate_launch_description" in path.read_text() or path.name.startswith("_")
-    assert {"use_sim", "namespace", "params_file", "output_dir", "localhost_only"} == set(LAUNCH_ARGUMENTS)
-    assert all(len(description) > 30 for _, description in LAUNCH_ARGUMENTS.values())
-    sim = node_specs("widowx", use_sim=True, output_dir="/tmp/rec")
-    assert [s.name for s in sim][0] == "sim_bridge"
-    assert sim[-1].parameters[1] == {"clock_mode": "lockstep", "output_dir": "/tmp/rec"}
-    assert all(s.parameters[1]["clock_mode"] == "wall_clock" for s in node_specs("franka", use_sim=False))
-    with pytest.raises(ConfigError, match="has no mode 'sim'"):
-        node_specs("franka", use_sim=True)
 
 
 def test_unknown_graph_is_one_clear_line():

@@ -1,64 +1,176 @@
 """What the launch files need from a graph description, without importing ``launch``.
 
-The launch files under ``launch/`` are thin: they read the same graph description and params file
-as ``ladder-ros up`` through :func:`node_specs` and turn each entry into a ``launch_ros`` Node. This
-part is plain Python, so the tests check it where ``launch`` is not installed (PyPI has no
-``launch``/``launch_ros``; DESIGN.md section 4).
+The launch files under ``launch/`` are three lines each: they call
+:func:`ladder_ros.bringup.graph_launch.graph_launch_description`, which turns the graph description
+(``config/graphs/<graph>.yaml``, the file ``ladder-ros up`` reads) into launch arguments and one
+``launch_ros`` Node per graph node. The decisions behind it are plain Python and live here, so they
+are tested where ``launch`` is not installed: the arguments with their defaults, descriptions and
+choices (:func:`launch_arguments`), and the check of the values given on the command line, which
+refuses a bad value with one line before any node starts (:func:`plan_launch`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from ladder_ros.bringup.graph import load_graph
-from ladder_ros.ros_env import network_safe_environment
+import yaml
 
-LAUNCH_ARGUMENTS = {
-    "use_sim": ("false", "true: the sim bridge replaces the robot driver and camera (lockstep); "
-                         "false: the real robot's drivers on the wall clock"),
-    "namespace": ("", "namespace of every node and topic (empty: the graph description's)"),
-    "params_file": ("", "ROS params YAML replacing the graph's own (empty: config/<graph>_params.yaml)"),
-    "output_dir": ("", "folder of the episode recordings (empty: the params file's episode_recorder.output_dir)"),
-    "localhost_only": ("true", "true: ROS traffic stays on this machine (loopback Fast DDS profile, own domain "
-                               "id); false: this shell's ROS network settings (multi-machine setups)"),
-}
+from ladder_ros.bringup.graph import GraphDescription
+from ladder_ros.core.errors import ConfigError
+from ladder_ros.ros_env import DOMAIN_ID_MAX, DOMAIN_ID_MIN, network_safe_environment
+
+TRUE_FALSE = ("true", "false")
+LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")  # rcutils severities (ros2 run --log-level)
+# A ROS namespace: tokens of letters, digits and underscores, not starting with a digit, joined by "/"
+# (ROS 2 design, "Topic and Service name mapping to DDS").
+_NAMESPACE = re.compile(r"^/?([A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*)?/?$")
 
 
 @dataclass(frozen=True)
-class NodeSpec:
+class LaunchArgument:
     name: str
-    executable: str
+    default: str
+    description: str
+    choices: tuple[str, ...] | None = None
+
+
+def launch_arguments(graph: GraphDescription, *, use_sim: bool, localhost_only: bool) -> tuple[LaunchArgument, ...]:
+    """The arguments of a graph's launch file; ``use_sim`` and ``localhost_only`` are that file's defaults.
+
+    A robot's launch file defaults to ``localhost_only:=false``: the graph joins the user's own ROS
+    network, where the drivers and cameras are. The simulation file defaults to true: nothing it
+    runs needs another machine.
+    """
+    return (
+        LaunchArgument("use_sim", _text(use_sim),
+                       "true: simulation, the sim bridge replaces the robot driver and camera and the graph runs in "
+                       "lockstep; false: the robot's own drivers and camera, on the wall clock", TRUE_FALSE),
+        LaunchArgument("namespace", graph.namespace, "Namespace of every node and topic of the graph"),
+        LaunchArgument("params_file", str(graph.params_file),
+                       "ROS params YAML of the graph's nodes; every value is checked before any node starts"),
+        LaunchArgument("output_dir", "", "Folder of the episode recordings (one rosbag2 MCAP bag per episode); "
+                                         "empty: episode_recorder.output_dir of the params file"),
+        LaunchArgument("localhost_only", _text(localhost_only),
+                       "true: ROS traffic stays on this machine (discovery range LOCALHOST, the loopback-only Fast "
+                       "DDS profile, the exported ROS_DOMAIN_ID or a free one); false: this shell's ROS network "
+                       "settings, as a robot's drivers and cameras need", TRUE_FALSE),
+        LaunchArgument("log_level", "info", "Logging level of every node", LOG_LEVELS),
+    )
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What a graph's launch file starts, once its arguments are checked."""
+
+    graph: str
+    mode: str
+    clock_mode: str
     namespace: str
-    parameters: list  # [params_file, {overrides}]
-    remappings: list
+    nodes: tuple[str, ...]
+    recording_dir: str
+    localhost_only: bool
+    domain_id: str
+    environment: dict[str, str] = field(default_factory=dict)  # variables to change ("": unset)
+    requires: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        network = "loopback only" if self.localhost_only else "this shell's ROS network settings"
+        text = (f"ladder_ros: graph {self.graph} ({self.mode}, {self.clock_mode}) in /{self.namespace}: "
+                f"{', '.join(self.nodes)}; {network}, ROS_DOMAIN_ID {self.domain_id}; "
+                f"recordings in {self.recording_dir}")
+        if self.requires:
+            text += f"; this mode also needs: {'; '.join(self.requires)}"
+        return text
 
 
-def node_specs(graph_name: str, use_sim: bool, namespace: str = "", params_file: str = "",
-               output_dir: str = "") -> list[NodeSpec]:
-    """The nodes of a graph for ``ros2 launch``, checked like ``ladder-ros up`` checks them."""
-    graph = load_graph(graph_name)
-    mode = "sim" if use_sim else "real"
+def plan_launch(graph: GraphDescription, values: Mapping[str, str]) -> LaunchPlan:
+    """Check a launch file's argument values as ``ladder-ros up`` checks its options; one error names the value.
+
+    ``values`` maps every name of :func:`launch_arguments` to its text (choices are already
+    enforced by ``launch``).
+    """
+    mode = "sim" if values["use_sim"] == "true" else "real"
     entry = graph.mode(mode)
-    params = Path(params_file) if params_file else graph.params_file
-    overrides: dict[str, dict[str, Any]] = {}
+    namespace = values["namespace"]
+    if not _NAMESPACE.match(namespace):
+        raise ConfigError(f"launch argument namespace: {namespace!r} is not a ROS namespace (names of letters, "
+                          "digits and underscores, not starting with a digit, separated by '/')")
+    params_file = Path(values["params_file"]).expanduser()
+    if not params_file.is_file():
+        raise ConfigError("params file not found (launch argument params_file)", source=str(params_file))
+    overrides = {}
+    output_dir = values["output_dir"]
     if output_dir and "episode_recorder" in entry.nodes:
+        if Path(output_dir).expanduser().exists() and not Path(output_dir).expanduser().is_dir():
+            raise ConfigError(f"launch argument output_dir: {output_dir} is a file, not a folder")
         overrides["episode_recorder"] = {"output_dir": output_dir}
-    graph.node_parameters(mode, params, overrides, namespace or None)  # one error naming a bad value
-    ns = (namespace or graph.namespace).strip("/")
-    specs = []
-    for name in entry.nodes:
-        node = graph.nodes[name]
-        specs.append(NodeSpec(name=name, executable=node.executable, namespace=ns,
-                              parameters=[str(params), {"clock_mode": entry.clock_mode, **overrides.get(name, {})}],
-                              remappings=[*graph.remappings, *node.remappings]))
-    return specs
+    params = graph.node_parameters(mode, params_file, overrides, namespace)  # one error naming a bad value
+    recording_dir = str(params["episode_recorder"]["output_dir"]) if "episode_recorder" in params else ""
+    localhost_only = values["localhost_only"] == "true"
+    environment = localhost_environment() if localhost_only else {}
+    domain_id = environment.get("ROS_DOMAIN_ID") or os.environ.get("ROS_DOMAIN_ID") or "0"
+    return LaunchPlan(graph=graph.name, mode=mode, clock_mode=entry.clock_mode, namespace=namespace.strip("/"),
+                      nodes=entry.nodes, recording_dir=recording_dir, localhost_only=localhost_only,
+                      domain_id=domain_id, environment=environment, requires=entry.requires)
 
 
-def localhost_environment() -> dict[str, str]:
-    """The variables ``localhost_only:=true`` sets for the launched nodes."""
-    env = network_safe_environment()
-    keys = ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOCALHOST_ONLY", "ROS_DOMAIN_ID", "FASTDDS_DEFAULT_PROFILES_FILE",
-            "FASTRTPS_DEFAULT_PROFILES_FILE", "RMW_IMPLEMENTATION")
-    return {k: env[k] for k in keys if k in env}
+def localhost_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables ``localhost_only:=true`` changes for the launched nodes ("" means: unset it).
+
+    An exported ``ROS_DOMAIN_ID`` is kept, so a client in the same shell settings sees the graph;
+    otherwise a free domain id is claimed (:mod:`ladder_ros.ros_env`).
+    """
+    base = dict(os.environ if base is None else base)
+    exported = base.get("ROS_DOMAIN_ID", "")
+    domain_id = int(exported) if exported.isdigit() and DOMAIN_ID_MIN <= int(exported) <= DOMAIN_ID_MAX else None
+    safe = network_safe_environment(base, domain_id=domain_id)
+    changes = {key: value for key, value in safe.items() if base.get(key) != value}
+    changes.update({key: "" for key in base if key not in safe})
+    return changes
+
+
+def session_launch_arguments(graph: GraphDescription, params_file: Path | None,
+                             overrides: Mapping[str, Mapping[str, Any]], namespace: str | None,
+                             work_dir: Path) -> list[str]:
+    """The ``name:=value`` arguments that start ``graph`` in simulation as ``ladder-ros run``/``parity`` would.
+
+    A launch file takes one params file: node overrides (``--set``) are written into a copy of it in
+    ``work_dir``; the recorder's folder becomes ``output_dir:=``. Traffic stays on this machine.
+    """
+    rest = {node: dict(values) for node, values in overrides.items()}
+    recorder = rest.pop("episode_recorder", {})
+    output_dir = recorder.pop("output_dir", "")
+    recorder.pop("config_files", None)  # the launch file stores its own graph and params files
+    if recorder:
+        rest["episode_recorder"] = recorder
+    params = Path(params_file or graph.params_file)
+    if rest:
+        params = write_params_file(params, rest, (namespace or graph.namespace).strip("/"),
+                                   Path(work_dir) / f"{graph.name}_launch_params.yaml")
+    arguments = ["use_sim:=true", "localhost_only:=true", f"params_file:={params}"]
+    if output_dir:
+        arguments.append(f"output_dir:={output_dir}")
+    if namespace is not None:
+        arguments.append(f"namespace:={namespace}")
+    return arguments
+
+
+def write_params_file(params_file: Path, overrides: Mapping[str, Mapping[str, Any]], namespace: str,
+                      destination: Path) -> Path:
+    """A copy of ``params_file`` with ``overrides`` ({node: {parameter: value}}) in each section of that node."""
+    data = yaml.safe_load(Path(params_file).read_text(encoding="utf-8")) or {}
+    for node, values in overrides.items():
+        names = (f"/**/{node}", node, f"/{node}", f"/{namespace}/{node}", f"{namespace}/{node}")
+        for key in [key for key in data if key in names] or [f"/**/{node}"]:
+            data.setdefault(key, {"ros__parameters": {}})["ros__parameters"].update(values)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    destination.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return destination
+
+
+def _text(flag: bool) -> str:
+    return "true" if flag else "false"

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from ladder_ros.bringup.graph import check_referenced_files, load_graph, parse_overrides
+from ladder_ros.bringup.session import add_launch_argument
 from ladder_ros.bringup.up import add_graph_arguments
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.metrics import summarize_episodes
@@ -32,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the first episode; episode k uses seed + k")
     p.add_argument("--out", default="runs/graph", help="folder for recordings, records and node logs")
     p.add_argument("--episode-timeout", type=float, default=900.0, help="seconds one episode may take")
+    add_launch_argument(p)
     p.set_defaults(func=run)
 
 
@@ -52,7 +54,7 @@ def check_out_folder(path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ladder_ros.bringup.session import GraphSession
+    from ladder_ros.bringup.session import GraphSession, launch_options
     from ladder_ros.core.suite import load_suite
     from ladder_ros.paths import resolve_share_file
 
@@ -94,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"policy: {params['policy']['policy']} (noise {params['policy'].get('noise', '-')}); verifier backend: "
           f"{backend}" + (" (counts from simulator state, not a VLM)" if backend == "oracle" else ""), flush=True)
     records: list[dict] = []
-    with GraphSession(graph, launches, out / "logs") as session, open(out / "episodes.jsonl", "a") as jsonl:
+    session = GraphSession(graph, launches, out / "logs",
+                           **launch_options(args, graph, params_file, overrides, out / "logs"))
+    with session, open(out / "episodes.jsonl", "a") as jsonl:
         try:
             for k in range(args.episodes):
                 task = tasks[k % len(tasks)]

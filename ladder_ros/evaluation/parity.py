@@ -147,6 +147,7 @@ class ReferenceRunner:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from ladder_ros.bringup.session import add_launch_argument
     from ladder_ros.bringup.up import add_graph_arguments
 
     p = subparsers.add_parser("parity", help="check that the ROS graph reproduces the in-process loop exactly",
@@ -160,6 +161,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="folder for the node logs, recordings and parity.json "
                                                "(default: a temporary folder)")
     p.add_argument("--episode-timeout", type=float, default=900.0, help="seconds one graph episode may take")
+    add_launch_argument(p)
     p.set_defaults(func=run, mode="sim")
 
 
@@ -169,7 +171,7 @@ def _csv(text: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from ladder_ros.bringup.graph import load_graph, parse_overrides
-    from ladder_ros.bringup.session import GraphSession
+    from ladder_ros.bringup.session import GraphSession, launch_options
     from ladder_ros.paths import resolve_share_file
 
     if args.mode != "sim":
@@ -190,12 +192,14 @@ def run(args: argparse.Namespace) -> int:
     launches = graph.launches("sim", params_file, overrides, args.namespace, work_dir=out / "logs")
     suite = load_suite(resolve_share_file(params["orchestrator"]["suite"]))
     episodes = plan_episodes(suite, _csv(args.tasks) or None, _csv(args.variants), seeds, args.episodes)
+    how = f"ros2 launch ladder_ros {args.launch}" if args.launch else "processes"
     print(f"parity: {len(episodes)} episodes on graph {graph.name} ({', '.join(l.name for l in launches)} as "
-          f"processes); output in {out}", flush=True)
+          f"{how}); output in {out}", flush=True)
     reference_runner = ReferenceRunner(params, suite)
     results = []
     try:
-        with GraphSession(graph, launches, out / "logs") as session:
+        with GraphSession(graph, launches, out / "logs",
+                          **launch_options(args, graph, params_file, overrides, out / "logs")) as session:
             for episode in episodes:
                 reference = reference_runner.run(episode)
                 outcome = session.run_episode(episode.task_id, variant=episode.variant, layout=episode.layout,

@@ -30,6 +30,10 @@ from ladder_ros.nodes.runtime import declare_parameters, qos, run_node, spin_for
 from ladder_ros.recording.bag import EpisodeBag, config_custom_data, warm_up
 
 FLUSH_PERIOD_S = 1.0  # at most this much of an episode is lost when the recorder is killed (SIGKILL)
+# On Ctrl-C or SIGTERM the messages already received are written before the bag closes, for at most
+# this long (s): a recorder that lags behind the graph keeps what was sent before the stop. Below the
+# 5 s after which ros2 launch escalates to SIGTERM.
+STOP_DRAIN_S = 3.0
 # Messages received this long before an episode's status are kept for it: topics arrive in any
 # order, and a recorder that just (re)started may be matched by the status publisher last.
 IDLE_BUFFER_S = 5.0
@@ -97,6 +101,8 @@ class EpisodeRecorderNode(Node):
     Parameters: preset, clock_mode, output_dir, graph, config_files, close_grace_s (s),
     labels_grace_s (s).
     """
+
+    drain_on_stop_s = STOP_DRAIN_S  # read by run_node
 
     def __init__(self, *, node_name: str = "episode_recorder", **node_options):
         super().__init__(node_name, **node_options)

@@ -1,0 +1,96 @@
+"""The launch description of a graph, shared by every launch file under ``launch/``.
+
+One ``launch_ros`` Node per node of the graph description (``config/graphs/<graph>.yaml``), declared
+up front so that launch's introspection (``ros2 launch -p``) lists them; a node that belongs to one
+mode only carries the condition on ``use_sim`` that selects it. Before any node starts, one step
+checks the argument values like ``ladder-ros up`` checks its options
+(:func:`ladder_ros.bringup.launch_description.plan_launch`): a bad value ends the launch with one line
+naming it. The same step sets the loopback-only environment when ``localhost_only:=true``.
+
+Parameters: the params file, then a layer with the mode's clock (and the recordings folder and the
+configuration files stored in every recording), as ``ladder-ros up`` layers them.
+
+This module imports ``launch`` and ``launch_ros``; everything else lives in
+:mod:`ladder_ros.bringup.launch_description`.
+"""
+
+from __future__ import annotations
+
+from launch import LaunchContext, LaunchDescription
+from launch.actions import (
+    DeclareLaunchArgument,
+    LogInfo,
+    OpaqueFunction,
+    SetEnvironmentVariable,
+    SetLaunchConfiguration,
+    UnsetEnvironmentVariable,
+)
+from launch.conditions import IfCondition, UnlessCondition
+from launch.logging import get_logger
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+
+from ladder_ros.bringup.graph import GraphDescription, load_graph
+from ladder_ros.bringup.launch_description import launch_arguments, plan_launch
+
+PACKAGE = "ladder_ros"
+# Set by the checking step for the nodes (not arguments: they follow from the arguments).
+CLOCK_MODE = "ladder_ros_clock_mode"
+RECORDING_DIR = "ladder_ros_recording_dir"
+
+
+def graph_launch_description(graph_name: str, *, use_sim: bool, localhost_only: bool) -> LaunchDescription:
+    """The launch description of graph ``graph_name``; ``use_sim`` and ``localhost_only`` are the defaults."""
+    graph = load_graph(graph_name)
+    arguments = launch_arguments(graph, use_sim=use_sim, localhost_only=localhost_only)
+    entities = [DeclareLaunchArgument(a.name, default_value=a.default, description=a.description,
+                                      choices=list(a.choices) if a.choices else None) for a in arguments]
+    entities.append(OpaqueFunction(function=_check_arguments, args=[graph, [a.name for a in arguments]]))
+    entities += _nodes(graph)
+    return LaunchDescription(entities)
+
+
+def _check_arguments(context: LaunchContext, graph: GraphDescription, names: list[str]):
+    values = {name: LaunchConfiguration(name).perform(context) for name in names}
+    for name in _unknown_arguments(context.argv, names):
+        get_logger("launch.user").warning(f"ignoring launch argument {name!r}: the {graph.name} graph's launch "
+                                          f"arguments are {', '.join(names)}")
+    plan = plan_launch(graph, values)  # ConfigError: launch prints its one line and starts nothing
+    actions = [SetLaunchConfiguration(CLOCK_MODE, plan.clock_mode),
+               SetLaunchConfiguration(RECORDING_DIR, plan.recording_dir)]
+    for key, value in sorted(plan.environment.items()):
+        actions.append(SetEnvironmentVariable(key, value) if value else UnsetEnvironmentVariable(key))
+    actions.append(LogInfo(msg=plan.summary()))
+    return actions
+
+
+def _unknown_arguments(argv: list[str], names: list[str]) -> list[str]:
+    """Names given as ``name:=value`` on the command line that this launch file does not declare.
+
+    Only a warning: a launch file that includes this one may pass arguments of its own.
+    """
+    given = [arg.split(":=", 1)[0] for arg in argv if ":=" in arg]
+    return [name for name in given if name not in names]
+
+
+def _nodes(graph: GraphDescription) -> list[Node]:
+    use_sim = LaunchConfiguration("use_sim")
+    params_file = LaunchConfiguration("params_file")
+    nodes = []
+    for name, node in graph.nodes.items():
+        modes = {mode for mode, entry in graph.modes.items() if name in entry.nodes}
+        if not modes:
+            continue
+        condition = None if modes == set(graph.modes) else IfCondition(use_sim) if "sim" in modes \
+            else UnlessCondition(use_sim)
+        layer = {"clock_mode": ParameterValue(LaunchConfiguration(CLOCK_MODE), value_type=str)}
+        if node.executable == "episode_recorder":
+            layer["output_dir"] = ParameterValue(LaunchConfiguration(RECORDING_DIR), value_type=str)
+            layer["config_files"] = [[graph.source], [params_file]]
+        nodes.append(Node(package=PACKAGE, executable=node.executable, name=name,
+                          namespace=LaunchConfiguration("namespace"), parameters=[params_file, layer],
+                          remappings=[*graph.remappings, *node.remappings],
+                          ros_arguments=["--log-level", LaunchConfiguration("log_level")],
+                          output="screen", emulate_tty=True, condition=condition))
+    return nodes

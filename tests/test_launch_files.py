@@ -98,7 +98,8 @@ def test_localhost_only_keeps_an_exported_domain_and_drops_remote_peers():
     assert "ROS_DOMAIN_ID" not in changes  # kept as exported
     assert changes["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST" and changes["ROS_STATIC_PEERS"] == ""
     assert changes["FASTDDS_DEFAULT_PROFILES_FILE"].endswith("fastdds_localhost.xml")
-    claimed = localhost_environment({"ROS_DOMAIN_ID": "0"})  # everyone's default: a free one instead
+    assert "ROS_DOMAIN_ID" not in localhost_environment({"ROS_DOMAIN_ID": "0"})  # exported: kept, as `up` keeps it
+    claimed = localhost_environment({"PATH": "/bin"})  # none exported: a free one
     assert 1 <= int(claimed["ROS_DOMAIN_ID"]) <= 101
 
 

@@ -21,7 +21,7 @@ import yaml
 
 from ladder_ros.bringup.graph import GraphDescription
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.ros_env import DOMAIN_ID_MAX, DOMAIN_ID_MIN, network_safe_environment
+from ladder_ros.ros_env import network_safe_environment
 
 TRUE_FALSE = ("true", "false")
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")  # rcutils severities (ros2 run --log-level)
@@ -121,13 +121,11 @@ def plan_launch(graph: GraphDescription, values: Mapping[str, str]) -> LaunchPla
 def localhost_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables ``localhost_only:=true`` changes for the launched nodes ("" means: unset it).
 
-    An exported ``ROS_DOMAIN_ID`` is kept, so a client in the same shell settings sees the graph;
-    otherwise a free domain id is claimed (:mod:`ladder_ros.ros_env`).
+    An exported ``ROS_DOMAIN_ID`` is kept (as ``ladder-ros up`` keeps it), so a client in the same
+    shell settings sees the graph; otherwise a free domain id is claimed (:mod:`ladder_ros.ros_env`).
     """
     base = dict(os.environ if base is None else base)
-    exported = base.get("ROS_DOMAIN_ID", "")
-    domain_id = int(exported) if exported.isdigit() and DOMAIN_ID_MIN <= int(exported) <= DOMAIN_ID_MAX else None
-    safe = network_safe_environment(base, domain_id=domain_id)
+    safe = network_safe_environment(base)
     changes = {key: value for key, value in safe.items() if base.get(key) != value}
     changes.update({key: "" for key in base if key not in safe})
     return changes

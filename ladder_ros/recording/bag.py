@@ -121,7 +121,29 @@ class EpisodeBag:
 
     def close(self) -> None:
         self._writer.close()  # metadata.yaml now holds the custom data
+        _rewrite_custom_data(self.path / "metadata.yaml", self.custom_data)
         (self.path / CUSTOM_DATA_FILE).unlink(missing_ok=True)
+
+
+def _rewrite_custom_data(meta: Path, custom_data: Mapping[str, str]) -> None:
+    """Write ``metadata.yaml`` again with its custom data unfolded.
+
+    rosbags writes the file with ruamel.yaml, which folds long double-quoted strings; a fold that
+    lands right after an escaped backslash reads back as a space (a configuration file's newlines,
+    JSON-encoded as backslash-n, came back as backslash-space-n). Without folding the values read
+    back exactly, with ruamel.yaml (rosbags, ``ros2 bag``) and PyYAML alike.
+    """
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe")
+    yaml.default_flow_style = False
+    yaml.width = 1 << 30  # never fold
+    info = yaml.load(meta.read_text(encoding="utf-8"))
+    info["rosbag2_bagfile_information"]["custom_data"] = dict(custom_data)
+    tmp = meta.with_suffix(".yaml.tmp")
+    with open(tmp, "w", encoding="utf-8") as stream:
+        yaml.dump(info, stream)
+    tmp.replace(meta)
 
 
 @dataclass(frozen=True)

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from ladder_ros.recording.bag import EpisodeBag, bag_custom_data
+from ladder_ros.paths import share_path
+from ladder_ros.recording.bag import EpisodeBag, bag_custom_data, config_custom_data
 
 
-@pytest.mark.parametrize("shift", range(0, 12))
-def test_long_custom_data_with_escapes_reads_back_exactly(tmp_path, shift):
-    # A configuration file JSON-encoded into the custom data: long, with a backslash escape every line.
-    # YAML emitters fold such strings; a fold right after an escaped backslash must not become a space.
-    text = "x" * shift + "".join(f"# line {k}: a comment long enough to be folded by the emitter\n" for k in range(40))
-    custom = {"config_files": json.dumps({"params.yaml": text}), "episode_id": "e1"}
+@pytest.mark.parametrize("graph", ["widowx", "franka"])
+def test_the_configuration_files_in_a_bag_read_back_exactly(tmp_path, graph):
+    # The recorder stores the graph description and params file verbatim, JSON-encoded: long strings
+    # with an escaped newline on every line, which YAML emitters fold. A fold right after an escaped
+    # backslash must not turn into a space (it did, with these very files).
+    files = [str(share_path("config", "graphs", f"{graph}.yaml")), str(share_path("config", f"{graph}_params.yaml"))]
+    custom = config_custom_data("e1", graph, files, {"task": "t"})
     bag = EpisodeBag(tmp_path / "e1", custom)
     bag.close()
     back = bag_custom_data(tmp_path / "e1")
     assert back == custom
-    assert json.loads(back["config_files"])["params.yaml"] == text
+    stored = json.loads(back["config_files"])
+    assert stored == {Path(f).name: Path(f).read_text(encoding="utf-8") for f in files}
 
     from ruamel.yaml import YAML  # what rosbags reads metadata.yaml with
 

@@ -34,6 +34,10 @@ FLUSH_PERIOD_S = 1.0  # at most this much of an episode is lost when the recorde
 # this long (s): a recorder that lags behind the graph keeps what was sent before the stop. Below the
 # 5 s after which ros2 launch escalates to SIGTERM.
 STOP_DRAIN_S = 3.0
+# On a stop: how long to wait for the orchestrator's final status of an open episode. Its last word takes
+# up to 2 s for the bridge's score and 2 s to be acknowledged (nodes/orchestrator.py, LAST_WORD_S), and
+# launch escalates to SIGKILL 10 s after the Ctrl-C, so drain and wait stay under that.
+FINAL_STATUS_WAIT_S = 5.0
 # Messages received this long before an episode's status are kept for it: topics arrive in any
 # order, and a recorder that just (re)started may be matched by the status publisher last.
 IDLE_BUFFER_S = 5.0
@@ -292,9 +296,17 @@ class EpisodeRecorderNode(Node):
             self.get_logger().info(f"recording closed: {bag.path} ({bag.messages} messages)")
 
     def on_shutdown(self, executor) -> None:
-        """SIGINT/SIGTERM: take in what has already arrived (``close_grace_s``) before the bag is closed."""
-        if self.bag is not None:
-            spin_for(executor, self.params["close_grace_s"])
+        """SIGINT/SIGTERM: wait for the open episode's final status, then take in what has already arrived.
+
+        A stop of the whole graph (Ctrl-C of ``ros2 launch`` or ``up``) reaches the orchestrator at
+        the same time; its last word, the final status of the interrupted episode, then comes within
+        ``FINAL_STATUS_WAIT_S`` while it is still in the graph.
+        """
+        if self.bag is None:
+            return
+        spin_for(executor, FINAL_STATUS_WAIT_S,
+                 until=lambda: self._final or self.count_publishers(self._status_topic) == 0)
+        spin_for(executor, self.params["close_grace_s"])
 
     def close(self) -> None:
         """Shutdown: finish the open bag so the MCAP file is complete and readable."""

@@ -13,10 +13,11 @@ frame with these wheels; DESIGN.md section 4).
 from __future__ import annotations
 
 import math
-from typing import Sequence, TypeVar
+from typing import Any, Mapping, Sequence, TypeVar
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
@@ -161,12 +162,20 @@ def pose_from_msg(msg: PoseStamped) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ------------------------------------------------------------------------------ actions
-def action_to_msg(action: np.ndarray, stamp_ns: int) -> JointTrajectory:
-    """A 7-D action as a one-point trajectory over :data:`ACTION_AXES`, stamped with the step it answers."""
-    values = validate_action(action)
+def action_to_msg(action: np.ndarray, stamp_ns: int, axes: Sequence[str] = ACTION_AXES) -> JointTrajectory:
+    """An action as a one-point trajectory over ``axes`` (default: the 7-D :data:`ACTION_AXES`), stamped with
+    the step it answers. Other axes carry a joint-position policy's targets, named by its config."""
+    axes = tuple(axes)
+    if axes == ACTION_AXES:
+        values = validate_action(action)
+    else:
+        values = np.asarray(action, dtype=np.float64)
+        if values.shape != (len(axes),) or not np.all(np.isfinite(values)):
+            raise InvalidInputError(f"an action over {len(axes)} axes needs {len(axes)} finite numbers, "
+                                    f"got {values.tolist()}")
     msg = JointTrajectory()
     msg.header.stamp = ns_to_stamp(stamp_ns)
-    msg.joint_names = list(ACTION_AXES)
+    msg.joint_names = list(axes)
     point = JointTrajectoryPoint()
     point.positions = [float(v) for v in values]
     point.time_from_start = Duration(sec=0, nanosec=0)
@@ -181,6 +190,32 @@ def action_from_msg(msg: JointTrajectory) -> np.ndarray:
     if len(msg.points) != 1:
         raise InvalidInputError(f"an action is one trajectory point, got {len(msg.points)}")
     return validate_action(np.asarray(msg.points[0].positions, dtype=np.float64))
+
+
+# ------------------------------------------------------------------------------ diagnostics
+def diagnostics_to_msg(name: str, hardware_id: str, problem: str, values: Mapping[str, Any],
+                       stamp_ns: int) -> DiagnosticArray:
+    """One ``DiagnosticStatus``: OK when ``problem`` is empty, else WARN with it as the message.
+
+    Numbers are written with 6 significant digits (milliseconds stay readable), None as an empty
+    string, nested mappings flattened as ``outer.inner``.
+    """
+    status = DiagnosticStatus(name=name, hardware_id=hardware_id,
+                              level=DiagnosticStatus.WARN if problem else DiagnosticStatus.OK,
+                              message=problem or "acting")
+    flat: list[tuple[str, Any]] = []
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            flat.extend((f"{key}.{k}", v) for k, v in value.items())
+        else:
+            flat.append((key, value))
+    for key, value in flat:
+        text = "" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+        status.values.append(KeyValue(key=str(key), value=text))
+    msg = DiagnosticArray()
+    msg.header.stamp = ns_to_stamp(stamp_ns)
+    msg.status = [status]
+    return msg
 
 
 # ------------------------------------------------------------------------------ observations

@@ -32,11 +32,19 @@ echo "[setup] torch (CPU)"
 "$PY" -m pip install -q torch==2.13.0
 echo "[setup] core, ROS 2 wheels, VLM clients, test tools"
 "$PY" -m pip install -q -r requirements/core.txt -r requirements/ros.txt -r requirements/vlm.txt \
-  -r requirements/test.txt
+  -r requirements/policy.txt -r requirements/test.txt
 if [[ $WITH_MANISKILL -eq 1 ]]; then
   echo "[setup] ManiSkill3 and its software Vulkan driver"
   PYTHON="$REPO/$PY" scripts/install_maniskill.sh
 fi
+# openpi-client pins numpy<2: it gets its own small environment, used only by the wire-format tests as an
+# independent peer (tests/openpi_peer.py); the project itself speaks the protocol on numpy 2.
+echo "[setup] openpi-client peer environment (.venv-openpi, numpy<2)"
+if [[ ! -x .venv-openpi/bin/python ]]; then
+  "$PYTHON_BIN" -m venv .venv-openpi
+fi
+.venv-openpi/bin/python -m pip install -q -r requirements/openpi_peer.txt
+.venv-openpi/bin/python -m pip check
 echo "[setup] ladder_ros (editable)"
 "$PY" -m pip install -q --no-deps -e .
 "$PY" -m pip check

@@ -16,7 +16,6 @@ from typing import Any, Mapping
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.presets import PRESETS
-from ladder_ros.evaluation.components import POLICIES
 from ladder_ros.messages import CLOCK_MODES, LOCKSTEP
 
 BOOL, INT, FLOAT, STR, STR_LIST = "bool", "int", "float", "str", "str_list"
@@ -96,14 +95,15 @@ SIM_BRIDGE = COMMON + (
 )
 
 POLICY = COMMON + (
-    ParamSpec("policy", STR, "scripted_expert", "Low-level policy backend (simulation: the scripted expert, a "
-              "test instrument that reads privileged state; ladder_ros/evaluation/components.py)",
-              choices=POLICIES),
+    ParamSpec("policy", STR, "scripted_expert", "Low-level policy config: a name under policies/ (e.g. "
+              "bridge_pi0_server, droid_pi05_server, local_pi0, scripted_expert, the simulation-only test "
+              "instrument that reads privileged state) or a path to a policy YAML (ladder_ros/policies/config.py)"),
     ParamSpec("noise", STR, "bridge_like", "Scripted expert execution noise preset "
               "(ladder_ros/policies/scripted_expert.py ExpertNoise)", choices=("off", "bridge_like")),
     ParamSpec("aperture_joint", STR, "gripper_aperture", "JointState entry with the normalised gripper aperture"),
     ParamSpec("max_observation_age_s", FLOAT, 0.5, "Wall clock: hold still when the newest observation is "
-              "older than this (s)", min=0.01, max=10.0),
+              "older than this (s); the policy config's own limit applies too (the stricter wins)",
+              min=0.01, max=10.0),
 )
 
 GRIPPER_TRIGGER = COMMON + (

@@ -91,7 +91,16 @@ ACTION = TopicSpec("policy/action", "trajectory_msgs/msg/JointTrajectory", STREA
                    ("sim_bridge (robot: driver)", "episode_recorder"),
                    "7-D action as one trajectory point over the axes ee_dx, ee_dy, ee_dz (m), ee_droll, "
                    "ee_dpitch, ee_dyaw (rad, Euler XYZ), gripper (+1 open, -1 closed); stamp = the step it "
-                   "answers", external=True)
+                   "answers (robot: when it was published); a joint-position policy publishes its config's axes "
+                   "instead", external=True)
+ACTION_TAG = TopicSpec("policy/action_tag", STRING, STREAM, "control rate", "policy", ("episode_recorder",),
+                       "Per action: its subgoal, the stamp of the observation its chunk came from, the chunk id "
+                       "and the index in the chunk, the chunk's inference latency", document="ActionTagDoc")
+DIAGNOSTICS = TopicSpec("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", STREAM, "1 Hz", "policy",
+                        ("episode_recorder", "rqt_robot_monitor"),
+                        "Policy health: holding or acting and why, inference latency (last, p50, p99 ms), "
+                        "control-period error (p50, p99 ms), idle periods, chunks accepted and rejected",
+                        external=True)
 EPISODE_COMMAND = TopicSpec("episode/command", STRING, EVENTS, "on command", "operator panel / CLI",
                             ("orchestrator", "episode_recorder"), "Start, stop or abort an episode",
                             document="EpisodeCommand")
@@ -102,7 +111,7 @@ EPISODE_STATUS = TopicSpec("episode/status", STRING, LATCHED, "on change", "orch
 
 TOPICS: tuple[TopicSpec, ...] = (IMAGE, JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
                                  CURRENT_SUBGOAL, EVENTS_TOPIC, VERIFY_REQUEST, VERIFY_RESULT, PLAN_REQUEST,
-                                 PLAN_RESULT, ACTION,
+                                 PLAN_RESULT, ACTION, ACTION_TAG, DIAGNOSTICS,
                                  EPISODE_COMMAND, EPISODE_STATUS)
 
 # Services (std_srvs/srv/Trigger) of the orchestrator, relative to its namespace.

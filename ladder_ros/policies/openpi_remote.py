@@ -91,8 +91,11 @@ class OpenPIClient:
         options: dict[str, Any] = {"compression": None, "max_size": int(self.settings.max_message_mb * 2 ** 20),
                                    "open_timeout": self.settings.connect_timeout_s,
                                    "additional_headers": self._headers()}
-        if "proxy" in inspect.signature(connect).parameters:
+        parameters = inspect.signature(connect).parameters
+        if "proxy" in parameters:
             options["proxy"] = None  # never through a proxy from the environment: the server is addressed directly
+        if "legacy" in parameters:
+            options["legacy"] = True  # websockets >= 17: a connection held across calls, not a context manager
         try:
             conn = connect(self.settings.uri, **options)
         except (OSError, TimeoutError, websockets.exceptions.WebSocketException) as exc:

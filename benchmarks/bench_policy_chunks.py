@@ -1,0 +1,248 @@
+"""Chunk execution on the wall clock: the chunk executor versus a synchronous request-then-execute loop.
+
+Part 1, side by side in one run: an openpi-protocol stand-in server on 127.0.0.1 answers after a fixed
+latency (50, 150, 400 ms); the same client and observation encoding (the shipped Bridge and DROID configs'
+cameras and state, 640x480 images resized per request) drive either
+
+* the chunk executor (``ladder_ros.policies.executor``: control thread on absolute deadlines, inference
+  thread requesting the next chunk before the queue runs dry), or
+* a synchronous loop like openpi's DROID example client: every k actions it asks for a chunk and waits,
+  sends one action per iteration and sleeps out the rest of the period.
+
+at 5 Hz with k = 4 of 5 (WidowX) and 15 Hz with k = 8 of 15 (Franka), paper Appendix A. Per run it prints
+the share of control periods with no action sent (1 - actions x period / elapsed), the control-period error
+(|interval between consecutive actions - period|, p50 and p99, in ms and % of the period) and the
+observation-to-action age (action sent - observation taken, p50/p99).
+
+Part 2: observation-to-action latency through the graph: ``ladder-ros up widowx --mode real`` as processes
+with a policy config pointing at the stand-in server, a stand-in camera and driver here publishing 640x480
+images, joint states and poses at 30 Hz, an episode started; for every action received, its tag's
+observation stamp (the camera image's) against the time it arrived: p50/p99, all actions and the first of
+each chunk.
+
+    python benchmarks/bench_policy_chunks.py [--seconds 8] [--latencies 0.05,0.15,0.4] [--skip-graph]
+
+Prints numbers; asserts nothing (speed is measured here, never in tests). Loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from ladder_ros.ros_env import apply_network_safe_environment  # noqa: E402
+
+apply_network_safe_environment(os.environ)
+
+from ladder_ros.policies.config import ServerSettings  # noqa: E402
+from ladder_ros.policies.executor import ChunkExecutor, ControlLoop  # noqa: E402
+from ladder_ros.policies.factory import load_policy  # noqa: E402
+from ladder_ros.policies.fake_server import FakePolicyServer  # noqa: E402
+from ladder_ros.policies.observation import ObservationBundle  # noqa: E402
+from ladder_ros.policies.openpi_remote import OpenPISource  # noqa: E402
+from ladder_ros.sim.base import Observation  # noqa: E402
+
+CAMERA = (480, 640)  # SimplerEnv's 3rd_view_camera
+
+
+def bench_config(name: str, port: int):
+    """A shipped server config pointed at the stand-in (rotation read as Euler XYZ: the bench sends zeros)."""
+    config = load_policy(name)
+    action = replace(config.action, rotation="euler_xyz") if config.action.kind == "ee_delta" else config.action
+    return replace(config, server=replace(config.server, port=port, request_timeout_s=5.0), action=action,
+                   max_observation_age_s=1.0)
+
+
+def observation_now(config) -> tuple[ObservationBundle, float]:
+    joints = next((e.size for e in config.state if e.source == "joint_positions"), 6)
+    image = np.random.default_rng(0).integers(0, 255, (*CAMERA, 3), dtype=np.uint8)
+    observation = Observation(step=0, image=image, aperture=1.0, ee_position=np.array([0.3, 0.0, 0.1]),
+                              ee_euler=np.zeros(3), joint_names=tuple(f"j{i}" for i in range(joints)),
+                              joint_positions=np.zeros(joints))
+    images = {c.name: image for c in config.cameras}
+    now = time.monotonic()
+    return ObservationBundle(observation, int(now * 1e9), images), now
+
+
+def summarise(sent: list[tuple[float, float]], period: float, elapsed: float) -> dict:
+    """``sent``: (time sent, time of the observation it came from) per action."""
+    times = np.array([t for t, _ in sent])
+    errors = np.abs(np.diff(times) - period) * 1000.0
+    ages = np.array([t - o for t, o in sent]) * 1000.0
+    return {"idle": max(0.0, 1.0 - len(sent) * period / elapsed), "err50": np.percentile(errors, 50),
+            "err99": np.percentile(errors, 99), "age50": np.percentile(ages, 50), "age99": np.percentile(ages, 99)}
+
+
+def run_chunked(config, seconds: float) -> dict:
+    sent: list[tuple[float, float]] = []
+    executor = ChunkExecutor(OpenPISource(config), config, lambda: observation_now(config), lambda now: 0.0,
+                             log=lambda text: None)
+
+    def tick(now: float) -> None:
+        action = executor.tick(now)
+        if action is not None:
+            sent.append((time.monotonic(), action.observation_stamp_ns / 1e9))
+
+    executor.start()
+    executor.set_subgoal("put the carrot on the plate")
+    while executor.tick(time.monotonic()) is None:  # the first chunk: not part of the steady state measured
+        time.sleep(0.001)
+    executor.period_error_ms.clear()
+    loop = ControlLoop(config.period_s, tick)
+    started = time.monotonic()
+    loop.start()
+    time.sleep(seconds)
+    loop.stop()
+    elapsed = time.monotonic() - started
+    executor.stop()
+    executor.source.close()
+    result = summarise(sent, config.period_s, elapsed)
+    result["tick50"] = float(np.percentile(np.abs(executor.period_error_ms), 50))
+    result["tick99"] = float(np.percentile(np.abs(executor.period_error_ms), 99))
+    result["lead"] = executor.lead_periods()
+    return result
+
+
+def run_synchronous(config, seconds: float) -> dict:
+    """openpi's example client loop: infer every k actions (blocking), one action per iteration, sleep the rest."""
+    source = OpenPISource(config)
+    source.infer(observation_now(config)[0], "warm up", 0)  # connect first, as the chunked run does
+    sent: list[tuple[float, float]] = []
+    chunk, done, observed = None, 0, 0.0
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        iteration = time.monotonic()
+        if chunk is None or done >= config.execute_steps:
+            bundle, observed = observation_now(config)
+            chunk, done = source.infer(bundle, "put the carrot on the plate", 0).actions, 0
+        _ = chunk[done]
+        sent.append((time.monotonic(), observed))
+        done += 1
+        rest = config.period_s - (time.monotonic() - iteration)
+        if rest > 0:
+            time.sleep(rest)
+    elapsed = time.monotonic() - started
+    source.close()
+    return summarise(sent, config.period_s, elapsed)
+
+
+def part_one(latencies: list[float], seconds: float) -> None:
+    print("Part 1: chunk executor vs synchronous request-then-execute loop (stand-in openpi server, loopback)")
+    print(f"{'rate':>6} {'k':>3} {'latency':>8} {'loop':>12} {'idle':>7} {'period err p50':>15} {'p99':>16} "
+          f"{'obs->action p50':>16} {'p99':>8}")
+    for name in ("bridge_pi0_server", "droid_pi05_server"):
+        for latency in latencies:
+            with FakePolicyServer(lambda obs, c=load_policy(name): {
+                    "actions": np.zeros((c.chunk_length, c.action.dim), dtype=np.float32)},
+                    latency_s=latency) as server:
+                config = bench_config(name, server.port)
+                for label, run in (("chunked", run_chunked), ("synchronous", run_synchronous)):
+                    r = run(config, seconds)
+                    period_ms = config.period_s * 1000.0
+                    print(f"{config.control_rate_hz:4.0f}Hz {config.execute_steps:3d} {latency * 1000:6.0f}ms "
+                          f"{label:>12} {r['idle'] * 100:6.1f}% {r['err50']:7.2f}ms {r['err50'] / period_ms * 100:5.1f}% "
+                          f"{r['err99']:8.2f}ms {r['err99'] / period_ms * 100:5.1f}% {r['age50']:14.0f}ms "
+                          f"{r['age99']:6.0f}ms" + (f"  (control ticks p50/p99 {r['tick50']:.2f}/{r['tick99']:.2f} ms,"
+                                                    f" lead {r['lead']})" if 'lead' in r else ""), flush=True)
+
+
+def part_two(latency: float, seconds: float) -> None:
+    import rclpy
+    from geometry_msgs.msg import PoseStamped
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from sensor_msgs.msg import Image, JointState
+    from std_msgs.msg import String
+
+    from ladder_ros.bringup.client import EpisodeClient
+    from ladder_ros.bringup.up import GraphProcesses, prepare
+    from ladder_ros.messages import ActionTagDoc, decode
+    from ladder_ros.nodes import topics
+    from ladder_ros.nodes.runtime import qos
+    from ladder_ros.ros_conversions import image_to_msg, joint_state_to_msg, pose_to_msg
+
+    print(f"\nPart 2: camera image published -> action published, through the graph (widowx, real mode, "
+          f"stand-in server {latency * 1000:.0f} ms)")
+    work = Path(tempfile.mkdtemp(prefix="ladder_bench_policy_"))
+    with FakePolicyServer(lambda obs: {"actions": np.zeros((5, 7), dtype=np.float32)}, latency_s=latency) as server:
+        config = load_policy("bridge_pi0_server").raw
+        policy_file = work / "bench_policy.yaml"
+        import yaml
+
+        data = dict(config, name="bench_bridge", server=dict(config["server"], port=server.port),
+                    action=dict(config["action"], rotation="euler_xyz"))
+        policy_file.write_text(yaml.safe_dump(data))
+        _, launches = prepare("widowx", "real", None, [f"policy.policy={policy_file}", "vlm_verifier.backend=oracle",
+                                                      f"episode_recorder.output_dir={work / 'rec'}"], None)
+        ns = "widowx"
+        rclpy.init()
+        received: list[tuple[int, int, int]] = []  # (arrival ns, observation stamp ns, index in chunk)
+
+        class StandIn(Node):
+            def __init__(self):
+                super().__init__("bench_stand_in", namespace=ns)
+                self.image = self.create_publisher(Image, topics.IMAGE.name, qos(topics.SENSOR))
+                self.joints = self.create_publisher(JointState, topics.JOINT_STATES.name, qos(topics.STREAM))
+                self.pose = self.create_publisher(PoseStamped, topics.EE_POSE.name, qos(topics.STREAM))
+                self.create_subscription(String, topics.ACTION_TAG.name, self.on_tag, qos(topics.STREAM))
+                self.frame = np.random.default_rng(0).integers(0, 255, (*CAMERA, 3), dtype=np.uint8)
+                self.create_timer(1 / 30, self.publish)
+
+            def publish(self):
+                stamp = self.get_clock().now().nanoseconds
+                self.image.publish(image_to_msg(self.frame, stamp, "camera"))
+                self.joints.publish(joint_state_to_msg(("waist",), np.zeros(1), 1.0, stamp, "gripper_aperture"))
+                self.pose.publish(pose_to_msg(np.array([0.3, 0.0, 0.1]), np.zeros(3), stamp, "base_link"))
+
+            def on_tag(self, msg):
+                tag = decode(msg.data, ActionTagDoc)
+                received.append((self.get_clock().now().nanoseconds, tag.observation_stamp_ns, tag.index))
+
+        with GraphProcesses(launches, dict(os.environ), work / "logs"):
+            stand_in, client = StandIn(), EpisodeClient(namespace=ns)
+            executor = SingleThreadedExecutor()
+            executor.add_node(stand_in)
+            executor.add_node(client)
+            client.wait_for_graph(executor, timeout_s=120)
+            client.start_episode("kitchen_single_2", variant="low_level_policy")
+            deadline = time.monotonic() + 120
+            while len(received) < 5 and time.monotonic() < deadline:
+                executor.spin_once(timeout_sec=0.05)
+            received.clear()
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                executor.spin_once(timeout_sec=0.05)
+            stand_in.destroy_node()
+            client.destroy_node()
+        rclpy.shutdown()
+    ages = np.array([(a - o) / 1e6 for a, o, _ in received])
+    first = np.array([(a - o) / 1e6 for a, o, i in received if i == 0])
+    print(f"  {len(ages)} actions in {seconds:.0f} s: image published -> action arrived p50 {np.percentile(ages, 50):.0f} ms, "
+          f"p99 {np.percentile(ages, 99):.0f} ms; first action of each chunk p50 {np.percentile(first, 50):.0f} ms, "
+          f"p99 {np.percentile(first, 99):.0f} ms")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per run")
+    parser.add_argument("--latencies", default="0.05,0.15,0.4", help="stand-in server latencies (s)")
+    parser.add_argument("--graph-latency", type=float, default=0.15, help="server latency in part 2 (s)")
+    parser.add_argument("--skip-graph", action="store_true", help="part 1 only")
+    args = parser.parse_args()
+    part_one([float(v) for v in args.latencies.split(",")], args.seconds)
+    if not args.skip_graph:
+        part_two(args.graph_latency, args.seconds * 2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

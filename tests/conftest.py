@@ -11,9 +11,20 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from ladder_ros.ros_env import apply_network_safe_environment
 
 # Set at import time, not in a fixture: pytest imports conftest.py before collecting any test
 # module, and a module that imports rclpy at the top would otherwise load it first.
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 apply_network_safe_environment(os.environ)
+
+
+@pytest.fixture(scope="session")
+def tiny_pi0_model(tmp_path_factory):
+    """A tiny random transformers PI0 checkpoint (tests/policy_models.py), built once per test session."""
+    pytest.importorskip("transformers", reason="needs transformers (requirements/vlm.txt)")
+    from tests.policy_models import build_tiny_pi0
+
+    return build_tiny_pi0(tmp_path_factory.mktemp("tiny_pi0") / "model")

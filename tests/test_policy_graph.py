@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tests.policy_fixtures import config_data, write_config
-from tests.policy_models import build_tiny_pi0, tiny_pi0_policy
+from tests.policy_models import tiny_pi0_policy
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 pytest.importorskip("transformers", reason="needs transformers (requirements/vlm.txt)")
@@ -33,10 +33,8 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def tiny_policy(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny_pi0")
-    model = build_tiny_pi0(folder / "model")
-    return write_config(folder / "tiny_pi0.yaml", tiny_pi0_policy(model))
+def tiny_policy(tiny_pi0_model, tmp_path_factory):
+    return write_config(tmp_path_factory.mktemp("tiny_policy") / "tiny_pi0.yaml", tiny_pi0_policy(tiny_pi0_model))
 
 
 def parity(*args, out: Path, timeout: int = 900) -> subprocess.CompletedProcess:

@@ -226,7 +226,8 @@ def test_a_disconnect_mid_episode_holds_then_reconnects_with_back_off():
         with pytest.raises(PolicyUnavailable, match=r"lost the policy server at ws://127.0.0.1:\d+: .*retrying in "
                                                     r"0.2 s"):
             source.infer(bundle(), "go", 2)
-        with pytest.raises(PolicyUnavailable, match=r"no policy server \(.*\); next attempt in 0.[12] s"):
+        with pytest.raises(PolicyUnavailable, match=r"not connected \(lost the policy server .*\); next attempt in "
+                                                    r"0.[12] s"):
             source.infer(bundle(), "go", 3)  # at once, without blocking
         wait_for(lambda: _succeeds(source))  # after the back-off it reconnects (a fresh connection)
         assert client.connects == 2 and client.failures == 1

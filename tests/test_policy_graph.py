@@ -131,9 +131,14 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
         executor = SingleThreadedExecutor()
         executor.add_node(driver)
         executor.add_node(client)
-        client.wait_for_graph(executor, timeout_s=120)
+        def alive():
+            if process.poll() is not None:
+                raise AssertionError(f"ladder-ros up exited: {process.stderr.read()}")
+
+        client.spin_until(executor, lambda: client.status is not None, 120, "the orchestrator", check=alive)
+        client.wait_for_graph(executor, timeout_s=60)
         client.start_episode("kitchen_single_2", variant="low_level_policy")
-        client.spin_until(executor, lambda: len(tags) >= 10, 120, "ten tagged actions")
+        client.spin_until(executor, lambda: len(tags) >= 10, 120, "ten tagged actions", check=alive)
         assert len(actions) >= len(tags) - 1
         instruction = tags[0].subgoal
         assert instruction and all(t.subgoal == instruction and t.policy == "test_bridge" for t in tags)

@@ -154,16 +154,16 @@ class PolicyNode(Node):
         self._backlog: deque[tuple[int, dict]] = deque()
         self.latest = LatestInputs(lambda: self.get_clock().now().nanoseconds)
         self._decision_step = 0
-        self.executor: ChunkExecutor | None = None
+        self.runner: ChunkExecutor | None = None
         self.control: ControlLoop | None = None
         if self.lockstep:
             self.create_timer(RETRY_PERIOD_S, self._drain)
         else:
             source = None if self.provider.per_episode else self.provider.source()
-            self.executor = ChunkExecutor(source, config, self._snapshot,
+            self.runner = ChunkExecutor(source, config, self._snapshot,
                                           lambda now: self.latest.age(self.observed, now),
                                           log=lambda text: self.get_logger().warning(text))
-            self.executor.start()
+            self.runner.start()
             self.control = ControlLoop(config.period_s, self._on_control_tick)
             self.control.start()
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
@@ -189,7 +189,7 @@ class PolicyNode(Node):
             if self.lockstep:
                 self.policy = self.provider.episode_policy(task, status.seed, log=self.get_logger().warning)
             else:
-                self.executor.start_episode(self.provider.episode_source(task, status.seed), status.seed)
+                self.runner.start_episode(self.provider.episode_source(task, status.seed), status.seed)
         except (LadderError, KeyError, TypeError, ValueError) as exc:
             self.get_logger().error(f"episode {status.episode_id}: cannot build the policy: {exc}; holding still")
             self.policy = None
@@ -207,8 +207,8 @@ class PolicyNode(Node):
             self.policy = None
             self._backlog.clear()
             self.aligner.stop()
-            if self.executor is not None:
-                self.executor.set_subgoal(None)
+            if self.runner is not None:
+                self.runner.set_subgoal(None)
 
     # ------------------------------------------------------------------ inputs
     def _on_input(self, name: str, stamp, msg: object) -> None:
@@ -232,7 +232,7 @@ class PolicyNode(Node):
             self._on_input(DECISION, doc.stamp_ns, doc)
         elif self.episode is not None and doc.episode_id == self.episode.episode_id:
             self._decision_step = doc.step
-            self.executor.set_subgoal(None if doc.finished else doc.instruction)
+            self.runner.set_subgoal(None if doc.finished else doc.instruction)
 
     def _bundle(self, step: int, inputs: dict, stamp_ns: int) -> ObservationBundle:
         names = list(self.image_inputs.values())
@@ -289,7 +289,7 @@ class PolicyNode(Node):
         return self._bundle(self._decision_step, {n: e[2] for n, e in entries.items()}, stamp_ns), observed_at
 
     def _on_control_tick(self, now: float) -> None:
-        tagged = self.executor.tick(now)
+        tagged = self.runner.tick(now)
         if tagged is not None and self.episode is not None:
             self._publish(tagged, self.get_clock().now().nanoseconds)
 
@@ -308,8 +308,8 @@ class PolicyNode(Node):
             inference_ms=float(tagged.inference_ms), held=tagged.held)))
 
     def _publish_diagnostics(self) -> None:
-        if self.executor is not None:
-            stats = self.executor.stats()
+        if self.runner is not None:
+            stats = self.runner.stats()
             holding = stats["holding"]
         else:
             stats = {"inference_ms_last": self._latency_ms[-1] if self._latency_ms else None,
@@ -325,8 +325,8 @@ class PolicyNode(Node):
     def close(self) -> None:
         if self.control is not None:
             self.control.stop()
-        if self.executor is not None:
-            self.executor.stop()
+        if self.runner is not None:
+            self.runner.stop()
         self.provider.close()
 
 

@@ -98,6 +98,8 @@ class ReasonLog:
     """Says why once: logs a hold when its kind differs from the last one, and a line when acting again.
 
     ``reason`` is the latest full reason (for diagnostics); ``counts`` how often each kind came up.
+    ``quiet`` reports are expected states (no subgoal yet, the first chunk of a subgoal on its way):
+    recorded, not logged.
     """
 
     def __init__(self, log: Callable[[str], None]):
@@ -105,18 +107,22 @@ class ReasonLog:
         self.kind = ""
         self.reason = ""
         self.counts: dict[str, int] = {}
+        self._logged = False
 
-    def report(self, kind: str, detail: str = "") -> None:
+    def report(self, kind: str, detail: str = "", *, quiet: bool = False) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.reason = f"{kind}: {detail}" if detail else kind
         if kind != self.kind:
             self.kind = kind
-            self._log(f"holding still: {self.reason}")
+            self._logged = not quiet
+            if not quiet:
+                self._log(f"holding still: {self.reason}")
 
     def clear(self) -> None:
-        if self.kind:
+        if self._logged:
             self._log("acting again")
         self.kind = self.reason = ""
+        self._logged = False
 
 
 class ChunkedPolicy:

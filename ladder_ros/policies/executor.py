@@ -179,7 +179,7 @@ class ChunkExecutor:
             self._collect()
             if self._instruction is None:
                 self._queue.clear()
-                self.reasons.report("no subgoal")
+                self.reasons.report("no subgoal", quiet=True)
                 return None
             age = self._observation_age(now)
             if age is None or age > self.max_age_s:
@@ -199,7 +199,7 @@ class ChunkExecutor:
                 elif self._executed_this_subgoal:
                     self.reasons.report("no action ready", "inference slower than the queue")
                 else:
-                    self.reasons.report("waiting for the first chunk of this subgoal")
+                    self.reasons.report("waiting for the first chunk of this subgoal", quiet=True)
             else:
                 self.acted += 1
                 self._executed_this_subgoal = True

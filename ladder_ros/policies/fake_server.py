@@ -57,8 +57,10 @@ class FakePolicyServer:
         return self
 
     def stop(self) -> None:
-        if self._loop is not None and self._server is not None:
-            self._loop.call_soon_threadsafe(self._server.close)
+        """Close the server and every connection (idempotent)."""
+        loop, server, self._loop, self._server = self._loop, self._server, None, None
+        if loop is not None and server is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(server.close)
         if self._thread is not None:
             self._thread.join(10.0)
             self._thread = None

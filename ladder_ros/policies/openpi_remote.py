@@ -124,9 +124,9 @@ class OpenPIClient:
         """Record a failure and schedule the next attempt (exponential back-off)."""
         self.failures += 1
         self._retry_at = self._clock() + self._backoff_s
+        self.last_error = message
         message = f"{message}; retrying in {self._backoff_s:.1f} s"
         self._backoff_s = min(self._backoff_s * 2.0, self.settings.backoff_max_s)
-        self.last_error = message
         return PolicyUnavailable(message)
 
     def ensure_connected(self) -> None:
@@ -135,7 +135,7 @@ class OpenPIClient:
             return
         wait = self._retry_at - self._clock()
         if wait > 0:
-            raise PolicyUnavailable(f"no policy server ({self.last_error or 'not connected'}); next attempt in "
+            raise PolicyUnavailable(f"not connected ({self.last_error or 'no attempt yet'}); next attempt in "
                                     f"{wait:.1f} s")
         self.connect()
 

@@ -36,6 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -43,7 +44,6 @@ from ladder_ros.ros_env import apply_network_safe_environment  # noqa: E402
 
 apply_network_safe_environment(os.environ)
 
-from ladder_ros.policies.config import ServerSettings  # noqa: E402
 from ladder_ros.policies.executor import ChunkExecutor, ControlLoop  # noqa: E402
 from ladder_ros.policies.factory import load_policy  # noqa: E402
 from ladder_ros.policies.fake_server import FakePolicyServer  # noqa: E402
@@ -148,11 +148,13 @@ def part_one(latencies: list[float], seconds: float) -> None:
                 for label, run in (("chunked", run_chunked), ("synchronous", run_synchronous)):
                     r = run(config, seconds)
                     period_ms = config.period_s * 1000.0
+                    extra = (f"  (control ticks p50/p99 {r['tick50']:.2f}/{r['tick99']:.2f} ms, lead {r['lead']})"
+                             if "lead" in r else "")
                     print(f"{config.control_rate_hz:4.0f}Hz {config.execute_steps:3d} {latency * 1000:6.0f}ms "
-                          f"{label:>12} {r['idle'] * 100:6.1f}% {r['err50']:7.2f}ms {r['err50'] / period_ms * 100:5.1f}% "
-                          f"{r['err99']:8.2f}ms {r['err99'] / period_ms * 100:5.1f}% {r['age50']:14.0f}ms "
-                          f"{r['age99']:6.0f}ms" + (f"  (control ticks p50/p99 {r['tick50']:.2f}/{r['tick99']:.2f} ms,"
-                                                    f" lead {r['lead']})" if 'lead' in r else ""), flush=True)
+                          f"{label:>12} {r['idle'] * 100:6.1f}% {r['err50']:7.2f}ms "
+                          f"{r['err50'] / period_ms * 100:5.1f}% {r['err99']:8.2f}ms "
+                          f"{r['err99'] / period_ms * 100:5.1f}% {r['age50']:14.0f}ms {r['age99']:6.0f}ms{extra}",
+                          flush=True)
 
 
 def part_two(latency: float, seconds: float) -> None:
@@ -176,13 +178,12 @@ def part_two(latency: float, seconds: float) -> None:
     with FakePolicyServer(lambda obs: {"actions": np.zeros((5, 7), dtype=np.float32)}, latency_s=latency) as server:
         config = load_policy("bridge_pi0_server").raw
         policy_file = work / "bench_policy.yaml"
-        import yaml
-
         data = dict(config, name="bench_bridge", server=dict(config["server"], port=server.port),
                     action=dict(config["action"], rotation="euler_xyz"))
         policy_file.write_text(yaml.safe_dump(data))
-        _, launches = prepare("widowx", "real", None, [f"policy.policy={policy_file}", "vlm_verifier.backend=oracle",
-                                                      f"episode_recorder.output_dir={work / 'rec'}"], None)
+        overrides = [f"policy.policy={policy_file}", "vlm_verifier.backend=oracle",
+                     f"episode_recorder.output_dir={work / 'rec'}"]
+        _, launches = prepare("widowx", "real", None, overrides, None)
         ns = "widowx"
         rclpy.init()
         received: list[tuple[int, int, int]] = []  # (arrival ns, observation stamp ns, index in chunk)
@@ -226,9 +227,9 @@ def part_two(latency: float, seconds: float) -> None:
         rclpy.shutdown()
     ages = np.array([(a - o) / 1e6 for a, o, _ in received])
     first = np.array([(a - o) / 1e6 for a, o, i in received if i == 0])
-    print(f"  {len(ages)} actions in {seconds:.0f} s: image published -> action arrived p50 {np.percentile(ages, 50):.0f} ms, "
-          f"p99 {np.percentile(ages, 99):.0f} ms; first action of each chunk p50 {np.percentile(first, 50):.0f} ms, "
-          f"p99 {np.percentile(first, 99):.0f} ms")
+    print(f"  {len(ages)} actions in {seconds:.0f} s: image published -> action arrived p50 "
+          f"{np.percentile(ages, 50):.0f} ms, p99 {np.percentile(ages, 99):.0f} ms; first action of each chunk p50 "
+          f"{np.percentile(first, 50):.0f} ms, p99 {np.percentile(first, 99):.0f} ms")
 
 
 def main() -> int:

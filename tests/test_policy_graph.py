@@ -114,8 +114,8 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
             self.joints = self.create_publisher(JointState, topics.JOINT_STATES.name, qos(topics.STREAM))
             self.pose = self.create_publisher(PoseStamped, topics.EE_POSE.name, qos(topics.STREAM))
             self.create_subscription(JointTrajectory, topics.ACTION.name, actions.append, qos(topics.STREAM))
-            self.create_subscription(String, topics.ACTION_TAG.name, lambda m: tags.append(decode(m.data, ActionTagDoc)),
-                                     qos(topics.STREAM))
+            self.create_subscription(String, topics.ACTION_TAG.name,
+                                     lambda m: tags.append(decode(m.data, ActionTagDoc)), qos(topics.STREAM))
             self.create_subscription(DiagnosticArray, topics.DIAGNOSTICS.name, diagnostics.append, qos(topics.STREAM))
             self.frame = np.full((48, 64, 3), 90, dtype=np.uint8)
             self.create_timer(0.1, self.publish)
@@ -131,6 +131,7 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
         executor = SingleThreadedExecutor()
         executor.add_node(driver)
         executor.add_node(client)
+
         def alive():
             if process.poll() is not None:
                 raise AssertionError(f"ladder-ros up exited: {process.stderr.read()}")

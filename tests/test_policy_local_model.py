@@ -15,7 +15,7 @@ from ladder_ros.policies.chunked import ChunkedPolicy, noise_seed
 from ladder_ros.policies.config import parse_policy_config
 from ladder_ros.policies.observation import ObservationBundle
 from tests.policy_fixtures import observation
-from tests.policy_models import ACTIONS_MEAN, ACTIONS_STD, CHUNK_SIZE, tiny_pi0_policy
+from tests.policy_models import ACTIONS_MEAN, ACTIONS_STD, CHUNK_SIZE, STATE_MEAN, STATE_STD, tiny_pi0_policy
 
 torch = pytest.importorskip("torch", reason="needs torch")
 pytest.importorskip("transformers", reason="needs transformers (requirements/vlm.txt)")
@@ -60,8 +60,7 @@ def test_chunks_are_seeded_and_unnormalised_with_the_processors_statistics(sourc
 def test_explicit_statistics_in_the_config_replace_the_processors(tiny_pi0_model, source):
     wider = [s * 2 for s in ACTIONS_STD]
     explicit = source_for(tiny_pi0_model, normalization={
-        "mode": "mean_std", "state": {"mean": [0.3, 0.0, 0.1, 0.0, 0.0, 0.0, 0.5], "std": [0.05, 0.05, 0.05, 0.2,
-                                                                                          0.2, 0.2, 0.5]},
+        "mode": "mean_std", "state": {"mean": STATE_MEAN, "std": STATE_STD},
         "action": {"mean": ACTIONS_MEAN, "std": wider}})
     np.testing.assert_allclose(infer(explicit, 3) - ACTIONS_MEAN, 2 * (infer(source, 3) - ACTIONS_MEAN), atol=1e-9)
 

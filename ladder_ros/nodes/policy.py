@@ -156,17 +156,32 @@ class PolicyNode(Node):
         self._decision_step = 0
         self.runner: ChunkExecutor | None = None
         self.control: ControlLoop | None = None
+        # A model loads and warms up now, not when the first episode waits for it; a server is greeted
+        # (its metadata logged) if it is there, and otherwise reached when the first chunk is needed.
+        source = None if self.provider.per_episode else self.provider.source()
+        self._greet(source)
         if self.lockstep:
             self.create_timer(RETRY_PERIOD_S, self._drain)
         else:
-            source = None if self.provider.per_episode else self.provider.source()
             self.runner = ChunkExecutor(source, config, self._snapshot,
-                                          lambda now: self.latest.age(self.observed, now),
-                                          log=lambda text: self.get_logger().warning(text))
+                                        lambda now: self.latest.age(self.observed, now),
+                                        log=lambda text: self.get_logger().warning(text))
             self.runner.start()
             self.control = ControlLoop(config.period_s, self._on_control_tick)
             self.control.start()
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
+
+    def _greet(self, source) -> None:
+        client = getattr(source, "client", None)
+        if client is None:
+            return
+        try:
+            metadata = client.connect()
+        except LadderError as exc:
+            self.get_logger().warning(f"policy {self.config.name}: {exc}")
+            return
+        self.get_logger().info(f"policy {self.config.name}: server at {client.settings.uri}, metadata "
+                               f"{sorted(map(str, metadata))}")
 
     def _check_config(self, preset) -> None:
         config, name = self.config, f"parameter {self.get_name()}.policy"

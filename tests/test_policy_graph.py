@@ -163,11 +163,15 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
         driver.destroy_node()
         client.destroy_node()
     finally:
-        rclpy.shutdown()
-        server.stop()
         if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=60)
+            process.send_signal(signal.SIGINT)  # `up` stops every node it started
+        try:
+            out, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            rclpy.shutdown()
+            server.stop()
     assert process.returncode == 0, out + err
     log = (tmp_path / "logs" / "policy.log").read_text()
     assert "holding still: no policy server" in log

@@ -1,8 +1,8 @@
 """Chunk execution on the wall clock: the chunk executor versus a synchronous request-then-execute loop.
 
-Part 1, side by side in one run: an openpi-protocol stand-in server on 127.0.0.1 answers after a fixed
-latency (50, 150, 400 ms); the same client and observation encoding (the shipped Bridge and DROID configs'
-cameras and state, 640x480 images resized per request) drive either
+Part 1, side by side in one run: an openpi-protocol stand-in server on 127.0.0.1 (in its own process, as
+a real server is) answers after a fixed latency (50, 150, 400 ms); the same client and observation encoding
+(the shipped Bridge and DROID configs' cameras and state, 640x480 images resized per request) drive either
 
 * the chunk executor (``ladder_ros.policies.executor``: control thread on absolute deadlines, inference
   thread requesting the next chunk before the queue runs dry), or
@@ -10,7 +10,7 @@ cameras and state, 640x480 images resized per request) drive either
   sends one action per iteration and sleeps out the rest of the period.
 
 at 5 Hz with k = 4 of 5 (WidowX) and 15 Hz with k = 8 of 15 (Franka), paper Appendix A. Per run it prints
-the share of control periods with no action sent (1 - actions x period / elapsed), the control-period error
+the share of control periods in which no action was sent, the control-period error
 (|interval between consecutive actions - period|, p50 and p99, in ms and % of the period) and the
 observation-to-action age (action sent - observation taken, p50/p99).
 
@@ -31,6 +31,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -44,7 +45,7 @@ from ladder_ros.ros_env import apply_network_safe_environment  # noqa: E402
 
 apply_network_safe_environment(os.environ)
 
-from ladder_ros.policies.executor import ChunkExecutor, ControlLoop  # noqa: E402
+from ladder_ros.policies.executor import CONTROL_SWITCH_INTERVAL_S, ChunkExecutor, ControlLoop  # noqa: E402
 from ladder_ros.policies.factory import load_policy  # noqa: E402
 from ladder_ros.policies.fake_server import FakePolicyServer  # noqa: E402
 from ladder_ros.policies.observation import ObservationBundle  # noqa: E402
@@ -52,6 +53,7 @@ from ladder_ros.policies.openpi_remote import OpenPISource  # noqa: E402
 from ladder_ros.sim.base import Observation  # noqa: E402
 
 CAMERA = (480, 640)  # SimplerEnv's 3rd_view_camera
+PRIORITY = 10  # the policy node's default control_priority (SCHED_FIFO where granted); --priority changes it
 
 
 def bench_config(name: str, port: int):
@@ -60,6 +62,12 @@ def bench_config(name: str, port: int):
     action = replace(config.action, rotation="euler_xyz") if config.action.kind == "ee_delta" else config.action
     return replace(config, server=replace(config.server, port=port, request_timeout_s=5.0), action=action,
                    max_observation_age_s=1.0)
+
+
+def valid_chunk(config) -> np.ndarray:
+    """A chunk in the middle of the config's bounds (a joint-position policy's zeros are outside the Panda's)."""
+    middle = (config.action.low + config.action.high) / 2.0
+    return np.tile(middle.astype(np.float32), (config.chunk_length, 1))
 
 
 def observation_now(config) -> tuple[ObservationBundle, float]:
@@ -73,18 +81,27 @@ def observation_now(config) -> tuple[ObservationBundle, float]:
     return ObservationBundle(observation, int(now * 1e9), images), now
 
 
-def summarise(sent: list[tuple[float, float]], period: float, elapsed: float) -> dict:
-    """``sent``: (time sent, time of the observation it came from) per action."""
+def summarise(sent: list[tuple[float, float]], period: float) -> dict:
+    """``sent``: (time sent, time of the observation it came from) per action.
+
+    Idle share: of the control periods between the first and the last action, those in which no action
+    was sent (a period that ran long because the loop waited for inference counts once per period lost).
+    """
     times = np.array([t for t, _ in sent])
-    errors = np.abs(np.diff(times) - period) * 1000.0
+    gaps = np.diff(times)
+    errors = np.abs(gaps - period) * 1000.0
+    lost = np.maximum(0, np.round(gaps / period) - 1).sum()
     ages = np.array([t - o for t, o in sent]) * 1000.0
-    return {"idle": max(0.0, 1.0 - len(sent) * period / elapsed), "err50": np.percentile(errors, 50),
+    return {"idle": lost / (len(gaps) + lost), "err50": np.percentile(errors, 50),
             "err99": np.percentile(errors, 99), "age50": np.percentile(ages, 50), "age99": np.percentile(ages, 99)}
 
 
 def run_chunked(config, seconds: float) -> dict:
+    sys.setswitchinterval(CONTROL_SWITCH_INTERVAL_S)  # as the policy node does on the wall clock
     sent: list[tuple[float, float]] = []
-    executor = ChunkExecutor(OpenPISource(config), config, lambda: observation_now(config), lambda now: 0.0,
+    source = OpenPISource(config)
+    source.client.connect()  # as the policy node does at start: the first chunk's latency excludes connecting
+    executor = ChunkExecutor(source, config, lambda: observation_now(config), lambda now: 0.0,
                              log=lambda text: None)
 
     def tick(now: float) -> None:
@@ -94,18 +111,19 @@ def run_chunked(config, seconds: float) -> dict:
 
     executor.start()
     executor.set_subgoal("put the carrot on the plate")
+    deadline = time.monotonic() + 60
     while executor.tick(time.monotonic()) is None:  # the first chunk: not part of the steady state measured
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no chunk accepted: {executor.stats()['holding']}")
         time.sleep(0.001)
     executor.period_error_ms.clear()
-    loop = ControlLoop(config.period_s, tick)
-    started = time.monotonic()
+    loop = ControlLoop(config.period_s, tick, priority=PRIORITY)
     loop.start()
     time.sleep(seconds)
     loop.stop()
-    elapsed = time.monotonic() - started
     executor.stop()
     executor.source.close()
-    result = summarise(sent, config.period_s, elapsed)
+    result = summarise(sent, config.period_s)
     result["tick50"] = float(np.percentile(np.abs(executor.period_error_ms), 50))
     result["tick99"] = float(np.percentile(np.abs(executor.period_error_ms), 99))
     result["lead"] = executor.lead_periods()
@@ -113,7 +131,27 @@ def run_chunked(config, seconds: float) -> dict:
 
 
 def run_synchronous(config, seconds: float) -> dict:
-    """openpi's example client loop: infer every k actions (blocking), one action per iteration, sleep the rest."""
+    """openpi's example client loop: infer every k actions (blocking), one action per iteration, sleep the rest.
+
+    It runs in a thread with the same scheduling as the chunk executor's control thread, so the two loops
+    differ only in how they wait for inference."""
+    results: list[dict] = []
+
+    def body() -> None:
+        if PRIORITY > 0:
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(PRIORITY))
+            except OSError:
+                pass
+        results.append(_synchronous_loop(config, seconds))
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    return results[0]
+
+
+def _synchronous_loop(config, seconds: float) -> dict:
     source = OpenPISource(config)
     source.infer(observation_now(config)[0], "warm up", 0)  # connect first, as the chunked run does
     sent: list[tuple[float, float]] = []
@@ -130,20 +168,67 @@ def run_synchronous(config, seconds: float) -> dict:
         rest = config.period_s - (time.monotonic() - iteration)
         if rest > 0:
             time.sleep(rest)
-    elapsed = time.monotonic() - started
     source.close()
-    return summarise(sent, config.period_s, elapsed)
+    return summarise(sent, config.period_s)
 
 
-def part_one(latencies: list[float], seconds: float) -> None:
+def timer_floor(period: float, seconds: float) -> tuple[float, float]:
+    """p50/p99 |period error| (ms) of the control thread alone: what this machine's scheduler gives."""
+    ticks: list[float] = []
+    loop = ControlLoop(period, lambda now: ticks.append(time.monotonic()), priority=PRIORITY)
+    loop.start()
+    time.sleep(seconds)
+    loop.stop()
+    errors = np.abs(np.diff(ticks) - period) * 1000.0
+    return float(np.percentile(errors, 50)), float(np.percentile(errors, 99))
+
+
+def _serve(name: str, latency: float, ports, stop) -> None:
+    """The stand-in server's process: valid chunks for the config ``name`` after ``latency`` seconds."""
+    config = load_policy(name)
+    server = FakePolicyServer(lambda observation: {"actions": valid_chunk(config)}, latency_s=latency).start()
+    ports.put(server.port)
+    stop.wait()
+    server.stop()
+
+
+class ServerProcess:
+    """The stand-in server in a child process, so its work does not share this process's interpreter."""
+
+    def __init__(self, name: str, latency: float):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self._ports, self._stop = context.Queue(), context.Event()
+        self._process = context.Process(target=_serve, args=(name, latency, self._ports, self._stop), daemon=True)
+
+    def __enter__(self) -> "ServerProcess":
+        self._process.start()
+        self.port = self._ports.get(timeout=120)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._process.join(30)
+        if self._process.is_alive():
+            self._process.kill()
+
+
+def part_one(latencies: list[float], seconds: float, configs: list[str]) -> None:
     print("Part 1: chunk executor vs synchronous request-then-execute loop (stand-in openpi server, loopback)")
+    probe = ControlLoop(1.0, lambda now: None, priority=PRIORITY)
+    probe.start()
+    probe.stop()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; control threads: {probe.scheduling}")
     print(f"{'rate':>6} {'k':>3} {'latency':>8} {'loop':>12} {'idle':>7} {'period err p50':>15} {'p99':>16} "
           f"{'obs->action p50':>16} {'p99':>8}")
-    for name in ("bridge_pi0_server", "droid_pi05_server"):
+    for name in configs:
+        period = load_policy(name).period_s
+        floor50, floor99 = timer_floor(period, seconds)
+        print(f"{1 / period:4.0f}Hz   -        - {'timer alone':>12}       - {floor50:7.2f}ms "
+              f"{floor50 / period / 10:5.1f}% {floor99:8.2f}ms {floor99 / period / 10:5.1f}%", flush=True)
         for latency in latencies:
-            with FakePolicyServer(lambda obs, c=load_policy(name): {
-                    "actions": np.zeros((c.chunk_length, c.action.dim), dtype=np.float32)},
-                    latency_s=latency) as server:
+            with ServerProcess(name, latency) as server:
                 config = bench_config(name, server.port)
                 for label, run in (("chunked", run_chunked), ("synchronous", run_synchronous)):
                     r = run(config, seconds)
@@ -237,9 +322,15 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per run")
     parser.add_argument("--latencies", default="0.05,0.15,0.4", help="stand-in server latencies (s)")
     parser.add_argument("--graph-latency", type=float, default=0.15, help="server latency in part 2 (s)")
+    parser.add_argument("--configs", default="bridge_pi0_server,droid_pi05_server",
+                        help="policy configs whose layout, rate and horizon part 1 uses")
     parser.add_argument("--skip-graph", action="store_true", help="part 1 only")
+    parser.add_argument("--priority", type=int, default=PRIORITY,
+                        help="control thread SCHED_FIFO priority (0: normal scheduling), as the node's "
+                             "control_priority")
     args = parser.parse_args()
-    part_one([float(v) for v in args.latencies.split(",")], args.seconds)
+    globals()["PRIORITY"] = args.priority
+    part_one([float(v) for v in args.latencies.split(",")], args.seconds, args.configs.split(","))
     if not args.skip_graph:
         part_two(args.graph_latency, args.seconds * 2)
     return 0

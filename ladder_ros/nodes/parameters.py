@@ -101,6 +101,9 @@ POLICY = COMMON + (
     ParamSpec("noise", STR, "bridge_like", "Scripted expert execution noise preset "
               "(ladder_ros/policies/scripted_expert.py ExpertNoise)", choices=("off", "bridge_like")),
     ParamSpec("aperture_joint", STR, "gripper_aperture", "JointState entry with the normalised gripper aperture"),
+    ParamSpec("control_priority", INT, 10, "Wall clock: real-time (SCHED_FIFO) priority of the control thread "
+              "where the system grants it (an rtprio limit), 0 for normal scheduling; refused, the node runs at "
+              "normal priority and says so once", min=0, max=99),
     ParamSpec("max_observation_age_s", FLOAT, 0.5, "Wall clock: hold still when the newest observation is "
               "older than this (s); the policy config's own limit applies too (the stricter wins)",
               min=0.01, max=10.0),

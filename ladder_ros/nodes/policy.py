@@ -8,6 +8,7 @@ on absolute deadlines.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from dataclasses import replace
@@ -38,7 +39,7 @@ from ladder_ros.nodes.step_sync import StepAligner
 from ladder_ros.policies.base import LowLevelPolicy
 from ladder_ros.policies.chunked import ChunkedPolicy, ReasonLog, TaggedAction
 from ladder_ros.policies.config import EE_DELTA
-from ladder_ros.policies.executor import ChunkExecutor, ControlLoop, percentile
+from ladder_ros.policies.executor import CONTROL_SWITCH_INTERVAL_S, ChunkExecutor, ControlLoop, percentile
 from ladder_ros.policies.factory import PolicyProvider
 from ladder_ros.policies.observation import ObservationBundle
 from ladder_ros.ros_conversions import (
@@ -104,7 +105,8 @@ class PolicyNode(Node):
     ``episode/status``; publishes ``policy/action`` (trajectory_msgs/JointTrajectory), its
     ``policy/action_tag`` and ``/diagnostics`` (1 Hz).
     Parameters: preset, clock_mode, policy (config name or path), noise (scripted expert),
-    aperture_joint, max_observation_age_s (s).
+    aperture_joint, control_priority (SCHED_FIFO priority of the control thread, 0 normal),
+    max_observation_age_s (s).
     """
 
     def __init__(self, *, policy_factory: Callable[[Task, int], LowLevelPolicy] | None = None,
@@ -163,12 +165,15 @@ class PolicyNode(Node):
         if self.lockstep:
             self.create_timer(RETRY_PERIOD_S, self._drain)
         else:
+            sys.setswitchinterval(CONTROL_SWITCH_INTERVAL_S)
             self.runner = ChunkExecutor(source, config, self._snapshot,
                                         lambda now: self.latest.age(self.observed, now),
                                         log=lambda text: self.get_logger().warning(text))
             self.runner.start()
-            self.control = ControlLoop(config.period_s, self._on_control_tick)
+            self.control = ControlLoop(config.period_s, self._on_control_tick,
+                                       priority=self.params["control_priority"])
             self.control.start()
+            self.get_logger().info(f"control thread at {config.control_rate_hz:g} Hz, {self.control.scheduling}")
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
 
     def _greet(self, source) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 from collections import deque
@@ -45,6 +46,10 @@ LOG = logging.getLogger(__name__)
 LATENCY_WINDOW = 8  # chunks whose latency sets the request lead (the worst of them)
 STATS_WINDOW = 1000  # samples kept for the percentiles on diagnostics
 LEAD_MARGIN_PERIODS = 0.25  # project choice: a quarter period for tick jitter and result hand-over
+# The control thread shares the interpreter lock with the inference thread (image resizing, message packing):
+# with CPython's default 5 ms switch interval a waking control thread can wait that long for the lock, a
+# 7.5 % error at 15 Hz. 1 ms bounds it (project choice; set by the policy node on the wall clock).
+CONTROL_SWITCH_INTERVAL_S = 0.001
 
 
 class StaleObservation(LadderError):
@@ -319,27 +324,45 @@ class ControlLoop:
 
     Deadlines are ``start + n * period`` (no drift from the time ``on_tick`` takes); a tick that
     comes more than a period late skips the deadlines it missed (counted in ``missed``) rather
-    than firing a burst.
+    than firing a burst. With ``priority`` 1-99 the thread asks for real-time scheduling
+    (``SCHED_FIFO``, as ros2_control's control thread does where the system grants it, e.g. an
+    ``rtprio`` limit for the user); refused, it runs at normal priority and says so in
+    ``scheduling``. It sleeps between ticks, so it takes the CPU only for the tick itself.
     """
 
     def __init__(self, period_s: float, on_tick: Callable[[float], None], *,
-                 clock: Callable[[], float] = time.monotonic, name: str = "control-loop"):
+                 clock: Callable[[], float] = time.monotonic, name: str = "control-loop", priority: int = 0):
         self.period_s = period_s
         self._on_tick = on_tick
         self._clock = clock
+        self.priority = priority
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._scheduled = threading.Event()
+        self.scheduling = "normal"
         self.missed = 0
 
     def start(self) -> None:
+        """Start the thread; returns once its scheduling is settled (see ``scheduling``)."""
         self._thread.start()
+        self._scheduled.wait(5.0)
 
     def stop(self, timeout_s: float = 2.0) -> None:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
 
+    def _set_scheduling(self) -> None:
+        if self.priority > 0:
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.priority))  # this thread only
+                self.scheduling = f"SCHED_FIFO priority {self.priority}"
+            except (AttributeError, OSError) as exc:  # not Linux, or no permission (no rtprio for this user)
+                self.scheduling = f"normal (real-time priority {self.priority} refused: {exc})"
+        self._scheduled.set()
+
     def _run(self) -> None:
+        self._set_scheduling()
         deadline = self._clock() + self.period_s
         while not self._stop.is_set():
             wait = deadline - self._clock()

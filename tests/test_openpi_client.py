@@ -19,6 +19,7 @@ from ladder_ros.policies.executor import ChunkExecutor
 from ladder_ros.policies.fake_server import DISCONNECT, FakePolicyServer
 from ladder_ros.policies.openpi_remote import OpenPIClient, OpenPISource, PolicyServerError, PolicyUnavailable
 from ladder_ros.policies.openpi_wire import WireFormatError, packb, unpackb
+from tests.openpi_samples import describe, samples
 from tests.policy_fixtures import BRIDGE_LIKE, bundle, make_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -26,29 +27,6 @@ PEER_PYTHON = REPO / ".venv-openpi" / "bin" / "python"
 PEER_SCRIPT = REPO / "tests" / "openpi_peer.py"
 needs_peer = pytest.mark.skipif(not PEER_PYTHON.exists(), reason="the openpi-client peer environment .venv-openpi "
                                 "is missing (scripts/setup.sh builds it)")
-
-
-def samples():
-    """The same objects as the peer's samples(), built here with numpy 2."""
-    return [
-        {"actions": np.arange(35, dtype=np.float32).reshape(5, 7) / 8.0},
-        {"image": np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3), "prompt": "put the carrot on the plate"},
-        {"state": np.array([0.25, -1.5, 3.0], dtype=np.float64), "flag": np.bool_(True), "count": np.int64(7)},
-        {"mixed": [np.int16(-3), np.float32(0.5), np.zeros((0, 4), dtype=np.int32)], "nested": {"x": 1.5}},
-        {"half": np.array([1.0, -2.0], dtype=np.float16), "u16": np.array([65535], dtype=">u2")},
-    ]
-
-
-def describe(value):
-    if isinstance(value, np.ndarray):
-        return {"ndarray": value.dtype.str, "shape": list(value.shape), "values": value.ravel().tolist()}
-    if isinstance(value, np.generic):
-        return {"generic": value.dtype.str, "value": value.item()}
-    if isinstance(value, dict):
-        return {str(k): describe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [describe(v) for v in value]
-    return value
 
 
 def peer(*args, stdin: str = "", timeout: float = 120) -> str:

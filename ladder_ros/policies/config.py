@@ -113,6 +113,8 @@ class ModelSettings:
 
 @dataclass(frozen=True)
 class CameraSpec:
+    """One camera the policy sees: its topic, the request key, and the size its images are sent at."""
+
     name: str
     topic: str
     key: str
@@ -123,6 +125,8 @@ class CameraSpec:
 
 @dataclass(frozen=True)
 class StateEntry:
+    """One part of the state vector: where it comes from (``STATE_SOURCES``), its size and unit."""
+
     key: str
     source: str
     size: int
@@ -131,6 +135,8 @@ class StateEntry:
 
 @dataclass(frozen=True)
 class ActionAxis:
+    """One number of an action: its name, unit and the bounds a model's output must keep (model units)."""
+
     name: str
     unit: str
     low: float
@@ -139,6 +145,8 @@ class ActionAxis:
 
 @dataclass(frozen=True)
 class ActionSpec:
+    """What a policy returns: the reply key, the kind, the axes and (ee_delta) its conventions."""
+
     key: str
     kind: str
     axes: tuple[ActionAxis, ...]

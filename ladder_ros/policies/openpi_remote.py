@@ -25,8 +25,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from ladder_ros.core.errors import LadderError
-from ladder_ros.policies.config import ServerSettings
+from ladder_ros.policies.chunked import RawChunk
+from ladder_ros.policies.config import PolicyConfig, ServerSettings
+from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder
 from ladder_ros.policies.openpi_wire import WireFormatError, packb, unpackb
 
 LOG = logging.getLogger(__name__)
@@ -181,10 +185,10 @@ class OpenPIClient:
             self.close()
             raise self._failed(f"lost the policy server at {self.settings.uri}: {_describe(exc)}")
         round_trip_ms = (time.perf_counter() - started) * 1000.0
-        if isinstance(reply, str):
+        if isinstance(reply, str):  # openpi's error path: the traceback as text, then the server closes
             self.close()
             last = next((line for line in reversed(reply.strip().splitlines()) if line.strip()), "(empty)")
-            self._failed("the policy server reported an error")
+            self._failed("the policy server reported an error")  # back off before reconnecting
             raise PolicyServerError(f"the policy server failed: {last.strip()}")
         try:
             data = unpackb(reply, max_bytes=int(self.settings.max_message_mb * 2 ** 20))
@@ -213,9 +217,7 @@ class OpenPISource:
     (openpi's protocol has no field for it), so a server samples with its own randomness.
     """
 
-    def __init__(self, config, *, client: OpenPIClient | None = None):
-        from ladder_ros.policies.observation import ObservationEncoder
-
+    def __init__(self, config: PolicyConfig, *, client: OpenPIClient | None = None):
         if config.server is None:
             raise LadderError(f"policy {config.name} has no server settings")
         self.config = config
@@ -223,11 +225,7 @@ class OpenPISource:
         self.encoder = ObservationEncoder(config)
         self.client = client or OpenPIClient(config.server)
 
-    def infer(self, bundle, instruction: str, noise_seed: int):
-        import numpy as np
-
-        from ladder_ros.policies.chunked import RawChunk
-
+    def infer(self, bundle: ObservationBundle, instruction: str, noise_seed: int) -> RawChunk:
         request = self.encoder.openpi_request(bundle, instruction)
         started = time.perf_counter()
         reply = self.client.infer(request)

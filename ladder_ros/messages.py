@@ -638,7 +638,42 @@ class SafetyInterventionDoc(Document):
         _check(self.DOC, "counts", self.counts, dict)
 
 
+@dataclass(frozen=True)
+class ActionTagDoc(Document):
+    """Where one published action came from; one per ``policy/action`` message, matched by ``stamp_ns``.
+
+    ``observation_stamp_ns``: the stamp of the observation its chunk was computed from (camera image
+    published -> action published is ``stamp_ns - observation_stamp_ns``); ``chunk_id`` counts the
+    episode's chunks from 0 and ``index`` is the action's place in its chunk; ``inference_ms`` is
+    that chunk's inference latency. ``held`` is non-empty when the action is a hold-still command
+    given instead of a rejected chunk (lockstep simulation), and says why.
+    """
+
+    DOC: ClassVar[str] = "action_tag"
+    episode_id: str
+    stamp_ns: int
+    observation_stamp_ns: int
+    subgoal: str
+    chunk_id: int
+    index: int
+    policy: str
+    inference_ms: float = 0.0
+    held: str = ""
+
+    def __post_init__(self) -> None:
+        _check(self.DOC, "stamp_ns", self.stamp_ns, int)
+        _check(self.DOC, "observation_stamp_ns", self.observation_stamp_ns, int)
+        _check(self.DOC, "subgoal", self.subgoal, str)
+        _check(self.DOC, "chunk_id", self.chunk_id, int)
+        _check(self.DOC, "index", self.index, int)
+        _check(self.DOC, "inference_ms", self.inference_ms, (int, float))
+        _check(self.DOC, "held", self.held, str)
+        if self.chunk_id < 0 or self.index < 0:
+            raise SchemaError(f"{self.DOC}: chunk_id and index must be >= 0, got {self.chunk_id}, {self.index}")
+
+
 DOCUMENTS: tuple[type[Document], ...] = (EpisodeCommand, EpisodeStatus, GripperEventsDoc, PrivilegedStateDoc,
                                          DecisionDoc, VerificationRequestDoc, VerificationResultDoc,
                                          PlanRequestDoc, PlanResultDoc, EpisodeEventDoc, EpisodeScoreDoc,
-                                         EpisodeLabels, EpisodeCommandReply, SafetyInterventionDoc)
+                                         EpisodeLabels, EpisodeCommandReply, SafetyInterventionDoc,
+                                         ActionTagDoc)

@@ -13,7 +13,7 @@ frame with these wheels; DESIGN.md section 4).
 from __future__ import annotations
 
 import math
-from typing import Sequence, TypeVar
+from typing import Any, Mapping, Sequence, TypeVar
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
@@ -155,15 +155,26 @@ DIAGNOSTIC_LEVELS = {"ok": DiagnosticStatus.OK, "warn": DiagnosticStatus.WARN, "
                      "stale": DiagnosticStatus.STALE}
 
 
-def diagnostics_to_msg(name: str, hardware_id: str, level: str, message: str, values: dict[str, object],
+def diagnostics_to_msg(name: str, hardware_id: str, level: str, message: str, values: Mapping[str, Any],
                        stamp_ns: int) -> DiagnosticArray:
-    """One ``diagnostic_msgs/DiagnosticStatus`` in an array. Values become text (floats with 4
-    significant digits); each key names its unit (``_ms``, ``_hz``, ``_m``)."""
-    status = DiagnosticStatus()
-    status.level = DIAGNOSTIC_LEVELS[level]
-    status.name, status.hardware_id, status.message = name, hardware_id, message
-    status.values = [KeyValue(key=str(k), value=f"{v:.4g}" if isinstance(v, float) else str(v))
-                     for k, v in values.items()]
+    """One ``diagnostic_msgs/DiagnosticStatus`` in an array; ``level`` is ok, warn, error or stale.
+
+    Values become text: numbers with 6 significant digits (milliseconds stay readable), None as an
+    empty string, nested mappings flattened as ``outer.inner``; each key names its unit (``_ms``,
+    ``_hz``, ``_m``).
+    """
+    if level not in DIAGNOSTIC_LEVELS:
+        raise InvalidInputError(f"diagnostic level must be one of {', '.join(DIAGNOSTIC_LEVELS)}, got {level!r}")
+    status = DiagnosticStatus(name=name, hardware_id=hardware_id, level=DIAGNOSTIC_LEVELS[level], message=message)
+    flat: list[tuple[str, Any]] = []
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            flat.extend((f"{key}.{k}", v) for k, v in value.items())
+        else:
+            flat.append((key, value))
+    for key, value in flat:
+        text = "" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+        status.values.append(KeyValue(key=str(key), value=text))
     array = DiagnosticArray()
     array.header.stamp = ns_to_stamp(stamp_ns)
     array.status = [status]
@@ -247,12 +258,20 @@ def pose_from_msg(msg: PoseStamped) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ------------------------------------------------------------------------------ actions
-def action_to_msg(action: np.ndarray, stamp_ns: int) -> JointTrajectory:
-    """A 7-D action as a one-point trajectory over :data:`ACTION_AXES`, stamped with the step it answers."""
-    values = validate_action(action)
+def action_to_msg(action: np.ndarray, stamp_ns: int, axes: Sequence[str] = ACTION_AXES) -> JointTrajectory:
+    """An action as a one-point trajectory over ``axes`` (default: the 7-D :data:`ACTION_AXES`), stamped with
+    the step it answers. Other axes carry a joint-position policy's targets, named by its config."""
+    axes = tuple(axes)
+    if axes == ACTION_AXES:
+        values = validate_action(action)
+    else:
+        values = np.asarray(action, dtype=np.float64)
+        if values.shape != (len(axes),) or not np.all(np.isfinite(values)):
+            raise InvalidInputError(f"an action over {len(axes)} axes needs {len(axes)} finite numbers, "
+                                    f"got {values.tolist()}")
     msg = JointTrajectory()
     msg.header.stamp = ns_to_stamp(stamp_ns)
-    msg.joint_names = list(ACTION_AXES)
+    msg.joint_names = list(axes)
     point = JointTrajectoryPoint()
     point.positions = [float(v) for v in values]
     point.time_from_start = Duration(sec=0, nanosec=0)

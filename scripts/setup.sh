@@ -51,7 +51,8 @@ echo "[setup] torch (CPU)"
 "$PY" -m pip install -q torch==2.13.0
 echo "[setup] core, ROS 2 wheels, VLM clients, cameras, operator panel (Qt), test tools"
 "$PY" -m pip install -q -r requirements/core.txt -r requirements/ros.txt -r requirements/vlm.txt \
-  -r requirements/camera.txt -r requirements/operator.txt -r requirements/test.txt
+  -r requirements/camera.txt -r requirements/operator.txt -r requirements/policy.txt \
+  -r requirements/test.txt
 echo "[setup] MoGe-2 (--no-deps: see requirements/moge.txt)"
 "$PY" -m pip install -q --no-deps -r requirements/moge.txt
 if [[ $WITH_MANISKILL -eq 1 ]]; then
@@ -89,6 +90,14 @@ else
   echo "[setup] ros2 launch: ../shared/vendor/ros2_launch not found, skipped (a robot's ROS install has it;" \
        "the launch-file tests then skip)"
 fi
+# openpi-client pins numpy<2: it gets its own small environment, used only by the wire-format tests as an
+# independent peer (tests/openpi_peer.py); the project itself speaks the protocol on numpy 2.
+echo "[setup] openpi-client peer environment (.venv-openpi, numpy<2)"
+if [[ ! -x .venv-openpi/bin/python ]]; then
+  "$PYTHON_BIN" -m venv .venv-openpi
+fi
+.venv-openpi/bin/python -m pip install -q -r requirements/openpi_peer.txt
+.venv-openpi/bin/python -m pip check
 echo "[setup] ladder_ros (editable) and its entry in the venv's ament index"
 "$PY" -m pip install -q --no-deps -e .
 # What colcon build --symlink-install makes, for the editable install: the ament index marker,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from ladder_ros.ros_env import apply_network_safe_environment
 
 # Set at import time, not in a fixture: pytest imports conftest.py before collecting any test
@@ -21,3 +23,12 @@ if os.environ.get("LADDER_ROS_NETWORK_SAFE") != "1":
     # claims one of its own, so two runs side by side never see each other.
     os.environ.pop("ROS_DOMAIN_ID", None)
 apply_network_safe_environment(os.environ)
+
+
+@pytest.fixture(scope="session")
+def tiny_pi0_model(tmp_path_factory):
+    """A tiny random transformers PI0 checkpoint (tests/policy_models.py), built once per test session."""
+    pytest.importorskip("transformers", reason="needs transformers (requirements/vlm.txt)")
+    from tests.policy_models import build_tiny_pi0
+
+    return build_tiny_pi0(tmp_path_factory.mktemp("tiny_pi0") / "model")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 
 class LadderError(Exception):
@@ -66,3 +66,17 @@ def read_text(path: "str | Path", what: str) -> str:
         raise ConfigError(f"{what} is not UTF-8 text: {exc.reason}", source=source) from None
     except OSError as exc:
         raise ConfigError(f"cannot read {what}: {exc.strerror}", source=source) from None
+
+
+def read_yaml(path: "str | Path", what: str) -> Any:
+    """The parsed YAML of a file; a missing file or bad YAML is a :class:`ConfigError` naming the file and line."""
+    import yaml
+
+    text = read_text(path, what)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}invalid YAML: {problem}", source=str(path)) from None

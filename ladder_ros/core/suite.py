@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
 
-from ladder_ros.core.errors import ConfigError, check_keys, read_text, unknown_name
+from ladder_ros.core.errors import ConfigError, check_keys, read_yaml, unknown_name
 from ladder_ros.core.presets import PRESETS
 from ladder_ros.core.task import Subgoal, Task, TaskCategory
 
@@ -165,13 +164,4 @@ def parse_suite(data: Any, source: str = "<suite>") -> TaskSuite:
 
 def load_suite(path: str | Path) -> TaskSuite:
     """Read and validate a suite YAML file; errors name the file and the key."""
-    source = str(path)
-    text = read_text(path, "suite file")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{where}invalid YAML: {problem}", source=source) from None
-    return parse_suite(data, source=source)
+    return parse_suite(read_yaml(path, "suite file"), source=str(path))

@@ -1,38 +1,23 @@
 """The policies and verifiers sim-eval can put in the loop, by name.
 
-Only simulator instruments are offered here: the scripted expert reads privileged state, and the
-oracle verifier counts from simulator state through the real verifier component (deployed prompt
-assembly, reply parsing, count rule) — so results carry the label "oracle", never "VLM".
+Policies are the configs under ``policies/`` (or a path to one), built by
+:mod:`ladder_ros.policies.factory`: the scripted expert (a simulator instrument that reads
+privileged state), a local transformers model or an openpi server. The only verifier offered here
+is the oracle, which counts from simulator state through the real verifier component (deployed
+prompt assembly, reply parsing, count rule) — so results carry the label "oracle", never "VLM".
 """
 
 from __future__ import annotations
 
 from ladder_ros.core.errors import unknown_name
-from ladder_ros.core.task import Task
 from ladder_ros.core.verification import CountVerifier
-from ladder_ros.policies.base import LowLevelPolicy
+from ladder_ros.policies.factory import NOISE_DEFAULT, check_policy, make_policy, policy_names
 
-POLICIES = ("scripted_expert",)
+POLICIES = tuple(policy_names())
 VERIFIERS = ("oracle",)
-NOISE_DEFAULT = "bridge_like"
 _LABELS = {"oracle": "oracle verifier (simulator state, not a VLM)"}
-
-
-def make_policy(name: str, task: Task, seed: int, noise: str) -> LowLevelPolicy:
-    if name not in POLICIES:
-        raise unknown_name("policy", name, list(POLICIES))
-    from ladder_ros.policies.scripted_expert import ScriptedExpert, expert_noise
-
-    return ScriptedExpert(task, seed, expert_noise(noise))
-
-
-def check_policy(name: str, noise: str) -> None:
-    """Fail early, naming the value, when a policy or its noise model does not exist."""
-    if name not in POLICIES:
-        raise unknown_name("policy", name, list(POLICIES))
-    from ladder_ros.policies.scripted_expert import expert_noise
-
-    expert_noise(noise)
+__all__ = ["NOISE_DEFAULT", "POLICIES", "VERIFIERS", "check_policy", "make_policy", "make_verifier",
+           "verifier_label"]
 
 
 def make_verifier(name: str) -> CountVerifier:

@@ -250,7 +250,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=int, default=24,
                    help="episodes per task and variant (default 24, the layouts of SimplerEnv-Long, Appendix D)")
     p.add_argument("--seed", type=int, default=0, help="base seed; episode k uses seed+k")
-    p.add_argument("--policy", default="scripted_expert", help=f"one of: {', '.join(sorted(POLICIES))}")
+    p.add_argument("--policy", default="scripted_expert",
+                   help=f"a policy config under policies/ ({', '.join(sorted(POLICIES))}) or a path to one")
     p.add_argument("--noise", default=NOISE_DEFAULT,
                    help=f"execution noise of the scripted expert: bridge_like | off (default {NOISE_DEFAULT})")
     p.add_argument("--verifier", default="oracle", help=f"count verifier: {', '.join(sorted(VERIFIERS))}")

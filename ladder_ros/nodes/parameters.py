@@ -16,7 +16,6 @@ from typing import Any, Mapping
 from ladder_ros.core.errors import ConfigError, did_you_mean
 from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.presets import PRESETS
-from ladder_ros.evaluation.components import POLICIES
 from ladder_ros.messages import CLOCK_MODES, LOCKSTEP
 from ladder_ros.sim.registry import BACKENDS as SIMULATORS
 
@@ -154,14 +153,18 @@ DEPTH = COMMON + (
 )
 
 POLICY = COMMON + (
-    ParamSpec("policy", STR, "scripted_expert", "Low-level policy backend (simulation: the scripted expert, a "
-              "test instrument that reads privileged state; ladder_ros/evaluation/components.py)",
-              choices=POLICIES),
+    ParamSpec("policy", STR, "scripted_expert", "Low-level policy config: a name under policies/ (e.g. "
+              "bridge_pi0_server, droid_pi05_server, local_pi0, scripted_expert, the simulation-only test "
+              "instrument that reads privileged state) or a path to a policy YAML (ladder_ros/policies/config.py)"),
     ParamSpec("noise", STR, "bridge_like", "Scripted expert execution noise preset "
               "(ladder_ros/policies/scripted_expert.py ExpertNoise)", choices=("off", "bridge_like")),
     ParamSpec("aperture_joint", STR, "gripper_aperture", "JointState entry with the normalised gripper aperture"),
+    ParamSpec("control_priority", INT, 10, "Wall clock: real-time (SCHED_FIFO) priority of the control thread "
+              "where the system grants it (an rtprio limit), 0 for normal scheduling; refused, the node runs at "
+              "normal priority and says so once", min=0, max=99),
     ParamSpec("max_observation_age_s", FLOAT, 0.5, "Wall clock: hold still when the newest observation is "
-              "older than this (s)", min=0.01, max=10.0),
+              "older than this (s); the policy config's own limit applies too (the stricter wins)",
+              min=0.01, max=10.0),
 )
 
 GRIPPER_TRIGGER = COMMON + (

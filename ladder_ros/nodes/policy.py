@@ -1,21 +1,30 @@
-"""The policy node: the low-level policy acts on (observation t, decision t) pairs only."""
+"""The policy node: the low-level policy acts on the orchestrator's current instruction.
+
+Lockstep (simulation): the same synchronous :class:`~ladder_ros.policies.chunked.ChunkedPolicy` the
+reference loop runs, once per step, so parity holds with a learned model. Wall clock (robot): a
+:class:`~ladder_ros.policies.executor.ChunkExecutor` with its inference thread and a control thread
+on absolute deadlines.
+"""
 
 from __future__ import annotations
 
+import sys
 import time
+from collections import deque
+from dataclasses import replace
 from typing import Callable, Sequence
 
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
-from ladder_ros.core.errors import ConfigError, LadderError
+from ladder_ros.core.errors import ConfigError, InvalidInputError, LadderError
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.task import Task
-from ladder_ros.evaluation.components import make_policy
-from ladder_ros.messages import LOCKSTEP, DecisionDoc, EpisodeStatus, PrivilegedStateDoc
+from ladder_ros.messages import LOCKSTEP, ActionTagDoc, DecisionDoc, EpisodeStatus, PrivilegedStateDoc
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import POLICY
 from ladder_ros.nodes.runtime import (
@@ -28,73 +37,182 @@ from ladder_ros.nodes.runtime import (
 )
 from ladder_ros.nodes.step_sync import StepAligner
 from ladder_ros.policies.base import LowLevelPolicy
-from ladder_ros.ros_conversions import action_to_msg, observation_from_msgs, stamp_to_ns
+from ladder_ros.policies.chunked import ChunkedPolicy, ReasonLog, TaggedAction
+from ladder_ros.policies.config import EE_DELTA
+from ladder_ros.policies.executor import CONTROL_SWITCH_INTERVAL_S, ChunkExecutor, ControlLoop, percentile
+from ladder_ros.policies.factory import PolicyProvider
+from ladder_ros.policies.observation import ObservationBundle
+from ladder_ros.ros_conversions import (
+    ACTION_AXES,
+    action_to_msg,
+    diagnostics_to_msg,
+    document_to_msg,
+    image_from_msg,
+    observation_from_msgs,
+    stamp_to_ns,
+)
 
 JOINTS, POSE, IMAGE, PRIVILEGED, DECISION = "joint_states", "ee_pose", "image", "privileged", "decision"
+RETRY_PERIOD_S = 0.5  # lockstep: how often a step whose policy call failed (no server) is tried again
+DIAGNOSTICS_PERIOD_S = 1.0
 
 
-# What each backend reads besides the joint state and the pose (the scripted expert is a simulator
-# test instrument: it reads object poses from the privileged state and never looks at the image).
-POLICY_INPUTS = {"scripted_expert": frozenset({PRIVILEGED})}
+class LatestInputs:
+    """Wall clock: the newest message of each input and when it was observed (monotonic seconds).
+
+    An input's observation time is its arrival, moved back by how old its header stamp already was
+    then (a camera that delivers late is caught by the age check, not just a silent one).
+    """
+
+    def __init__(self, ros_now_ns: Callable[[], int]):
+        self._ros_now_ns = ros_now_ns
+        self._latest: dict[str, tuple[float, int, object]] = {}
+
+    def put(self, name: str, stamp_ns: int, msg: object) -> None:
+        lag_s = max(0.0, (self._ros_now_ns() - stamp_ns) / 1e9) if stamp_ns > 0 else 0.0
+        self._latest[name] = (time.monotonic() - lag_s, stamp_ns, msg)
+
+    def get(self, names: frozenset[str]) -> dict[str, tuple[float, int, object]]:
+        latest = dict(self._latest)  # one consistent view (the dict is replaced entry by entry)
+        missing = sorted(n for n in names if n not in latest)
+        if missing:
+            raise InvalidInputError(f"no {', '.join(missing)} received yet")
+        return {n: latest[n] for n in names}
+
+    def age(self, names: frozenset[str], now: float) -> float | None:
+        try:
+            return now - min(observed for observed, _, _ in self.get(names).values())
+        except InvalidInputError:
+            return None
 
 
 class PolicyNode(Node):
-    """Runs a :class:`~ladder_ros.policies.base.LowLevelPolicy` on the orchestrator's current instruction.
+    """Runs the configured low-level policy on the orchestrator's current instruction.
 
     Lockstep: it acts once per step ``t``, when the observation of ``t`` (joint state, end-effector
-    pose, and the image or privileged state the backend reads) and the orchestrator's decision of
-    ``t`` are all in, exactly as the reference loop does: ``reset(instruction)`` whenever the
-    instruction changes, then ``act``. A finished decision means hold still: no action. If this node
-    dies, nothing steps: the simulator waits for the action, and nothing is lost; a restarted node
-    cannot rebuild the backend's state of that episode (attempt, chunk, random state), so it asks
-    the orchestrator to end the episode with that reason instead of continuing a different one.
-    Wall clock: a timer at the control rate acts on the newest observation and instruction, and
-    holds still (publishes nothing) when the observation is older than ``max_observation_age_s``.
+    pose, the images the policy's cameras give, and in simulation the privileged state, read for the
+    simulator's exact pose and, by the scripted expert only, for object poses) and the
+    orchestrator's decision of ``t`` are in: ``reset(instruction)`` on a change, then one action of
+    the current chunk (a new chunk is computed while the simulator waits). A finished decision means
+    no action. When the policy cannot answer (no server) the step is retried every 0.5 s and the
+    simulator waits; a rejected chunk becomes hold-still commands, the same as in the reference loop.
+    A restarted node cannot rebuild the backend's state of an episode (attempt, chunk, random state),
+    so it asks the orchestrator to end that episode with that reason instead of continuing a different one.
+    Wall clock: the chunk executor publishes one action per control period from the newest fresh
+    observation and holds still (publishes nothing) without a fresh observation, without a server
+    or when a chunk fails validation, saying why once.
 
-    Topics: subscribes ``joint_states``, ``ee_pose``, ``camera/image_raw`` (when the backend reads
-    images), ``sim/privileged_state`` (simulation-only backends), ``orchestrator/decision``,
-    ``episode/status``; publishes ``policy/action`` (trajectory_msgs/JointTrajectory stamped with
-    the step it answers).
-    Parameters: preset, clock_mode, policy, noise, aperture_joint, max_observation_age_s (s).
+    Topics: subscribes ``joint_states``, ``ee_pose``, each camera topic of the policy config
+    (``camera/image_raw``), ``sim/privileged_state`` (lockstep), ``orchestrator/decision``,
+    ``episode/status``; publishes ``policy/action`` (trajectory_msgs/JointTrajectory), its
+    ``policy/action_tag`` and ``/diagnostics`` (1 Hz).
+    Parameters: preset, clock_mode, policy (config name or path), noise (scripted expert),
+    aperture_joint, control_priority (SCHED_FIFO priority of the control thread, 0 normal),
+    max_observation_age_s (s).
     """
 
     def __init__(self, *, policy_factory: Callable[[Task, int], LowLevelPolicy] | None = None,
-                 reads: frozenset[str] | None = None, node_name: str = "policy", **node_options):
-        """``policy_factory(task, seed)`` and ``reads`` replace the configured backend (tests)."""
+                 reads: frozenset[str] | None = None, provider: PolicyProvider | None = None,
+                 node_name: str = "policy", **node_options):
+        """``policy_factory(task, seed)`` (a per-step policy in the graph's action contract) and ``reads``
+        ({"image", "privileged"}) replace the configured policy (tests); ``provider`` replaces its loading."""
         super().__init__(node_name, **node_options)
         self.params = declare_parameters(self, POLICY)
         self.lockstep = self.params["clock_mode"] == LOCKSTEP
-        self.reads = POLICY_INPUTS[self.params["policy"]] if reads is None else frozenset(reads)
-        if policy_factory is None and PRIVILEGED in self.reads and not self.lockstep:
-            raise ConfigError(f"parameter {self.get_name()}.policy: {self.params['policy']} reads the simulator's "
-                              "privileged state and cannot drive a robot (clock_mode wall_clock); real policies "
-                              "are not part of this package yet")
-        self._factory = policy_factory or (
-            lambda task, seed: make_policy(self.params["policy"], task, seed, self.params["noise"]))
-        self.aligner = StepAligner({JOINTS, POSE, DECISION} | self.reads)
+        preset = get_preset(self.params["preset"])
+        if policy_factory is not None:
+            self.provider = PolicyProvider.from_factory(policy_factory, preset.name)
+        else:
+            self.provider = provider or PolicyProvider.load(self.params["policy"], self.params["noise"])
+        self.config = self.provider.config
+        self._check_config(preset)
+        config = self.config
+        # The graph's 7-D contract for end-effector policies; a joint-position policy's own axes.
+        self.axes = ACTION_AXES if config.action.kind == EE_DELTA else config.action.names
+        self.cameras = config.cameras if reads is None or IMAGE in reads else config.cameras[:0]
+        self.image_inputs = {c.name: f"{IMAGE}:{c.name}" for c in self.cameras}
+        if reads is not None and IMAGE in reads and not self.cameras:
+            self.image_inputs = {"camera": IMAGE}
+        privileged = self.lockstep if reads is None else PRIVILEGED in reads
+        self.observed = frozenset({JOINTS, POSE, *self.image_inputs.values()})
+        self.reasons = ReasonLog(lambda text: self.get_logger().warning(text))
         self._action_pub = publisher(self, JointTrajectory, topics.ACTION)
-        subscription(self, JointState, topics.JOINT_STATES,
-                     lambda m: self._on_input(JOINTS, stamp_to_ns(m.header.stamp), m))
-        subscription(self, PoseStamped, topics.EE_POSE, lambda m: self._on_input(POSE, stamp_to_ns(m.header.stamp), m))
-        if IMAGE in self.reads:
-            subscription(self, Image, topics.IMAGE, lambda m: self._on_input(IMAGE, stamp_to_ns(m.header.stamp), m))
-        if PRIVILEGED in self.reads:
+        self._tag_pub = publisher(self, String, topics.ACTION_TAG)
+        self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
+        subscription(self, JointState, topics.JOINT_STATES, lambda m: self._on_input(JOINTS, m.header.stamp, m))
+        subscription(self, PoseStamped, topics.EE_POSE, lambda m: self._on_input(POSE, m.header.stamp, m))
+        for camera in self.cameras or ([None] if self.image_inputs else []):
+            name = self.image_inputs[camera.name if camera else "camera"]
+            spec = replace(topics.IMAGE, name=camera.topic) if camera else topics.IMAGE
+            subscription(self, Image, spec, lambda m, n=name: self._on_input(n, m.header.stamp, m))
+        if privileged:
             subscription(self, String, topics.PRIVILEGED, self._on_privileged)
         subscription(self, String, topics.DECISION, self._on_decision)
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end,
                                         lost_on_restart="the policy's state (its attempt, chunk and random state)")
         self.episode: EpisodeStatus | None = None
-        self.policy: LowLevelPolicy | None = None
+        self.policy: ChunkedPolicy | None = None
         self.instruction: str | None = None
-        self._latest: dict[str, tuple[float, object]] = {}
         self.act_s = 0.0  # time spent in the policy backend (benchmarks)
-        if not self.lockstep:
-            self.create_timer(1.0 / get_preset(self.params["preset"]).control_rate_hz, self._on_control_tick)
+        self._latency_ms: deque[float] = deque(maxlen=1000)
+        self.aligner = StepAligner({DECISION} | self.observed | ({PRIVILEGED} if privileged else set()))
+        self._backlog: deque[tuple[int, dict]] = deque()
+        self.latest = LatestInputs(lambda: self.get_clock().now().nanoseconds)
+        self._decision_step = 0
+        self.runner: ChunkExecutor | None = None
+        self.control: ControlLoop | None = None
+        # A model loads and warms up now, not when the first episode waits for it; a server is greeted
+        # (its metadata logged) if it is there, and otherwise reached when the first chunk is needed.
+        source = None if self.provider.per_episode else self.provider.source()
+        self._greet(source)
+        if self.lockstep:
+            self.create_timer(RETRY_PERIOD_S, self._drain)
+        else:
+            sys.setswitchinterval(CONTROL_SWITCH_INTERVAL_S)
+            self.runner = ChunkExecutor(source, config, self._snapshot,
+                                        lambda now: self.latest.age(self.observed, now),
+                                        log=lambda text: self.get_logger().warning(text))
+            self.runner.start()
+            self.control = ControlLoop(config.period_s, self._on_control_tick,
+                                       priority=self.params["control_priority"])
+            self.control.start()
+            self.get_logger().info(f"control thread at {config.control_rate_hz:g} Hz, {self.control.scheduling}")
+        self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
 
+    def _greet(self, source) -> None:
+        client = getattr(source, "client", None)
+        if client is None:
+            return
+        try:
+            metadata = client.connect()
+        except LadderError as exc:
+            self.get_logger().warning(f"policy {self.config.name}: {exc}")
+            return
+        self.get_logger().info(f"policy {self.config.name}: server at {client.settings.uri}, metadata "
+                               f"{sorted(map(str, metadata))}")
+
+    def _check_config(self, preset) -> None:
+        config, name = self.config, f"parameter {self.get_name()}.policy"
+        if config.simulation_only and not self.lockstep:
+            raise ConfigError(f"{name}: {config.name} reads the simulator's privileged state and cannot drive a "
+                              "robot (clock_mode wall_clock); give a learned policy config, e.g. --set "
+                              "policy.policy=bridge_pi0_server (an openpi server) or a local model's config")
+        if abs(config.control_rate_hz - preset.control_rate_hz) > 1e-9:
+            raise ConfigError(f"{name}: {config.name} runs at {config.control_rate_hz:g} Hz ({config.embodiment}) "
+                              f"but the graph's preset {preset.name} runs at {preset.control_rate_hz:g} Hz")
+        config_limit = config.max_observation_age_s
+        if self.params["max_observation_age_s"] < config_limit:
+            self.config = replace(config, max_observation_age_s=self.params["max_observation_age_s"])
+
+    # ------------------------------------------------------------------ episodes
     def _on_episode_start(self, status: EpisodeStatus) -> None:
+        self.episode = None
         try:
             task = Task.from_dict(status.task or {})
-            self.policy = self._factory(task, status.seed)
+            if self.lockstep:
+                self.policy = self.provider.episode_policy(task, status.seed, log=self.get_logger().warning)
+            else:
+                self.runner.start_episode(self.provider.episode_source(task, status.seed), status.seed)
         except (LadderError, KeyError, TypeError, ValueError) as exc:
             # Holding still forever would freeze the episode: say why and let the orchestrator end it.
             self.policy = None
@@ -103,6 +221,7 @@ class PolicyNode(Node):
         self.episode = status
         self.instruction = None
         if self.lockstep:
+            self._backlog.clear()
             self.aligner.start(status.origin_ns, status.rate_hz, join=self.episodes.joined_late)
             self._act_on_ready()
 
@@ -110,69 +229,129 @@ class PolicyNode(Node):
         if self.episode is not None and status.episode_id == self.episode.episode_id:
             self.episode = None
             self.policy = None
+            self._backlog.clear()
             self.aligner.stop()
+            if self.runner is not None:
+                self.runner.set_subgoal(None)
 
-    def _on_input(self, name: str, stamp_ns: int, msg: object) -> None:
+    # ------------------------------------------------------------------ inputs
+    def _on_input(self, name: str, stamp, msg: object) -> None:
+        stamp_ns = stamp if isinstance(stamp, int) else stamp_to_ns(stamp)
         if self.lockstep:
             self.aligner.add(stamp_ns, name, msg)
             self._act_on_ready()
         else:
-            self._latest[name] = (time.monotonic(), msg)
+            self.latest.put(name, stamp_ns, msg)
 
     def _on_privileged(self, msg: String) -> None:
         doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
-        if doc is None:
-            return
-        self._on_input(PRIVILEGED, doc.stamp_ns, doc)
+        if doc is not None:
+            self._on_input(PRIVILEGED, doc.stamp_ns, doc)
 
     def _on_decision(self, msg: String) -> None:
         doc = received_document(self, msg, DecisionDoc, "decision")
         if doc is None:
             return
-        self._on_input(DECISION, doc.stamp_ns, doc)
+        if self.lockstep:
+            self._on_input(DECISION, doc.stamp_ns, doc)
+        elif self.episode is not None and doc.episode_id == self.episode.episode_id:
+            self._decision_step = doc.step
+            self.runner.set_subgoal(None if doc.finished else doc.instruction)
 
+    def _bundle(self, step: int, inputs: dict, stamp_ns: int) -> ObservationBundle:
+        names = list(self.image_inputs.values())
+        first = inputs.get(names[0]) if names else None
+        observation = observation_from_msgs(step, inputs[JOINTS], inputs[POSE], self.params["aperture_joint"],
+                                            image=first, privileged=inputs.get(PRIVILEGED))
+        if not self.provider.reads_privileged and observation.privileged is not None:
+            # Read for the simulator's exact pose only: a learned policy never sees privileged facts.
+            observation = replace(observation, privileged=None)
+        images = {camera: image_from_msg(inputs[name]) for camera, name in list(self.image_inputs.items())[1:]}
+        return ObservationBundle(observation, stamp_ns, images)
+
+    # ------------------------------------------------------------------ lockstep
     def _act_on_ready(self) -> None:
-        for step, inputs in self.aligner.pop_ready():
-            decision: DecisionDoc = inputs[DECISION]
-            if decision.finished or self.episode is None or decision.episode_id != self.episode.episode_id:
-                continue
-            self._act(step, decision.instruction, inputs, self.episode.step_stamp_ns(step))
+        self._backlog.extend(self.aligner.pop_ready())
+        self._drain()
 
-    def _act(self, step: int, instruction: str | None, inputs: dict, stamp_ns: int) -> None:
-        if self.policy is None or instruction is None:
-            return
+    def _drain(self) -> None:
+        while self._backlog:
+            step, inputs = self._backlog[0]
+            decision: DecisionDoc = inputs[DECISION]
+            if not decision.finished and self.episode is not None and decision.episode_id == self.episode.episode_id:
+                if not self._act_lockstep(step, decision.instruction, inputs):
+                    return  # tried again by the retry timer; the simulator waits for this step
+            self._backlog.popleft()
+
+    def _act_lockstep(self, step: int, instruction: str, inputs: dict) -> bool:
+        if self.policy is None:
+            return True
+        stamp_ns = self.episode.step_stamp_ns(step)
         try:
             if instruction != self.instruction:
                 self.instruction = instruction
                 self.policy.reset(instruction)
-            observation = observation_from_msgs(step, inputs[JOINTS], inputs[POSE], self.params["aperture_joint"],
-                                                image=inputs.get(IMAGE), privileged=inputs.get(PRIVILEGED))
             started = time.perf_counter()
-            action = self.policy.act(observation, instruction)
+            tagged = self.policy.act_tagged(self._bundle(step, inputs, stamp_ns), instruction)
             self.act_s += time.perf_counter() - started
-            msg = action_to_msg(action, stamp_ns)
         except LadderError as exc:
-            self.get_logger().error(f"step {step}: no action (holding still): {exc}")
+            self.reasons.report(f"no action ({type(exc).__name__})", f"step {step}: {exc}")
+            return False
+        self.reasons.clear()
+        if tagged.index == 0 and not tagged.held:
+            self._latency_ms.append(tagged.inference_ms)
+        self._publish(tagged, stamp_ns)
+        return True
+
+    # ------------------------------------------------------------------ wall clock
+    def _snapshot(self) -> tuple[ObservationBundle, float]:
+        """The newest observation (inference thread): messages converted here, off the callback thread."""
+        entries = self.latest.get(self.observed)
+        observed_at = min(e[0] for e in entries.values())
+        names = list(self.image_inputs.values())
+        stamp_ns = entries[names[0] if names else JOINTS][1]
+        return self._bundle(self._decision_step, {n: e[2] for n, e in entries.items()}, stamp_ns), observed_at
+
+    def _on_control_tick(self, now: float) -> None:
+        tagged = self.runner.tick(now)
+        if tagged is not None and self.episode is not None:
+            self._publish(tagged, self.get_clock().now().nanoseconds)
+
+    # ------------------------------------------------------------------ output
+    def _publish(self, tagged: TaggedAction, stamp_ns: int) -> None:
+        try:
+            msg = action_to_msg(tagged.command, stamp_ns, self.axes)
+        except InvalidInputError as exc:
+            self.reasons.report("unpublishable action", str(exc))
             return
         self._action_pub.publish(msg)
+        self._tag_pub.publish(document_to_msg(ActionTagDoc(
+            episode_id=self.episode.episode_id if self.episode else "", stamp_ns=int(stamp_ns),
+            observation_stamp_ns=int(tagged.observation_stamp_ns), subgoal=tagged.subgoal,
+            chunk_id=tagged.chunk_id, index=tagged.index, policy=self.config.name,
+            inference_ms=float(tagged.inference_ms), held=tagged.held)))
 
-    def _on_control_tick(self) -> None:
-        """Wall clock: act on the newest observation if every input is fresh, else hold still."""
-        if self.episode is None:
-            return
-        now = time.monotonic()
-        max_age = self.params["max_observation_age_s"]
-        needed = {JOINTS, POSE, DECISION} | self.reads
-        stale = sorted(n for n in needed if n not in self._latest
-                       or (n != DECISION and now - self._latest[n][0] > max_age))
-        if stale:
-            self.get_logger().warning(f"holding still: no fresh {', '.join(stale)}", throttle_duration_sec=2.0)
-            return
-        inputs = {n: self._latest[n][1] for n in needed}
-        decision: DecisionDoc = inputs[DECISION]
-        if decision.finished or decision.episode_id != self.episode.episode_id:
-            return
-        self._act(decision.step, decision.instruction, inputs, self.get_clock().now().nanoseconds)
+    def _publish_diagnostics(self) -> None:
+        if self.runner is not None:
+            stats = self.runner.stats()
+            holding = stats["holding"]
+        else:
+            stats = {"inference_ms_last": self._latency_ms[-1] if self._latency_ms else None,
+                     "inference_ms_p50": percentile(self._latency_ms, 50),
+                     "inference_ms_p99": percentile(self._latency_ms, 99),
+                     "chunks": self.policy.chunks if self.policy else 0,
+                     "held_actions": self.policy.holds if self.policy else 0}
+            holding = self.reasons.reason if self.reasons.kind else ""
+        self._diagnostics_pub.publish(diagnostics_to_msg(
+            f"{self.get_fully_qualified_name()}: {self.config.name}", self.config.name,
+            "warn" if holding else "ok", holding or "acting", stats, self.get_clock().now().nanoseconds))
+
+    def close(self) -> None:
+        if self.control is not None:
+            self.control.stop()
+        if self.runner is not None:
+            self.runner.stop()
+        self.provider.close()
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -56,10 +56,6 @@ DEPTH = TopicSpec("camera/depth/image_raw", "sensor_msgs/msg/Image", SENSOR, "pe
                   "depth (backend: moge2, depth_anything_v2 or sensor)", ("episode_recorder",),
                   "Metric depth aligned to camera/image_raw (32FC1, m, NaN = none); stamp and frame = its image's",
                   external=True)
-DIAGNOSTICS = TopicSpec("diagnostics", "diagnostic_msgs/msg/DiagnosticArray", STREAM, "1 Hz", "camera, depth",
-                        ("operator panel", "episode_recorder"),
-                        "Capture and depth health: backend, frames, drops, latency (ms), rate (Hz), depth error "
-                        "against the measured depth when compared", external=True)
 JOINT_STATES = TopicSpec("joint_states", "sensor_msgs/msg/JointState", STREAM, "control rate",
                          "sim_bridge (robot: driver)", ("gripper_trigger", "policy", "vlm_verifier",
                                                         "episode_recorder"),
@@ -107,7 +103,20 @@ ACTION = TopicSpec("policy/action", "trajectory_msgs/msg/JointTrajectory", STREA
                    ("sim_bridge (robot: driver)", "episode_recorder"),
                    "7-D action as one trajectory point over the axes ee_dx, ee_dy, ee_dz (m), ee_droll, "
                    "ee_dpitch, ee_dyaw (rad, Euler XYZ), gripper (+1 open, -1 closed); stamp = the step it "
-                   "answers", external=True)
+                   "answers (robot: when it was published); a joint-position policy publishes its config's axes "
+                   "instead", external=True)
+ACTION_TAG = TopicSpec("policy/action_tag", STRING, STREAM, "control rate", "policy", ("episode_recorder",),
+                       "Per action: its subgoal, the stamp of the observation its chunk came from, the chunk id "
+                       "and the index in the chunk, the chunk's inference latency", document="ActionTagDoc")
+# One diagnostics topic, absolute as ROS tools expect it (rqt_robot_monitor, diagnostic_aggregator);
+# each status names its node and hardware.
+DIAGNOSTICS = TopicSpec("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", STREAM, "1 Hz",
+                        "camera, depth, policy (robot: driver)",
+                        ("operator panel", "episode_recorder", "rqt_robot_monitor"),
+                        "Health: camera and depth (backend, frames, drops, latency, rate, depth error against "
+                        "the measured depth when compared); policy (holding or acting and why, inference "
+                        "latency, control-period error, idle periods, chunks accepted and rejected)",
+                        external=True)
 EPISODE_COMMAND = TopicSpec("episode/command", STRING, EVENTS, "on command",
                             "operator panel / CLI; a node that lost its episode state (abort)",
                             ("orchestrator", "episode_recorder"), "Start, stop or abort an episode",
@@ -145,7 +154,7 @@ SAFETY_STATE = TopicSpec("robot/safety_state", "diagnostic_msgs/msg/DiagnosticSt
 TOPICS: tuple[TopicSpec, ...] = (IMAGE, CAMERA_INFO, SENSOR_DEPTH, DEPTH, DIAGNOSTICS,
                                  JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
                                  CURRENT_SUBGOAL, EVENTS_TOPIC, VERIFY_REQUEST, VERIFY_RESULT, PLAN_REQUEST,
-                                 PLAN_RESULT, ACTION,
+                                 PLAN_RESULT, ACTION, ACTION_TAG,
                                  EPISODE_COMMAND, EPISODE_STATUS, LABELS, SAFETY_STATE,
                                  COMMAND_REPLY, SAFETY, CLOCK)
 

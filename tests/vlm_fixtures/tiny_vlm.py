@@ -27,11 +27,24 @@ GENERATION_PROMPT = "<start_of_turn>model\n"
 HIDDEN = 32
 
 
+def byte_level_tokenizer(corpus: list[str], special_tokens: list[str], vocab_size: int = 400, **options):
+    """A byte-level BPE tokenizer trained here on ``corpus`` (bos, eos, pad and unk among ``special_tokens``)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(corpus * 3, trainer=trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=special_tokens, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+                                   unk_token="<unk>", **options)
+
+
 def build_tiny_gemma3(directory: str | Path, programmed_reply: str | None = None, seed: int = 0) -> Path:
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3Processor, Gemma3TextConfig,
-                              PreTrainedTokenizerFast, SiglipVisionConfig)
+                              SiglipVisionConfig)
     from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
 
     directory = Path(directory)
@@ -39,15 +52,8 @@ def build_tiny_gemma3(directory: str | Path, programmed_reply: str | None = None
               '{"count": 0} {"count": 1} {"count": 2} {"goals": []}', "user model"]
     if programmed_reply:
         corpus.append(programmed_reply)
-    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(corpus * 3, trainer=trainers.BpeTrainer(
-        vocab_size=400, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>",
-        extra_special_tokens={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
-                              "image_token": "<image_soft_token>"})
+    tokenizer = byte_level_tokenizer(corpus, SPECIAL_TOKENS, extra_special_tokens={
+        "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"})
     processor = Gemma3Processor(image_processor=Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
                                 tokenizer=tokenizer, chat_template=CHAT_TEMPLATE, image_seq_length=4)
     text_config = Gemma3TextConfig(

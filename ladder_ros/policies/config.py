@@ -1,0 +1,510 @@
+"""Low-level policy configs: one YAML per policy under ``policies/``, validated on load.
+
+A config says everything the graph must know to feed a model and to use what it returns: where the
+model is (an openpi server's address or a local checkpoint), which cameras it sees and how their
+images are resized, the state vector it reads and its units, the actions it returns (layout, units,
+bounds, rotation and gripper conventions), its normalisation statistics, its chunk length and
+execution horizon, and its control rate. The format (``schema_version: 1``)::
+
+    schema_version: 1
+    name: bridge_pi0_server
+    description: one line
+    embodiment: widowx              # preset name (ladder_ros/core/presets.py); rates must agree
+    backend: openpi                 # openpi | transformers | scripted_expert
+    server: {host: 127.0.0.1, port: 8000}               # openpi only
+    model: {path: /models/pi0_bridge, device: auto}     # transformers only
+    cameras:
+      - {name: primary, topic: camera/image_raw, key: observation/image, height: 224, width: 224,
+         resize: resize_with_pad}
+    state:                          # concatenated in this order per request key
+      - {key: observation/state, source: ee_position, unit: m}
+    prompt_key: prompt
+    action:
+      key: actions
+      kind: ee_delta                # ee_delta (7-D: 3 m, 3 rad, gripper) | joint_position
+      rotation: sxyz_axis_angle     # euler_xyz | sxyz_axis_angle | axis_angle (ee_delta only)
+      gripper: open_fraction        # open_fraction | signed (ee_delta only)
+      axes: [{name: ee_dx, unit: m, low: -0.1, high: 0.1}, ...]
+    chunk: {length: 5, execute: 4}
+    control_rate_hz: 5
+    max_observation_age_s: 0.5
+    normalization: none             # none | processor (a local checkpoint's own statistics) |
+                                    # {mode: mean_std | quantile, state: {...}, action: {...}}
+
+Every error names the file and the field (``policies/x.yaml: action.axes[2].low: ...``). No rclpy
+and no torch here: the config is read by the node, the reference loop and the CLI alike.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ladder_ros.core.errors import ConfigError, read_yaml
+from ladder_ros.core.presets import PRESETS
+
+POLICY_SCHEMA_VERSION = 1
+
+OPENPI, TRANSFORMERS, SCRIPTED_EXPERT = "openpi", "transformers", "scripted_expert"
+BACKENDS = (OPENPI, TRANSFORMERS, SCRIPTED_EXPERT)
+
+# Rotation conventions of an end-effector delta policy's three rotation numbers. euler_xyz: intrinsic
+# XYZ Euler angles, as ManiSkill3's controller reads them and as the graph's policy/action carries
+# them; sxyz_axis_angle: roll, pitch, yaw turned into an axis-angle with transforms3d's static 'sxyz'
+# convention, as SimplerEnv's Bridge policy wrappers do; axis_angle: a rotation vector.
+ROTATION_CONVENTIONS = ("euler_xyz", "sxyz_axis_angle", "axis_angle")
+GRIPPER_CONVENTIONS = ("open_fraction", "signed")
+EE_DELTA, JOINT_POSITION = "ee_delta", "joint_position"
+ACTION_KINDS = (EE_DELTA, JOINT_POSITION)
+EE_DELTA_DIM = 7  # dx, dy, dz (m), three rotation numbers (rad), gripper
+
+# Where each state entry comes from, and its size (None: given by the entry's `size`).
+STATE_SOURCES: dict[str, int | None] = {
+    "joint_positions": None,  # the arm joints of joint_states, in their order (rad or m)
+    "ee_position": 3,  # end-effector position in the base frame (m)
+    "ee_euler": 3,  # end-effector orientation, Euler XYZ (rad)
+    "gripper_open": 1,  # normalised aperture: 1 open, 0 closed
+    "gripper_closed": 1,  # 1 - aperture: 0 open, 1 closed (DROID's gripper_position)
+}
+# resize_with_pad: keep the aspect ratio, pad with black to the target (openpi's client-side
+# resize, tf.image.resize_with_pad); resize: stretch to the target; none: the camera's own size.
+RESIZE_RULES = ("resize_with_pad", "resize", "none")
+NORMALIZATION_MODES = ("mean_std", "quantile")
+# normalization: processor -- the statistics saved with a local checkpoint's processor (transformers'
+# PI0Processor keeps state_mean/state_std and actions_mean/actions_std).
+PROCESSOR_STATISTICS = "processor"
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """An openpi policy server (``scripts/serve_policy.py``): websocket on ``host:port``, /healthz beside it."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000  # openpi's serve_policy.py default
+    api_key_env: str = ""  # environment variable with an API key (sent as 'Authorization: Api-Key ...')
+    connect_timeout_s: float = 5.0
+    request_timeout_s: float = 5.0
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 8.0
+    max_message_mb: float = 64.0
+
+    @property
+    def uri(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"ws://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """A local transformers checkpoint. ``auto`` device: the GPU when there is one."""
+
+    path: str
+    device: str = "auto"
+    dtype: str = "auto"  # auto: bfloat16 on a GPU that supports it, else float16 there; float32 on the CPU
+    num_inference_steps: int | None = None  # flow-matching steps; None: the model's own default
+    threads: int = 0  # CPU threads for torch; 0: torch's default
+
+
+@dataclass(frozen=True)
+class CameraSpec:
+    """One camera the policy sees: its topic, the request key, and the size its images are sent at."""
+
+    name: str
+    topic: str
+    key: str
+    height: int
+    width: int
+    resize: str = "resize_with_pad"
+
+
+@dataclass(frozen=True)
+class StateEntry:
+    """One part of the state vector: where it comes from (``STATE_SOURCES``), its size and unit."""
+
+    key: str
+    source: str
+    size: int
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class ActionAxis:
+    """One number of an action: its name, unit and the bounds a model's output must keep (model units)."""
+
+    name: str
+    unit: str
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """What a policy returns: the reply key, the kind, the axes and (ee_delta) its conventions."""
+
+    key: str
+    kind: str
+    axes: tuple[ActionAxis, ...]
+    rotation: str | None = None
+    gripper: str | None = None
+
+    @property
+    def dim(self) -> int:
+        return len(self.axes)
+
+    @property
+    def low(self) -> np.ndarray:
+        return np.array([a.low for a in self.axes])
+
+    @property
+    def high(self) -> np.ndarray:
+        return np.array([a.high for a in self.axes])
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.axes)
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """Per-dimension statistics: mean/std (mean_std) or q01/q99 (quantile)."""
+
+    first: tuple[float, ...]  # mean or q01
+    second: tuple[float, ...]  # std or q99
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """How model inputs and outputs are scaled. mean_std: (x - mean) / std. quantile: q01..q99 to [-1, 1]
+    (openpi's π0.5 convention)."""
+
+    mode: str
+    state: Statistics
+    action: Statistics
+
+    def normalize_state(self, state: np.ndarray) -> np.ndarray:
+        return _forward(self.mode, self.state, state)
+
+    def unnormalize_action(self, action: np.ndarray) -> np.ndarray:
+        return _inverse(self.mode, self.action, action)
+
+
+def _forward(mode: str, stats: Statistics, x: np.ndarray) -> np.ndarray:
+    a, b = np.asarray(stats.first), np.asarray(stats.second)
+    if mode == "mean_std":
+        return (x - a) / b
+    return (x - a) / (b - a) * 2.0 - 1.0
+
+
+def _inverse(mode: str, stats: Statistics, y: np.ndarray) -> np.ndarray:
+    a, b = np.asarray(stats.first), np.asarray(stats.second)
+    if mode == "mean_std":
+        return y * b + a
+    return (y + 1.0) / 2.0 * (b - a) + a
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """A validated policy config (see the module docstring for the file format)."""
+
+    name: str
+    source: str
+    backend: str
+    embodiment: str
+    control_rate_hz: float
+    chunk_length: int
+    execute_steps: int
+    action: ActionSpec
+    cameras: tuple[CameraSpec, ...] = ()
+    state: tuple[StateEntry, ...] = ()
+    prompt_key: str = "prompt"
+    max_observation_age_s: float = 0.5
+    server: ServerSettings | None = None
+    model: ModelSettings | None = None
+    normalization: Normalization | None = None
+    statistics_from_processor: bool = False  # a local model's statistics come with its processor
+    simulation_only: bool = False
+    description: str = ""
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def period_s(self) -> float:
+        return 1.0 / self.control_rate_hz
+
+    @property
+    def state_dim(self) -> int:
+        return sum(e.size for e in self.state)
+
+    @property
+    def reads_images(self) -> bool:
+        return bool(self.cameras)
+
+    def error(self, message: str, key: str | None = None) -> ConfigError:
+        """A :class:`ConfigError` about this config's file (and ``key``)."""
+        return ConfigError(message, source=self.source, key=key)
+
+
+# ---------------------------------------------------------------------------------------- parsing
+class _Reader:
+    """Typed access to one mapping of the file; every error names the file and the dotted key."""
+
+    def __init__(self, data: Any, source: str, where: str = ""):
+        self.source, self.where = source, where
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"expected a mapping, got {type(data).__name__}", source=source, key=where or None)
+        self.data = data
+        self._used: set[str] = set()
+
+    def key(self, name: str) -> str:
+        return f"{self.where}.{name}" if self.where else name
+
+    def fail(self, name: str, message: str) -> ConfigError:
+        return ConfigError(message, source=self.source, key=self.key(name))
+
+    def has(self, name: str) -> bool:
+        return name in self.data
+
+    def raw(self, name: str, default: Any = ...) -> Any:
+        self._used.add(name)
+        if name not in self.data:
+            if default is ...:
+                raise self.fail(name, "missing required field")
+            return default
+        return self.data[name]
+
+    def string(self, name: str, default: Any = ..., *, choices: tuple[str, ...] = (), empty: bool = False) -> Any:
+        value = self.raw(name, default)
+        if value is None and default is None:
+            return None
+        if not isinstance(value, str) or (not empty and not value.strip()):
+            raise self.fail(name, f"must be a{'' if empty else ' non-empty'} string, got {value!r}")
+        if choices and value not in choices:
+            raise self.fail(name, f"must be one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    def integer(self, name: str, default: Any = ..., *, low: int | None = None, high: int | None = None) -> Any:
+        value = self.raw(name, default)
+        if value is None and default is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(name, f"must be an integer, got {value!r}")
+        if low is not None and value < low:
+            raise self.fail(name, f"must be >= {low}, got {value}")
+        if high is not None and value > high:
+            raise self.fail(name, f"must be <= {high}, got {value}")
+        return value
+
+    def number(self, name: str, default: Any = ..., *, positive: bool = False) -> Any:
+        value = self.raw(name, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.fail(name, f"must be a finite number, got {value!r}")
+        if positive and value <= 0:
+            raise self.fail(name, f"must be positive, got {value}")
+        return float(value)
+
+    def boolean(self, name: str, default: Any = ...) -> bool:
+        value = self.raw(name, default)
+        if not isinstance(value, bool):
+            raise self.fail(name, f"must be true or false, got {value!r}")
+        return value
+
+    def child(self, name: str) -> "_Reader":
+        return _Reader(self.raw(name), self.source, self.key(name))
+
+    def items(self, name: str) -> list["_Reader"]:
+        value = self.raw(name)
+        if not isinstance(value, list):
+            raise self.fail(name, f"must be a list, got {type(value).__name__}")
+        return [_Reader(v, self.source, f"{self.key(name)}[{i}]") for i, v in enumerate(value)]
+
+    def numbers(self, name: str, length: int) -> tuple[float, ...]:
+        value = self.raw(name)
+        if not isinstance(value, list) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+            raise self.fail(name, f"must be a list of finite numbers, got {value!r}")
+        if len(value) != length:
+            raise self.fail(name, f"must have {length} entries (one per dimension), got {len(value)}")
+        return tuple(float(v) for v in value)
+
+    def done(self) -> None:
+        """Unknown fields are errors: a misspelt field would otherwise be silently ignored."""
+        unknown = sorted(set(self.data) - self._used)
+        if unknown:
+            raise self.fail(str(unknown[0]), "unknown field")
+
+
+def _server(r: _Reader) -> ServerSettings:
+    s = ServerSettings(
+        host=r.string("host", ServerSettings.host), port=r.integer("port", ServerSettings.port, low=1, high=65535),
+        api_key_env=r.string("api_key_env", "", empty=True),
+        connect_timeout_s=r.number("connect_timeout_s", ServerSettings.connect_timeout_s, positive=True),
+        request_timeout_s=r.number("request_timeout_s", ServerSettings.request_timeout_s, positive=True),
+        backoff_initial_s=r.number("backoff_initial_s", ServerSettings.backoff_initial_s, positive=True),
+        backoff_max_s=r.number("backoff_max_s", ServerSettings.backoff_max_s, positive=True),
+        max_message_mb=r.number("max_message_mb", ServerSettings.max_message_mb, positive=True))
+    if s.backoff_max_s < s.backoff_initial_s:
+        raise r.fail("backoff_max_s", f"must be >= backoff_initial_s ({s.backoff_initial_s}), got {s.backoff_max_s}")
+    r.done()
+    return s
+
+
+def _model(r: _Reader, base: Path) -> ModelSettings:
+    path = r.string("path")
+    if not Path(path).is_absolute() and not path.startswith("~"):
+        path = str((base / path).resolve())  # relative to the config file
+    m = ModelSettings(path=str(Path(path).expanduser()), device=r.string("device", "auto", choices=DEVICES),
+                      dtype=r.string("dtype", "auto", choices=DTYPES),
+                      num_inference_steps=r.integer("num_inference_steps", None, low=1, high=1000),
+                      threads=r.integer("threads", 0, low=0, high=1024))
+    r.done()
+    return m
+
+
+def _camera(r: _Reader) -> CameraSpec:
+    c = CameraSpec(name=r.string("name"), topic=r.string("topic", "camera/image_raw"), key=r.string("key"),
+                   height=r.integer("height", low=8, high=4096), width=r.integer("width", low=8, high=4096),
+                   resize=r.string("resize", "resize_with_pad", choices=RESIZE_RULES))
+    r.done()
+    return c
+
+
+def _state_entry(r: _Reader) -> StateEntry:
+    source = r.string("source", choices=tuple(STATE_SOURCES))
+    fixed = STATE_SOURCES[source]
+    if fixed is None:
+        size = r.integer("size", low=1, high=64)
+    else:
+        size = r.integer("size", fixed)
+        if size != fixed:
+            raise r.fail("size", f"{source} has {fixed} entries, got {size}")
+    entry = StateEntry(key=r.string("key"), source=source, size=size, unit=r.string("unit", "", empty=True))
+    r.done()
+    return entry
+
+
+def _axis(r: _Reader) -> ActionAxis:
+    axis = ActionAxis(name=r.string("name"), unit=r.string("unit"), low=r.number("low"), high=r.number("high"))
+    if not axis.low < axis.high:
+        raise r.fail("high", f"must be greater than low ({axis.low}), got {axis.high}")
+    r.done()
+    return axis
+
+
+def _action(r: _Reader) -> ActionSpec:
+    kind = r.string("kind", choices=ACTION_KINDS)
+    axes_readers = r.items("axes")
+    axes = tuple(_axis(a) for a in axes_readers)
+    if not axes:
+        raise r.fail("axes", "needs at least one axis")
+    names = [a.name for a in axes]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate:
+        raise r.fail("axes", f"axis names must be unique, {duplicate!r} appears twice")
+    rotation = gripper = None
+    if kind == EE_DELTA:
+        if len(axes) != EE_DELTA_DIM:
+            raise r.fail("axes", f"an ee_delta action has {EE_DELTA_DIM} axes (dx, dy, dz in m, three rotation "
+                                 f"numbers in rad, gripper), got {len(axes)}")
+        rotation = r.string("rotation", choices=ROTATION_CONVENTIONS)
+        gripper = r.string("gripper", choices=GRIPPER_CONVENTIONS)
+    else:
+        for name in ("rotation", "gripper"):
+            if r.has(name):
+                raise r.fail(name, f"only ee_delta actions have a {name} convention")
+    spec = ActionSpec(key=r.string("key", "actions"), kind=kind, axes=axes, rotation=rotation, gripper=gripper)
+    r.done()
+    return spec
+
+
+def _statistics(r: _Reader, mode: str, length: int) -> Statistics:
+    first, second = ("mean", "std") if mode == "mean_std" else ("q01", "q99")
+    stats = Statistics(first=r.numbers(first, length), second=r.numbers(second, length))
+    for i, (a, b) in enumerate(zip(stats.first, stats.second)):
+        if mode == "mean_std" and b <= 0:
+            raise r.fail(second, f"entry {i} must be positive, got {b}")
+        if mode == "quantile" and b <= a:
+            raise r.fail(second, f"entry {i} must be greater than {first} ({a}), got {b}")
+    r.done()
+    return stats
+
+
+def _normalization(r: _Reader, state_dim: int, action_dim: int) -> Normalization:
+    mode = r.string("mode", choices=NORMALIZATION_MODES)
+    n = Normalization(mode=mode, state=_statistics(r.child("state"), mode, state_dim),
+                      action=_statistics(r.child("action"), mode, action_dim))
+    r.done()
+    return n
+
+
+def parse_policy_config(data: Any, source: str = "<policy>", base: Path | None = None) -> PolicyConfig:
+    """Validate a policy config mapping; ``base`` is the folder relative model paths start from."""
+    r = _Reader(data, source)
+    version = r.raw("schema_version")
+    if version != POLICY_SCHEMA_VERSION:
+        raise r.fail("schema_version", f"unsupported {version!r}; this version reads {POLICY_SCHEMA_VERSION}")
+    name = r.string("name")
+    backend = r.string("backend", choices=BACKENDS)
+    embodiment = r.string("embodiment", choices=tuple(sorted(PRESETS)))
+    rate = r.number("control_rate_hz", positive=True)
+    preset_rate = PRESETS[embodiment].control_rate_hz
+    if not math.isclose(rate, preset_rate):
+        raise r.fail("control_rate_hz", f"the {embodiment} preset runs at {preset_rate:g} Hz (paper Appendix A), "
+                                        f"got {rate:g}")
+    chunk = r.child("chunk")
+    length = chunk.integer("length", low=1, high=1000)
+    execute = chunk.integer("execute", low=1, high=length)
+    chunk.done()
+    simulation_only = r.boolean("simulation_only", backend == SCRIPTED_EXPERT)
+    if backend == SCRIPTED_EXPERT and not simulation_only:
+        raise r.fail("simulation_only", "the scripted expert reads the simulator's privileged state: it must be "
+                                        "simulation_only: true")
+    cameras = tuple(_camera(c) for c in r.items("cameras")) if r.has("cameras") else ()
+    state = tuple(_state_entry(s) for s in r.items("state")) if r.has("state") else ()
+    for field_name, values in (("cameras", [c.name for c in cameras]), ("cameras", [c.key for c in cameras])):
+        duplicate = next((v for v in values if values.count(v) > 1), None)
+        if duplicate:
+            raise r.fail(field_name, f"camera names and keys must be unique, {duplicate!r} appears twice")
+    action = _action(r.child("action"))
+    server = model = normalization = None
+    if backend == OPENPI:
+        server = _server(r.child("server")) if r.has("server") else ServerSettings()
+    elif r.has("server"):
+        raise r.fail("server", f"only the openpi backend talks to a server (backend is {backend})")
+    if backend == TRANSFORMERS:
+        model = _model(r.child("model"), base or Path(source).resolve().parent)
+        if not cameras:
+            raise r.fail("cameras", "a transformers policy needs at least one camera")
+    elif r.has("model"):
+        raise r.fail("model", f"only the transformers backend loads a local model (backend is {backend})")
+    if backend != SCRIPTED_EXPERT and not (cameras or state):
+        raise r.fail("state", "a learned policy needs cameras or state entries to read")
+    norm = r.raw("normalization", "none")
+    if norm not in ("none", PROCESSOR_STATISTICS) and not isinstance(norm, Mapping):
+        raise r.fail("normalization", f"must be none, {PROCESSOR_STATISTICS} or a mapping (mode, state, action), "
+                                      f"got {norm!r}")
+    if norm != "none" and backend != TRANSFORMERS:
+        raise r.fail("normalization", "only a local model is normalised here (a server normalises itself): "
+                                      "use normalization: none")
+    if isinstance(norm, Mapping):
+        normalization = _normalization(r.child("normalization"), sum(s.size for s in state), len(action.axes))
+    config = PolicyConfig(
+        name=name, source=source, backend=backend, embodiment=embodiment, control_rate_hz=rate,
+        chunk_length=length, execute_steps=execute, action=action, cameras=cameras, state=state,
+        prompt_key=r.string("prompt_key", "prompt"),
+        max_observation_age_s=r.number("max_observation_age_s", 0.5, positive=True),
+        server=server, model=model, normalization=normalization,
+        statistics_from_processor=norm == PROCESSOR_STATISTICS, simulation_only=simulation_only,
+        description=r.string("description", "", empty=True), raw=dict(r.data))
+    r.done()
+    return config
+
+
+def load_policy_config(path: str | Path) -> PolicyConfig:
+    """Read and validate a policy YAML; errors name the file and the field."""
+    path = Path(path)
+    return parse_policy_config(read_yaml(path, "policy config"), source=str(path), base=path.resolve().parent)

@@ -1,0 +1,169 @@
+"""Policies by name: a config under ``policies/`` (or a path) and what it takes to run it.
+
+``policy: bridge_pi0_server`` in a params file, ``--policy local_pi0`` on the command line and
+``--policy path/to/mine.yaml`` all resolve here. A :class:`PolicyProvider` holds one config and
+builds its source once (a model is loaded and warmed up once per process, a server connected once),
+then hands out each episode's policy. The reference loop, ``sim-eval``, ``parity`` and the policy
+node all build policies through it, so a learned model runs the same code everywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Callable
+
+from ladder_ros.core.errors import ConfigError, unknown_name
+from ladder_ros.core.presets import get_preset
+from ladder_ros.core.task import Task
+from ladder_ros.paths import share_path
+from ladder_ros.policies.base import LowLevelPolicy
+from ladder_ros.policies.chunked import ChunkedPolicy, ChunkSource, PerStepSource
+from ladder_ros.policies.config import (
+    EE_DELTA,
+    OPENPI,
+    SCRIPTED_EXPERT,
+    TRANSFORMERS,
+    ActionAxis,
+    ActionSpec,
+    PolicyConfig,
+    load_policy_config,
+)
+
+LOG = logging.getLogger(__name__)
+
+NOISE_DEFAULT = "bridge_like"
+PER_STEP = "per_step"  # a per-step policy object given in code (tests, integrations); not a YAML backend
+
+
+def policy_names() -> list[str]:
+    """The configs shipped in ``policies/``, by name."""
+    try:
+        folder = share_path("policies")
+    except ConfigError:
+        return []
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def policy_config_path(name_or_path: str) -> Path:
+    """A policy config by name (``policies/<name>.yaml``) or by path; unknown names list the valid ones."""
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
+        if not path.is_file():
+            raise ConfigError("policy config not found", source=text)
+        return path
+    names = policy_names()
+    if text not in names:
+        raise unknown_name("policy", text, names or ["(no configs found)"])
+    return share_path("policies", f"{text}.yaml")
+
+
+def load_policy(name_or_path: str) -> PolicyConfig:
+    return load_policy_config(policy_config_path(name_or_path))
+
+
+def per_step_config(name: str, embodiment: str) -> PolicyConfig:
+    """The config of a per-step policy that already speaks the graph's action contract (chunks of one)."""
+    axes = tuple(ActionAxis(n, u, -1e9, 1e9) for n, u in (
+        ("ee_dx", "m"), ("ee_dy", "m"), ("ee_dz", "m"), ("ee_droll", "rad"), ("ee_dpitch", "rad"),
+        ("ee_dyaw", "rad"), ("gripper", "+1 open, -1 closed")))
+    return PolicyConfig(name=name, source=f"<{name}>", backend=PER_STEP, embodiment=embodiment,
+                        control_rate_hz=get_preset(embodiment).control_rate_hz, chunk_length=1, execute_steps=1,
+                        action=ActionSpec(key="actions", kind=EE_DELTA, axes=axes, rotation="euler_xyz",
+                                          gripper="signed"))
+
+
+class PolicyProvider:
+    """One policy config with its (lazily built, then kept) chunk source."""
+
+    def __init__(self, config: PolicyConfig, *, noise: str = NOISE_DEFAULT,
+                 source: ChunkSource | None = None,
+                 per_step: Callable[[Task, int], LowLevelPolicy] | None = None):
+        self.config = config
+        self.noise = noise
+        self._source = source
+        self._per_step = per_step
+        if config.backend == SCRIPTED_EXPERT:
+            from ladder_ros.policies.scripted_expert import expert_noise
+
+            expert_noise(noise)  # an unknown noise preset fails here, naming it
+
+    @classmethod
+    def load(cls, name_or_path: str, noise: str = NOISE_DEFAULT) -> "PolicyProvider":
+        return cls(load_policy(name_or_path), noise=noise)
+
+    @classmethod
+    def from_factory(cls, factory: Callable[[Task, int], LowLevelPolicy], embodiment: str,
+                     name: str = "per_step_policy") -> "PolicyProvider":
+        """A provider around a per-step policy factory (tests): chunks of one, in the graph's contract."""
+        return cls(per_step_config(name, embodiment), per_step=factory)
+
+    @property
+    def reads_privileged(self) -> bool:
+        """The scripted expert reads the simulator's privileged state (simulation only)."""
+        return self.config.backend == SCRIPTED_EXPERT
+
+    @property
+    def per_episode(self) -> bool:
+        """Whether each episode builds its own policy object (the scripted expert, a factory) rather than
+        sharing the loaded source."""
+        return self.config.backend in (SCRIPTED_EXPERT, PER_STEP)
+
+    def source(self) -> ChunkSource:
+        """The learned source, built on first use (a model loads and warms up; a server connects lazily)."""
+        if self._source is None:
+            if self.config.backend == OPENPI:
+                from ladder_ros.policies.openpi_remote import OpenPISource
+
+                self._source = OpenPISource(self.config)
+            elif self.config.backend == TRANSFORMERS:
+                from ladder_ros.policies.local_model import TransformersSource
+
+                self._source = TransformersSource(self.config)
+            else:
+                raise ConfigError(f"policy {self.config.name} ({self.config.backend}) has no shared source; "
+                                  "it builds one policy per episode", source=self.config.source)
+        return self._source
+
+    def per_step_source(self, task: Task, seed: int) -> ChunkSource:
+        """A one-action-chunk source around this episode's per-step policy (scripted expert, factory)."""
+        if self._per_step is not None:
+            return PerStepSource(self._per_step(task, seed))
+        from ladder_ros.policies.scripted_expert import ScriptedExpert, expert_noise
+
+        return PerStepSource(ScriptedExpert(task, seed, expert_noise(self.noise)))
+
+    def episode_source(self, task: Task, seed: int) -> ChunkSource:
+        return self.per_step_source(task, seed) if self.per_episode else self.source()
+
+    def episode_policy(self, task: Task, seed: int, log: Callable[[str], None] | None = None) -> ChunkedPolicy:
+        """This episode's synchronous policy (reference loop, lockstep graph)."""
+        return ChunkedPolicy(self.episode_source(task, seed), self.config, seed, log=log)
+
+    def close(self) -> None:
+        if self._source is not None:
+            self._source.close()
+            self._source = None
+
+
+_PROVIDERS: dict[tuple[str, float, str], PolicyProvider] = {}
+
+
+def provider_for(name_or_path: str, noise: str = NOISE_DEFAULT) -> PolicyProvider:
+    """The process's provider for a config (cached: a model is loaded once per process)."""
+    path = policy_config_path(name_or_path).resolve()
+    key = (str(path), path.stat().st_mtime, noise)
+    if key not in _PROVIDERS:
+        _PROVIDERS[key] = PolicyProvider(load_policy_config(path), noise=noise)
+    return _PROVIDERS[key]
+
+
+def make_policy(name: str, task: Task, seed: int, noise: str = NOISE_DEFAULT) -> LowLevelPolicy:
+    """The policy of one episode (the reference loop, ``sim-eval``, ``parity``)."""
+    return provider_for(name, noise).episode_policy(task, seed)
+
+
+def check_policy(name: str, noise: str = NOISE_DEFAULT) -> None:
+    """Fail early, naming the file and field or the value, when a policy config or its noise model is bad."""
+    provider_for(name, noise)

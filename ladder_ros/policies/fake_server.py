@@ -1,0 +1,133 @@
+"""A stand-in openpi policy server on 127.0.0.1, for tests, benchmarks and dry runs without a GPU.
+
+It speaks the protocol of openpi's ``websocket_policy_server.py`` with the project's own encoding
+(:mod:`ladder_ros.policies.openpi_wire`): metadata first on every connection, one reply per request
+with ``server_timing`` (``infer_ms``, then ``prev_total_ms``), an error as a text frame followed by
+a close, and ``GET /healthz``. What it answers is programmable: ``respond(observation)`` returns the
+reply map, a string (the error path), or :data:`DISCONNECT` (close without answering); ``latency_s``
+(a number, or a function of the request count) delays each reply, as a model's inference would.
+It only ever binds the loopback interface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from ladder_ros.policies.openpi_wire import packb, unpackb
+
+DISCONNECT = object()
+LOOPBACK = "127.0.0.1"
+
+
+def zero_chunk(length: int = 5, dim: int = 7) -> Callable[[dict], dict]:
+    """A responder returning an all-zero ``[length, dim]`` float32 chunk."""
+    return lambda observation: {"actions": np.zeros((length, dim), dtype=np.float32)}
+
+
+class FakePolicyServer:
+    """A programmable openpi-protocol server in a background thread (see the module docstring)."""
+
+    def __init__(self, respond: Callable[[dict], Any] | None = None, *,
+                 latency_s: float | Callable[[int], float] = 0.0, metadata: dict | None = None, port: int = 0):
+        self.respond = respond or zero_chunk()
+        self.latency_s = latency_s
+        self.metadata = {"fake": True} if metadata is None else metadata
+        self.port = port
+        self.requests = 0
+        self.connections = 0
+        self.observations: list[dict] = []  # the last few requests, decoded
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, timeout_s: float = 10.0) -> "FakePolicyServer":
+        self._thread = threading.Thread(target=self._run, name="fake-policy-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout_s) or self._error is not None:
+            raise RuntimeError(f"the fake policy server did not start: {self._error}")
+        return self
+
+    def stop(self) -> None:
+        """Close the server and every connection (idempotent)."""
+        loop, server, self._loop, self._server = self._loop, self._server, None, None
+        if loop is not None and server is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(server.close)
+        if self._thread is not None:
+            self._thread.join(10.0)
+            self._thread = None
+
+    def __enter__(self) -> "FakePolicyServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as exc:  # reported to start(); the thread ends
+            self._error = exc
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        from websockets.asyncio.server import serve
+
+        self._loop = asyncio.get_running_loop()
+        async with serve(self._handle, LOOPBACK, self.port, compression=None, max_size=None,
+                         process_request=_health_check) as server:
+            self._server = server
+            self.port = server.sockets[0].getsockname()[1]
+            self._ready.set()
+            await server.wait_closed()
+
+    # ------------------------------------------------------------------ one connection
+    async def _handle(self, websocket: Any) -> None:
+        import websockets
+
+        self.connections += 1
+        await websocket.send(packb(self.metadata))
+        previous_total = None
+        while True:
+            try:
+                message = await websocket.recv()
+            except websockets.ConnectionClosed:
+                return
+            started = time.monotonic()
+            self.requests += 1
+            observation = unpackb(message)
+            self.observations = (self.observations + [observation])[-8:]
+            latency = self.latency_s(self.requests) if callable(self.latency_s) else self.latency_s
+            if latency > 0:
+                await asyncio.sleep(latency)
+            reply = self.respond(observation)
+            if reply is DISCONNECT:
+                await websocket.close()
+                return
+            if isinstance(reply, str):
+                await websocket.send(reply)
+                await websocket.close(code=1011, reason="Internal server error. Traceback included in previous frame.")
+                return
+            reply = dict(reply)
+            reply["server_timing"] = {"infer_ms": (time.monotonic() - started) * 1000.0}
+            if previous_total is not None:
+                reply["server_timing"]["prev_total_ms"] = previous_total * 1000.0
+            try:
+                await websocket.send(packb(reply))
+            except websockets.ConnectionClosed:
+                return
+            previous_total = time.monotonic() - started
+
+
+def _health_check(connection: Any, request: Any) -> Any:
+    if request.path == "/healthz":
+        return connection.respond(http.HTTPStatus.OK, "OK\n")
+    return None

@@ -1,0 +1,76 @@
+"""A tiny random PI0 action model built offline from configs and saved like a real checkpoint.
+
+transformers' own ``PI0ForConditionalGeneration`` (a PaliGemma-style backbone plus a flow-matching action
+expert) with one layer each and 32-wide hidden states, its ``PI0Processor`` with a byte-level BPE tokenizer
+trained here and a SigLIP image processor (PIL backend, so no torchvision), and the dataset statistics saved
+with the processor. The weights are random: the model's chunks are noise, shaped and scaled like actions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.vlm_fixtures.tiny_vlm import byte_level_tokenizer
+
+IMAGE_SIZE = 32
+PATCH = 8
+CHUNK_SIZE = 6
+MAX_DIM = 8
+# Dataset statistics of a Bridge-like 7-D state (ee position m, Euler rad, gripper) and action (metres and
+# radians per step, gripper open fraction): small spreads, so a random model's outputs stay in the bounds.
+STATE_MEAN = [0.3, 0.0, 0.1, 0.0, 0.0, 0.0, 0.5]
+STATE_STD = [0.05, 0.05, 0.05, 0.2, 0.2, 0.2, 0.5]
+ACTIONS_MEAN = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5]
+ACTIONS_STD = [0.002, 0.002, 0.002, 0.01, 0.01, 0.01, 0.1]
+
+
+def build_tiny_pi0(directory: str | Path, seed: int = 0, steps: int = 2) -> Path:
+    import torch
+    from transformers import PI0Config, PI0ForConditionalGeneration, PI0Processor
+    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+
+    directory = Path(directory)
+    tokenizer = byte_level_tokenizer(["put the carrot on the plate", "put the spoon on the cloth",
+                                      "put the eggplant in the basket", "pick up the lemon"],
+                                     ["<pad>", "<eos>", "<bos>", "<unk>"], vocab_size=300)
+    image_processor = SiglipImageProcessorPil(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
+    image_processor.image_seq_length = (IMAGE_SIZE // PATCH) ** 2
+    processor = PI0Processor(image_processor=image_processor, tokenizer=tokenizer, state_mean=STATE_MEAN,
+                             state_std=STATE_STD, actions_mean=ACTIONS_MEAN, actions_std=ACTIONS_STD,
+                             max_state_dim=MAX_DIM, chunk_size=CHUNK_SIZE)
+    vocab = len(processor.tokenizer)
+    layer = {"model_type": "gemma", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+             "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "vocab_size": vocab}
+    config = PI0Config(
+        vlm_config={"model_type": "paligemma", "text_config": layer, "projection_dim": 32,
+                    "image_token_id": processor.image_token_id,
+                    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+                                      "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": IMAGE_SIZE,
+                                      "patch_size": PATCH, "vision_use_head": False}},
+        dit_config=dict(layer), chunk_size=CHUNK_SIZE, max_state_dim=MAX_DIM, max_action_dim=MAX_DIM,
+        num_inference_steps=steps)
+    torch.manual_seed(seed)
+    model = PI0ForConditionalGeneration(config).eval()
+    model.save_pretrained(directory)
+    processor.save_pretrained(directory)
+    return directory
+
+
+def tiny_pi0_policy(model_dir: Path, *, threads: int = 1, chunk: tuple[int, int] = (5, 4), image_size: int = 32,
+                    normalization="processor") -> dict:
+    """A policy config (as a dict) for the tiny model on the WidowX: one camera, the Bridge-like state."""
+    from tests.policy_fixtures import AXES
+
+    return {
+        "schema_version": 1, "name": "tiny_pi0", "embodiment": "widowx", "backend": "transformers",
+        "model": {"path": str(model_dir), "device": "cpu", "threads": threads},
+        "control_rate_hz": 5, "chunk": {"length": chunk[0], "execute": chunk[1]},
+        "cameras": [{"name": "primary", "topic": "camera/image_raw", "key": "observation/image",
+                     "height": image_size, "width": image_size, "resize": "resize_with_pad"}],
+        "state": [{"key": "observation/state", "source": "ee_position", "unit": "m"},
+                  {"key": "observation/state", "source": "ee_euler", "unit": "rad"},
+                  {"key": "observation/state", "source": "gripper_open", "unit": "1 open"}],
+        "action": {"key": "actions", "kind": "ee_delta", "rotation": "euler_xyz", "gripper": "open_fraction",
+                   "axes": AXES},
+        "normalization": normalization,
+    }

@@ -41,13 +41,13 @@ from std_msgs.msg import String
 from ladder_ros.core.errors import LadderError
 from ladder_ros.messages import ABORT, RUNNING, EpisodeCommand, EpisodeStatus, SchemaError
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.parameters import BOOL, FLOAT, INT, STR, STR_LIST, ParamSpec
+from ladder_ros.nodes.parameters import BOOL, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec
 from ladder_ros.nodes.supervision import die_with_supervisor
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg
 
 _PARAM_TYPES = {BOOL: ParameterType.PARAMETER_BOOL, INT: ParameterType.PARAMETER_INTEGER,
                 FLOAT: ParameterType.PARAMETER_DOUBLE, STR: ParameterType.PARAMETER_STRING,
-                STR_LIST: ParameterType.PARAMETER_STRING_ARRAY}
+                STR_LIST: ParameterType.PARAMETER_STRING_ARRAY, FLOAT_LIST: ParameterType.PARAMETER_DOUBLE_ARRAY}
 
 
 def received_document(node: Node, msg: String, cls: type, what: str):
@@ -136,7 +136,7 @@ def declare_parameters(node: Node, specs: Sequence[ParamSpec]) -> dict[str, Any]
         value = param.value
         if spec.type == STR_LIST and value is None:
             value = []
-        if spec.type == STR_LIST:
+        if spec.type in (STR_LIST, FLOAT_LIST):
             value = list(value)
         values[spec.name] = spec.check(value, node.get_name())
     return values

@@ -102,8 +102,9 @@ COMMAND_REPLY = TopicSpec("episode/command_reply", STRING, EVENTS, "on command",
                           "episode status", document="EpisodeCommandReply")
 SAFETY = TopicSpec("safety/interventions", STRING, EVENTS, "on intervention", "sim_bridge (robot: driver)",
                    ("orchestrator", "operator panel", "episode_recorder"),
-                   "An action the safety filter refused (held still instead): kind, axis, value, limit, and the "
-                   "episode's counts", document="SafetyInterventionDoc", external=True)
+                   "A safety intervention: an action refused (held still instead) or clipped into the workspace, "
+                   "a watchdog stop, an e-stop, a robot error; kind, axis, value, limit, and the episode's counts",
+                   document="SafetyInterventionDoc", external=True)
 CLOCK = TopicSpec("/clock", "rosgraph_msgs/msg/Clock", STREAM, "control rate", "sim_bridge",
                   ("episode_recorder", "nodes with use_sim_time"),
                   "Simulation only: the simulated time of the current step (the stamps of every message)")
@@ -112,17 +113,52 @@ EPISODE_STATUS = TopicSpec("episode/status", STRING, LATCHED, "on change", "orch
                            "The episode: id, task, plan, clock origin, state; its result once over",
                            document="EpisodeStatus")
 
+# The robot driver's safety state. Standard type, so a driver of another package can publish it: level
+# OK (armed), WARN (disarmed: dry run) or ERROR (e-stop latched); values (key: value strings) `armed`
+# and `estop` ("true"/"false"), `interventions` (safety-filter interventions so far, an integer) and
+# `detail` (free text). See docs/graph.md, "Robot safety interface".
+SAFETY_STATE = TopicSpec("robot/safety_state", "diagnostic_msgs/msg/DiagnosticStatus", LATCHED, "on change",
+                         "robot driver", ("operator panel", "episode_recorder"),
+                         "Armed or dry run, e-stop latched, safety interventions so far (values `armed`, "
+                         "`estop`, `interventions`, `detail`)", external=True)
+JOINT_COMMAND = TopicSpec("robot/joint_command", "sensor_msgs/msg/JointState", STREAM, "per applied action",
+                          "robot driver", ("episode_recorder",),
+                          "The joint target the driver computed for each action that passed the safety filter "
+                          "(sent when armed; dry run: computed only), plus the commanded `gripper_aperture`; "
+                          "Franka: velocities are the waypoint velocities", external=True)
+DIAGNOSTICS = TopicSpec("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", STREAM, "1 Hz", "robot drivers",
+                        ("episode_recorder", "rqt_robot_monitor"),
+                        "Driver health: control period and jitter (ms), action age, inverse kinematics or "
+                        "gripper read times, commands held and why", external=True)
+
 TOPICS: tuple[TopicSpec, ...] = (IMAGE, JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
                                  CURRENT_SUBGOAL, EVENTS_TOPIC, VERIFY_REQUEST, VERIFY_RESULT, PLAN_REQUEST,
                                  PLAN_RESULT, ACTION,
-                                 EPISODE_COMMAND, EPISODE_STATUS, COMMAND_REPLY, SAFETY, CLOCK)
+                                 EPISODE_COMMAND, EPISODE_STATUS, COMMAND_REPLY, SAFETY, CLOCK, SAFETY_STATE,
+                                 JOINT_COMMAND, DIAGNOSTICS)
 
-# Services (std_srvs/srv/Trigger) of the orchestrator, relative to its namespace.
+# Services, relative to the graph namespace: the orchestrator's (std_srvs/srv/Trigger) and the robot
+# driver's safety interface (standard types, so any driver package can offer them).
 STOP_SERVICE = "episode/stop"
 ABORT_SERVICE = "episode/abort"
+ARM_SERVICE = "robot/arm"  # std_srvs/SetBool: true arms the robot, false disarms it to dry run
+ESTOP_SERVICE = "robot/estop"  # std_srvs/Trigger: stop now and latch until released
+ESTOP_RELEASE_SERVICE = "robot/estop_release"  # std_srvs/Trigger: release a latched e-stop (stays disarmed)
+HOME_SERVICE = "robot/home"  # std_srvs/Trigger: open the gripper and move to the home joints (armed only)
+RECOVER_SERVICE = "robot/recover"  # std_srvs/Trigger: clear the arm's errors; the robot stays disarmed
 SERVICES = (
     (STOP_SERVICE, "std_srvs/srv/Trigger", "orchestrator", "End the running episode (operator stop)"),
     (ABORT_SERVICE, "std_srvs/srv/Trigger", "orchestrator", "End the running episode as aborted"),
+    (ARM_SERVICE, "std_srvs/srv/SetBool", "robot driver", "true: arm the robot; false: disarm it to dry run "
+     "(commands are computed and recorded, nothing moves)"),
+    (ESTOP_SERVICE, "std_srvs/srv/Trigger", "robot driver", "Emergency stop: hold still now; latched until "
+     "released"),
+    (ESTOP_RELEASE_SERVICE, "std_srvs/srv/Trigger", "robot driver", "Release a latched e-stop; the robot stays "
+     "disarmed until armed again"),
+    (HOME_SERVICE, "std_srvs/srv/Trigger", "robot driver", "Open the gripper and move to the home joints, through "
+     "the safety filter (armed, no e-stop)"),
+    (RECOVER_SERVICE, "std_srvs/srv/Trigger", "robot driver", "Clear the arm's errors (Interbotix: reboot the "
+     "motors in error, torque on; franky: automatic error recovery); the robot stays disarmed"),
 )
 
 

@@ -228,7 +228,7 @@ WIDOWX_DRIVER = ROBOT_DRIVER + (
               min=0.0, max=0.1),
     ParamSpec("finger_open_m", FLOAT, 0.035, "Left finger position read as aperture 1 (m; Bridge's normalisation)",
               min=0.0, max=0.1),
-    ParamSpec("workspace_low", FLOAT_LIST, [0.15, -0.25, 0.03], "Lower corner x, y, z (m, base frame) of the box "
+    ParamSpec("workspace_low", FLOAT_LIST, [0.10, -0.25, 0.03], "Lower corner x, y, z (m, base frame) of the box "
               "the end-effector target is clipped into; measure it on your table", size=3, min=-1.0, max=1.0),
     ParamSpec("workspace_high", FLOAT_LIST, [0.45, 0.25, 0.35], "Upper corner x, y, z (m, base frame) of the "
               "workspace box", size=3, min=-1.0, max=1.0),

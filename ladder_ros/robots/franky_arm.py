@@ -179,8 +179,11 @@ class FrankyArm:
         return "franky error recovery succeeded" if ok else "franky error recovery reported failure"
 
     def close(self) -> None:
+        """Stop, then drop the connections (a Franka serves one client at a time)."""
         self.gripper.close()
         try:
             self.robot.stop()
         except Exception:  # the connection may be gone already
             pass
+        self.robot = None
+        self.gripper.gripper = None

@@ -49,6 +49,8 @@ setup(
             "vlm_verifier = ladder_ros.nodes.vlm_verifier:main",
             "orchestrator = ladder_ros.nodes.orchestrator:main",
             "episode_recorder = ladder_ros.nodes.episode_recorder:main",
+            "widowx_driver = ladder_ros.nodes.widowx_driver:main",
+            "franka_driver = ladder_ros.nodes.franka_driver:main",
         ],
     },
 )

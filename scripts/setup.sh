@@ -33,6 +33,8 @@ echo "[setup] torch (CPU)"
 echo "[setup] core, ROS 2 wheels, VLM clients, test tools"
 "$PY" -m pip install -q -r requirements/core.txt -r requirements/ros.txt -r requirements/vlm.txt \
   -r requirements/test.txt
+echo "[setup] robot drivers: franky and the franky-sim Franka simulator"
+"$PY" -m pip install -q -r requirements/robots.txt
 if [[ $WITH_MANISKILL -eq 1 ]]; then
   echo "[setup] ManiSkill3 and its software Vulkan driver"
   PYTHON="$REPO/$PY" scripts/install_maniskill.sh

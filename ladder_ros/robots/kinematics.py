@@ -102,25 +102,55 @@ class ScrewChain:
         self.lower = np.array(limits.lower)
         self.upper = np.array(limits.upper)
 
+        # Per-joint constants of exp([S] theta) (revolute joints: |w| = 1), so a control-loop solve costs
+        # a few small products per joint instead of rebuilding skew matrices.
+        self._revolute = [not np.allclose(screws[:3, i], 0.0) for i in range(screws.shape[1])]
+        self._w = [screws[:3, i].copy() for i in range(screws.shape[1])]
+        self._v = [screws[3:, i].copy() for i in range(screws.shape[1])]
+        self._wx = [skew(w) for w in self._w]
+        self._wx2 = [wx @ wx for wx in self._wx]
+        self._wxv = [wx @ v for wx, v in zip(self._wx, self._v)]
+        self._wx2v = [wx2 @ v for wx2, v in zip(self._wx2, self._v)]
+
     @property
     def dof(self) -> int:
         return self.screws.shape[1]
 
+    def _joint(self, i: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
+        """(R, p) of ``exp([S_i] theta)``."""
+        if not self._revolute[i]:
+            return np.eye(3), self._v[i] * theta
+        s, c = np.sin(theta), np.cos(theta)
+        r = np.eye(3) + s * self._wx[i] + (1.0 - c) * self._wx2[i]
+        return r, theta * self._v[i] + (1.0 - c) * self._wxv[i] + (theta - s) * self._wx2v[i]
+
+    def forward_and_jacobian(self, joints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The end-effector pose (4x4, base frame) and the space Jacobian (6 x n) at ``joints``, in one pass.
+
+        Column i of the Jacobian is joint i's screw moved by the joints before it (``Ad(T_{i-1}) S_i``).
+        """
+        q = np.asarray(joints, dtype=np.float64)
+        r_acc, p_acc = np.eye(3), np.zeros(3)
+        jac = np.empty((6, self.dof))
+        for i in range(self.dof):
+            w = r_acc @ self._w[i]
+            jac[:3, i] = w
+            jac[3:, i] = np.cross(p_acc, w) + r_acc @ self._v[i]
+            r_i, p_i = self._joint(i, q[i])
+            p_acc = p_acc + r_acc @ p_i
+            r_acc = r_acc @ r_i
+        t = np.eye(4)
+        t[:3, :3] = r_acc @ self.home[:3, :3]
+        t[:3, 3] = r_acc @ self.home[:3, 3] + p_acc
+        return t, jac
+
     def forward(self, joints: np.ndarray) -> np.ndarray:
         """The end-effector pose (4x4, base frame) at ``joints``."""
-        t = np.eye(4)
-        for i, theta in enumerate(np.asarray(joints, dtype=np.float64)):
-            t = t @ screw_exp(self.screws[:, i], theta)
-        return t @ self.home
+        return self.forward_and_jacobian(joints)[0]
 
     def jacobian(self, joints: np.ndarray) -> np.ndarray:
-        """The space Jacobian (6 x n): column i is joint i's screw moved by the joints before it."""
-        jac = np.zeros((6, self.dof))
-        t = np.eye(4)
-        for i, theta in enumerate(np.asarray(joints, dtype=np.float64)):
-            jac[:, i] = adjoint(t) @ self.screws[:, i]
-            t = t @ screw_exp(self.screws[:, i], theta)
-        return jac
+        """The space Jacobian (6 x n) at ``joints``."""
+        return self.forward_and_jacobian(joints)[1]
 
     def within_limits(self, joints: np.ndarray) -> bool:
         q = np.asarray(joints, dtype=np.float64)
@@ -148,7 +178,7 @@ class ScrewChain:
             return IKResult(np.zeros(self.dof), False, 0, np.inf, np.inf, "the start is not a finite joint vector")
         iterations = 0
         while True:
-            current = self.forward(q)
+            current, jac = self.forward_and_jacobian(q)
             twist = adjoint(current) @ transform_log(transform_inverse(current) @ target)
             rotation_error = float(np.linalg.norm(twist[:3]))
             position_error = float(np.linalg.norm(target[:3, 3] - current[:3, 3]))
@@ -158,7 +188,7 @@ class ScrewChain:
                 return IKResult(q, False, iterations, position_error, rotation_error,
                                 f"no convergence in {max_iterations} iterations (error {position_error * 1000:.1f} "
                                 f"mm, {rotation_error:.3f} rad)")
-            q = q + np.linalg.pinv(self.jacobian(q)) @ twist
+            q = q + np.linalg.pinv(jac) @ twist
             iterations += 1
         q = self.wrap(q)
         if not self.within_limits(q):

@@ -31,6 +31,7 @@ class Bus:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.calls: list[tuple] = []
+        self.call_times: list[float] = []  # monotonic time of each call (benchmarks)
         self.positions = np.array(SLEEP, dtype=np.float64)
         self.velocities = np.zeros(6)
         self.finger = FINGER_UPPER
@@ -47,6 +48,7 @@ class Bus:
     def record(self, *call) -> None:
         with self.lock:
             self.calls.append(call)
+            self.call_times.append(time.monotonic())
 
     def command(self, joints) -> None:
         now = time.monotonic()

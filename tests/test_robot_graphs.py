@@ -109,8 +109,8 @@ def check_episode_and_recording(graph, outcome, tmp_path, finish_reason):
 def test_widowx_graph_runs_an_episode_on_the_interbotix_double(tmp_path, monkeypatch):
     from ladder_ros.robots import wx250s
 
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(DOUBLE), str(REPO),
-                                                                    os.environ.get("PYTHONPATH")])))
+    paths = [str(DOUBLE), str(REPO), os.environ.get("PYTHONPATH")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, paths)))
     graph, session = bring_up("widowx", tmp_path, ["orchestrator.variant=proprio_trigger"])
     with session:
         operator = Operator(session)

@@ -62,7 +62,8 @@ def rig(double_on_path):
             for node in (driver, probe):
                 executor.add_node(node)
                 nodes.append(node)
-            probe.spin_until(executor, lambda: probe.states and probe.joint_states and probe.poses, 20, "the driver's first state")
+            probe.spin_until(executor, lambda: probe.states and probe.joint_states and probe.poses, 20,
+                             "the driver's first state")
             return driver, probe, double_on_path
         yield executor, build
     finally:

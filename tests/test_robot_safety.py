@@ -158,3 +158,33 @@ def test_supervisor_config_is_validated():
             SupervisorConfig(watchdog_s=bad)
     with pytest.raises(ConfigError, match="hold_while_verifying"):
         SupervisorConfig(watchdog_s=1.0, hold_while_verifying="yes")
+
+
+def test_an_intervention_document_carries_no_nan():
+    from ladder_ros.messages import SafetyInterventionDoc, decode, encode
+
+    doc = SafetyInterventionDoc(episode_id="e", step=0, source="/widowx/widowx_driver", kind=NON_FINITE,
+                                reason="ee_dx is nan", axis="ee_dx", value=math.nan, limit=math.inf)
+    assert doc.value is None and doc.limit is None
+    assert decode(encode(doc), SafetyInterventionDoc) == doc
+
+
+def test_driver_parameters_are_checked_before_start_with_the_value_named():
+    from ladder_ros.nodes.parameters import check_node_parameters
+
+    checked = check_node_parameters("widowx_driver", {"workspace_low": [0.1, -0.2, 0.05]})
+    assert checked["workspace_low"] == [0.1, -0.2, 0.05] and checked["finger_open_m"] == 0.035
+    with pytest.raises(ConfigError, match="decimal numbers"):
+        check_node_parameters("widowx_driver", {"workspace_low": [0, -0.2, 0.05]}, strict={"workspace_low"})
+    with pytest.raises(ConfigError, match="must have 3 values"):
+        check_node_parameters("widowx_driver", {"workspace_high": [0.4, 0.2]})
+    with pytest.raises(ConfigError, match="workspace_high: z must be above"):
+        check_node_parameters("widowx_driver", {"workspace_high": [0.4, 0.2, 0.01]})
+    with pytest.raises(ConfigError, match="finger_open_m"):
+        check_node_parameters("widowx_driver", {"finger_open_m": 0.005})
+    with pytest.raises(ConfigError, match="accel_time_s"):
+        check_node_parameters("widowx_driver", {"accel_time_s": 0.2})
+    with pytest.raises(ConfigError, match="7 distinct names"):
+        check_node_parameters("franka_driver", {"joint_names": ["a"] * 7})
+    with pytest.raises(ConfigError, match="speed_scale"):
+        check_node_parameters("franka_driver", {"speed_scale": 0.0})

@@ -39,7 +39,7 @@ from ladder_ros.core.safety_supervisor import Permission, SafetySupervisor, Supe
 from ladder_ros.messages import RUNNING, WALL_CLOCK, EpisodeStatus, SafetyInterventionDoc
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import NODE_CHECKS, ParamSpec
-from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publisher, subscription
+from ladder_ros.nodes.runtime import ActionSource, EpisodeFollower, declare_parameters, publisher, subscription
 from ladder_ros.robots.kinematics import joint_path
 from ladder_ros.robots.timing import ControlTiming
 from ladder_ros.ros_conversions import (
@@ -93,8 +93,6 @@ class RobotDriverNode(Node):
         self._safety_pub = publisher(self, String, topics.SAFETY)
         self._state_pub = publisher(self, DiagnosticStatus, topics.SAFETY_STATE)
         self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
-        source = self.params["action_source"]
-        self._action_source = source if source.startswith("/") else f"{self.get_namespace().rstrip('/')}/{source}"
 
     # ------------------------------------------------------------------ start (after the subclass has its arm)
     def start(self, counts: InterventionCounts) -> None:
@@ -108,7 +106,7 @@ class RobotDriverNode(Node):
         self.create_service(Trigger, topics.HOME_SERVICE, self._on_home)
         self.create_service(Trigger, topics.RECOVER_SERVICE, self._on_recover)
         subscription(self, JointTrajectory, topics.ACTION, self._on_action)
-        self._action_topic = self.resolve_topic_name(topics.ACTION.name)
+        self.action_source = ActionSource(self, self.params["action_source"])
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
         self.create_timer(self.period, self._on_control_tick)
         self.create_timer(self.period / 4, self._on_watchdog_tick)
@@ -154,10 +152,11 @@ class RobotDriverNode(Node):
             now = time.monotonic()
             age_s = (self.get_clock().now().nanoseconds - stamp_to_ns(msg.header.stamp)) / 1e9
             self.action_ages_ms.append(age_s * 1000.0)
-            foreign = self._foreign_publishers()
+            foreign = self.action_source.foreign_publishers()
             if foreign:
                 self.intervene(FOREIGN_PUBLISHER, f"policy/action has publishers besides the configured policy "
-                               f"{self._action_source}: {', '.join(foreign)}; no action is trusted while they publish")
+                               f"{self.action_source.name}: {', '.join(foreign)}; no action is trusted while they "
+                               "publish")
                 return
             if age_s > self.params["max_action_age_s"]:
                 self.intervene(STALE, f"an action stamped {age_s:.3f} s ago (max_action_age_s "
@@ -191,14 +190,6 @@ class RobotDriverNode(Node):
         if permission is Permission.MOVE:
             self.timing.tick(now)
         return permission
-
-    def _foreign_publishers(self) -> list[str]:
-        names = []
-        for info in self.get_publishers_info_by_topic(self._action_topic):
-            name = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
-            if name != self._action_source:
-                names.append(name)
-        return sorted(names)
 
     def intervene(self, kind: str, reason: str, *, axis: str | None = None, value: float | None = None,
                   limit: float | None = None, counted: bool = False) -> None:

@@ -142,6 +142,28 @@ def declare_parameters(node: Node, specs: Sequence[ParamSpec]) -> dict[str, Any]
     return values
 
 
+class ActionSource:
+    """The one node whose ``policy/action`` messages are trusted (``action_source``), and who else publishes there.
+
+    Whoever applies actions (the sim bridge, a robot driver) refuses every action while any other
+    node publishes on the topic: two publishers disagree about what the arm should do.
+    """
+
+    def __init__(self, node: Node, source: str):
+        self._node = node
+        self.name = source if source.startswith("/") else f"{node.get_namespace().rstrip('/')}/{source}"
+        self.topic = node.resolve_topic_name(topics.ACTION.name)
+
+    def foreign_publishers(self) -> list[str]:
+        """Publishers of the action topic other than the configured one (the graph as this node sees it)."""
+        names = []
+        for info in self._node.get_publishers_info_by_topic(self.topic):
+            name = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+            if name != self.name:
+                names.append(name)
+        return sorted(names)
+
+
 class ParameterError(LadderError):
     """A parameter override that rclpy refused (wrong type, out of range)."""
 

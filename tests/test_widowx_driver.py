@@ -201,6 +201,8 @@ def test_estop_holds_latches_and_release_leaves_the_robot_disarmed(rig):
     stop_calls = len(bus.calls)
     act(probe, executor, action(dx=0.03), steps=3)
     assert not any(c[0] == "arm.set_joint_positions" for c in bus.calls[stop_calls:])
+    seen = len(probe.joint_states)
+    probe.spin_until(executor, lambda: len(probe.joint_states) >= seen + 2, 5, "joint states after the stop")
     still = probe.latest_joints().copy()
     probe.spin_for(executor, 0.5)
     assert np.allclose(probe.latest_joints(), still, atol=1e-4)
@@ -218,6 +220,8 @@ def test_the_watchdog_holds_the_arm_when_actions_stop(rig):
     act(probe, executor, action(dx=0.02), steps=3)
     probe.spin_until(executor, lambda: "watchdog" in probe.kinds(), 5, "a watchdog intervention")
     probe.spin_until(executor, lambda: probe.state().get("holding") == "true", 5, "the holding state")
+    seen = len(probe.joint_states)
+    probe.spin_until(executor, lambda: len(probe.joint_states) >= seen + 2, 5, "joint states after the hold")
     still = probe.latest_joints().copy()
     probe.spin_for(executor, 0.6)
     assert np.allclose(probe.latest_joints(), still, atol=2e-3)
@@ -257,3 +261,24 @@ def test_recovery_reboots_the_faulted_motors_and_stays_disarmed(rig):
     assert ("robot_torque_enable", "group", "arm", True) in bus.calls
     assert ("arm.capture_joint_positions",) in bus.calls
     probe.spin_until(executor, lambda: probe.state().get("armed") == "false", 5, "the disarmed state")
+
+
+def test_no_action_is_trusted_while_a_second_node_publishes_actions(rig):
+    from trajectory_msgs.msg import JointTrajectory
+
+    from ladder_ros.nodes.runtime import qos
+
+    executor, build = rig
+    driver, probe, bus = build()
+    intruder = rclpy.create_node("intruder", namespace=NS)
+    intruder.create_publisher(JointTrajectory, topics.ACTION.name, qos(topics.STREAM))
+    executor.add_node(intruder)
+    try:
+        probe.spin_until(executor, lambda: len(driver.action_source.foreign_publishers()) == 1, 10,
+                         "the driver to see the second publisher")
+        act(probe, executor, action(dx=0.01))
+        probe.spin_until(executor, lambda: "foreign_publisher" in probe.kinds(), 5, "a foreign_publisher intervention")
+        assert "/widowx/intruder" in probe.interventions[-1].reason
+    finally:
+        executor.remove_node(intruder)
+        intruder.destroy_node()

@@ -51,6 +51,8 @@ setup(
             "vlm_verifier = ladder_ros.nodes.entry:vlm_verifier",
             "orchestrator = ladder_ros.nodes.entry:orchestrator",
             "episode_recorder = ladder_ros.nodes.entry:episode_recorder",
+            "widowx_driver = ladder_ros.nodes.entry:widowx_driver",
+            "franka_driver = ladder_ros.nodes.entry:franka_driver",
         ],
     },
 )

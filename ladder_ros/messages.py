@@ -636,6 +636,11 @@ class SafetyInterventionDoc(Document):
         for name in ("episode_id", "source", "kind", "reason"):
             _check(self.DOC, name, getattr(self, name), str)
         _check(self.DOC, "counts", self.counts, dict)
+        for name in ("value", "limit"):
+            # JSON has no NaN or infinity: a non-finite offending value is named in the reason instead.
+            number = getattr(self, name)
+            if isinstance(number, float) and not math.isfinite(number):
+                object.__setattr__(self, name, None)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from ladder_ros.camera.model import CameraIntrinsics
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.safety import ACTION_AXES
 from ladder_ros.messages import Document, PrivilegedStateDoc, decode, encode
+from ladder_ros.robots.kinematics import quaternion_to_rotation, rotation_to_quaternion
 from ladder_ros.sim.base import ACTION_DIM, Observation, validate_action
 
 # The action axes (ladder_ros.core.safety.ACTION_AXES), in the order of the 7-D action of
@@ -250,6 +251,29 @@ def pose_to_msg(position: np.ndarray, euler: np.ndarray, stamp_ns: int, frame_id
     return msg
 
 
+def pose_matrix_to_msg(pose: np.ndarray, stamp_ns: int, frame_id: str) -> PoseStamped:
+    """A 4x4 pose (a robot's measured end effector, base frame) with its true orientation."""
+    t = np.asarray(pose, dtype=np.float64)
+    if t.shape != (4, 4) or not np.all(np.isfinite(t)):
+        raise InvalidInputError(f"a pose is a finite 4x4 matrix, got shape {t.shape}")
+    msg = PoseStamped()
+    msg.header.stamp = ns_to_stamp(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in t[:3, 3])
+    o = msg.pose.orientation
+    o.w, o.x, o.y, o.z = (float(v) for v in rotation_to_quaternion(t[:3, :3]))
+    return msg
+
+
+def pose_matrix_from_msg(msg: PoseStamped) -> np.ndarray:
+    """The 4x4 pose of a PoseStamped (inverse of :func:`pose_matrix_to_msg`)."""
+    p, o = msg.pose.position, msg.pose.orientation
+    t = np.eye(4)
+    t[:3, :3] = quaternion_to_rotation(np.array([o.w, o.x, o.y, o.z]))
+    t[:3, 3] = [p.x, p.y, p.z]
+    return t
+
+
 def pose_from_msg(msg: PoseStamped) -> tuple[np.ndarray, np.ndarray]:
     """(position (m), Euler XYZ (rad)) of a pose."""
     p, o = msg.pose.position, msg.pose.orientation
@@ -310,3 +334,36 @@ def observation_from_msgs(step: int, joint_state: JointState, ee_pose: PoseStamp
     return Observation(step=step, image=None if image is None else image_from_msg(image), aperture=aperture,
                        ee_position=position, ee_euler=euler, joint_names=names, joint_positions=positions,
                        target_position=target, privileged=state)
+
+
+# ------------------------------------------------------------------------------ diagnostics
+def key_values(values: Mapping[str, Any]) -> list[KeyValue]:
+    """Diagnostic key/values: numbers with 6 significant digits, None empty, nested mappings as ``outer.inner``."""
+    flat: list[tuple[str, Any]] = []
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            flat.extend((f"{key}.{k}", v) for k, v in value.items())
+        else:
+            flat.append((key, value))
+    return [KeyValue(key=str(key), value="" if value is None else f"{value:.6g}" if isinstance(value, float)
+                     else str(value)) for key, value in flat]
+
+
+def diagnostic_status(name: str, hardware_id: str, level: Any, message: str,
+                      values: Mapping[str, Any]) -> DiagnosticStatus:
+    """One status with its values; ``level`` is one of the message's constants (OK, WARN, ERROR, STALE)."""
+    if level not in (DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR, DiagnosticStatus.STALE):
+        raise InvalidInputError(f"diagnostic level must be DiagnosticStatus.OK, WARN, ERROR or STALE, got {level!r}")
+    return DiagnosticStatus(level=level, name=name, hardware_id=hardware_id, message=message,
+                            values=key_values(values))
+
+
+def diagnostic_array(statuses: Sequence[DiagnosticStatus], stamp_ns: int) -> DiagnosticArray:
+    msg = DiagnosticArray()
+    msg.header.stamp = ns_to_stamp(stamp_ns)
+    msg.status = list(statuses)
+    return msg
+
+
+def diagnostic_values(status: DiagnosticStatus) -> dict[str, str]:
+    return {kv.key: kv.value for kv in status.values}

@@ -55,6 +55,8 @@ echo "[setup] core, ROS 2 wheels, VLM clients, cameras, operator panel (Qt), tes
   -r requirements/test.txt
 echo "[setup] MoGe-2 (--no-deps: see requirements/moge.txt)"
 "$PY" -m pip install -q --no-deps -r requirements/moge.txt
+echo "[setup] robot drivers: franky and the franky-sim Franka simulator"
+"$PY" -m pip install -q -r requirements/robots.txt
 if [[ $WITH_MANISKILL -eq 1 ]]; then
   echo "[setup] ManiSkill3 and its software Vulkan driver"
   PYTHON="$REPO/$PY" scripts/install_maniskill.sh

@@ -24,7 +24,8 @@ from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.ros_env import apply_network_safe_environment
 
 
-STATUS_FOLLOWERS = frozenset({"sim_bridge", "policy", "gripper_trigger", "episode_recorder"})
+STATUS_FOLLOWERS = frozenset({"sim_bridge", "policy", "gripper_trigger", "episode_recorder", "widowx_driver",
+                              "franka_driver"})
 
 
 class GraphSession:

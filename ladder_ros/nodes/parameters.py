@@ -17,9 +17,11 @@ from ladder_ros.core.errors import ConfigError, did_you_mean
 from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.presets import PRESETS
 from ladder_ros.messages import CLOCK_MODES, LOCKSTEP
+from ladder_ros.robots.franka import READY_JOINTS as FRANKA_READY
+from ladder_ros.robots.wx250s import NEUTRAL_JOINTS as WX250S_NEUTRAL
 from ladder_ros.sim.registry import BACKENDS as SIMULATORS
 
-BOOL, INT, FLOAT, STR, STR_LIST = "bool", "int", "float", "str", "str_list"
+BOOL, INT, FLOAT, STR, STR_LIST, FLOAT_LIST = "bool", "int", "float", "str", "str_list", "float_list"
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class ParamSpec:
     max: float | None = None
     choices: tuple[str, ...] = ()
     read_only: bool = True
+    size: int | None = None  # float lists: the number of values
 
     def check(self, value: Any, node: str = "", *, strict: bool = False) -> Any:
         """``value`` if it is valid for this parameter; else a :class:`ConfigError` naming it.
@@ -66,6 +69,21 @@ class ParamSpec:
         elif self.type == STR_LIST:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise fail("must be a list of strings")
+        elif self.type == FLOAT_LIST:
+            if not isinstance(value, list) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+                raise fail("must be a list of finite numbers")
+            if strict and any(isinstance(v, int) for v in value):
+                raise fail("must be a list of decimal numbers: ROS 2 refuses integers in a double array, write 0.0 "
+                           "for 0")
+            if self.size is not None and len(value) != self.size:
+                raise fail(f"must have {self.size} values")
+            value = [float(v) for v in value]
+            if self.min is not None and any(v < self.min for v in value):
+                raise fail(f"values must be >= {self.min}")
+            if self.max is not None and any(v > self.max for v in value):
+                raise fail(f"values must be <= {self.max}")
+            return value
         if self.min is not None and value < self.min:
             raise fail(f"must be >= {self.min}")
         if self.max is not None and value > self.max:
@@ -231,14 +249,96 @@ EPISODE_RECORDER = COMMON + (
 )
 
 
+# The robot drivers (ladder_ros/nodes/widowx_driver.py, franka_driver.py): what both share.
+ROBOT_DRIVER = COMMON + (
+    ParamSpec("base_frame", STR, "base_link", "Frame of the end-effector pose (the arm's base)"),
+    ParamSpec("aperture_joint", STR, "gripper_aperture", "Name of the JointState entry carrying the normalised "
+              "gripper aperture (0 closed, 1 open)"),
+    ParamSpec("action_source", STR, "policy", "The only node whose policy/action messages are applied (a node name "
+              "in the graph namespace, or a fully qualified one); while another node publishes actions, every action "
+              "is refused and the arm holds (docs/safety.md)"),
+    ParamSpec("max_action_age_s", FLOAT, 0.5, "Refuse an action stamped longer ago than this when it arrives (s): "
+              "a late action moves the arm for a moment that has passed", min=0.01, max=10.0),
+    ParamSpec("watchdog_periods", FLOAT, 1.5, "Stop the arm and hold when no action came for this many control "
+              "periods while armed (counted as a watchdog intervention)", min=1.0, max=50.0),
+    ParamSpec("hold_while_verifying", BOOL, False, "Hold the arm still while the orchestrator waits for a "
+              "verification (the simulator pauses then; the paper's robots ran on without pausing)"),
+    ParamSpec("speed_scale", FLOAT, 1.0, "Scale of the arm's speed for a first armed run (WidowX: every action's "
+              "delta; Franka: franky's relative dynamics factor); 1 for evaluation", min=0.01, max=1.0),
+    ParamSpec("home_after_episode", BOOL, True, "When an episode ends and the robot is armed, open the gripper and "
+              "move to the home joints"),
+    ParamSpec("connect_timeout_s", FLOAT, 30.0, "Give up starting when the arm does not answer within this long "
+              "(s)", min=0.1, max=600.0),
+)
+
+WIDOWX_DRIVER = ROBOT_DRIVER + (
+    ParamSpec("robot_model", STR, "wx250s", "Interbotix arm model; this driver's kinematics are the wx250s'",
+              choices=("wx250s",)),
+    ParamSpec("robot_name", STR, "wx250s", "Namespace of the Interbotix xs_sdk node (robot_name of its launch)"),
+    ParamSpec("moving_time_s", FLOAT, 0.25, "Interbotix time-based profile: time for each joint move (s), set once "
+              "at start (Bridge: 1.25 x its 0.2 s step)", min=0.05, max=5.0),
+    ParamSpec("accel_time_s", FLOAT, 0.1, "Interbotix time-based profile: acceleration time (s), at most half of "
+              "moving_time_s (Bridge: 0.5 x its 0.2 s step)", min=0.0, max=2.5),
+    ParamSpec("gripper_pressure", FLOAT, 0.5, "Interbotix gripper pressure (0..1 of its PWM range)", min=0.0,
+              max=1.0),
+    ParamSpec("finger_closed_m", FLOAT, 0.010, "Left finger position read as aperture 0 (m; Bridge's normalisation)",
+              min=0.0, max=0.1),
+    ParamSpec("finger_open_m", FLOAT, 0.035, "Left finger position read as aperture 1 (m; Bridge's normalisation)",
+              min=0.0, max=0.1),
+    ParamSpec("workspace_low", FLOAT_LIST, [0.10, -0.25, 0.03], "Lower corner x, y, z (m, base frame) of the box "
+              "the end-effector target is clipped into; measure it on your table", size=3, min=-1.0, max=1.0),
+    ParamSpec("workspace_high", FLOAT_LIST, [0.45, 0.25, 0.35], "Upper corner x, y, z (m, base frame) of the "
+              "workspace box", size=3, min=-1.0, max=1.0),
+    ParamSpec("home_joints", FLOAT_LIST, list(WX250S_NEUTRAL), "Home joints (rad, waist..wrist_rotate): Bridge's "
+              "neutral pose", size=6, min=-3.2, max=3.2),
+    ParamSpec("ik_max_iterations", INT, 20, "Inverse kinematics: Newton iterations before a target counts as "
+              "unreachable", min=1, max=200),
+)
+
+FRANKA_DRIVER = ROBOT_DRIVER + (
+    ParamSpec("host", STR, "172.16.0.2", "FCI address of the arm (franky-sim: 127.0.0.1)"),
+    ParamSpec("model", STR, "panda", "Arm model, for its joint limits (franky-sim simulates an FR3)",
+              choices=("panda", "fr3")),
+    ParamSpec("joint_names", STR_LIST, [f"panda_joint{i}" for i in range(1, 8)], "Arm joint names, as the policy's "
+              "actions and the joint states name them"),
+    ParamSpec("ready_joints", FLOAT_LIST, list(FRANKA_READY), "Home joints (rad): DROID's reset pose", size=7,
+              min=-4.6, max=4.6),
+    ParamSpec("gripper_speed_m_s", FLOAT, 0.1, "Franka Hand speed (m/s)", min=0.01, max=0.2),
+    ParamSpec("gripper_force_n", FLOAT, 20.0, "Franka Hand grasp force (N)", min=1.0, max=70.0),
+    ParamSpec("max_width_m", FLOAT, 0.08, "Franka Hand opening read as aperture 1 (m)", min=0.01, max=0.2),
+    ParamSpec("realtime", BOOL, True, "Require a real-time kernel for franky's control thread (libfranka's default; "
+              "false for franky-sim)"),
+)
+
+
 def _stall_bounds_ordered(values: Mapping[str, Any], node: str) -> None:
     if values["stall_abort_s"] <= values["stall_warn_s"]:
         raise ConfigError(f"parameter {node}.stall_abort_s: must be more than stall_warn_s "
                           f"({values['stall_warn_s']}), got {values['stall_abort_s']}")
 
 
+def _widowx_ranges_ordered(values: Mapping[str, Any], node: str) -> None:
+    if values["finger_open_m"] <= values["finger_closed_m"]:
+        raise ConfigError(f"parameter {node}.finger_open_m: must be more than finger_closed_m "
+                          f"({values['finger_closed_m']}), got {values['finger_open_m']}")
+    if values["accel_time_s"] > values["moving_time_s"] / 2:
+        raise ConfigError(f"parameter {node}.accel_time_s: must be at most half of moving_time_s "
+                          f"({values['moving_time_s']}), got {values['accel_time_s']}")
+    for axis, low, high in zip("xyz", values["workspace_low"], values["workspace_high"]):
+        if not low < high:
+            raise ConfigError(f"parameter {node}.workspace_high: {axis} must be above workspace_low's "
+                              f"({low}), got {high}")
+
+
+def _franka_joints_named(values: Mapping[str, Any], node: str) -> None:
+    names = values["joint_names"]
+    if len(names) != 7 or len(set(names)) != 7 or not all(names):
+        raise ConfigError(f"parameter {node}.joint_names: must be 7 distinct names, got {names!r}")
+
+
 # Rules between parameters of one node, checked before start and by the node itself.
-NODE_CHECKS = {"orchestrator": _stall_bounds_ordered}
+NODE_CHECKS = {"orchestrator": _stall_bounds_ordered, "widowx_driver": _widowx_ranges_ordered,
+               "franka_driver": _franka_joints_named}
 
 NODE_PARAMETERS: dict[str, tuple[ParamSpec, ...]] = {
     "sim_bridge": SIM_BRIDGE,
@@ -249,6 +349,8 @@ NODE_PARAMETERS: dict[str, tuple[ParamSpec, ...]] = {
     "vlm_verifier": VLM_VERIFIER,
     "orchestrator": ORCHESTRATOR,
     "episode_recorder": EPISODE_RECORDER,
+    "widowx_driver": WIDOWX_DRIVER,
+    "franka_driver": FRANKA_DRIVER,
 }
 
 

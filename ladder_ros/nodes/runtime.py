@@ -48,13 +48,13 @@ from std_msgs.msg import String
 from ladder_ros.core.errors import LadderError
 from ladder_ros.messages import ABORT, RUNNING, EpisodeCommand, EpisodeStatus, SchemaError
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.parameters import BOOL, FLOAT, INT, STR, STR_LIST, ParamSpec
+from ladder_ros.nodes.parameters import BOOL, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec
 from ladder_ros.nodes.supervision import die_with_supervisor
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg
 
 _PARAM_TYPES = {BOOL: ParameterType.PARAMETER_BOOL, INT: ParameterType.PARAMETER_INTEGER,
                 FLOAT: ParameterType.PARAMETER_DOUBLE, STR: ParameterType.PARAMETER_STRING,
-                STR_LIST: ParameterType.PARAMETER_STRING_ARRAY}
+                STR_LIST: ParameterType.PARAMETER_STRING_ARRAY, FLOAT_LIST: ParameterType.PARAMETER_DOUBLE_ARRAY}
 
 
 def received_document(node: Node, msg: String, cls: type, what: str):
@@ -143,10 +143,32 @@ def declare_parameters(node: Node, specs: Sequence[ParamSpec]) -> dict[str, Any]
         value = param.value
         if spec.type == STR_LIST and value is None:
             value = []
-        if spec.type == STR_LIST:
+        if spec.type in (STR_LIST, FLOAT_LIST):
             value = list(value)
         values[spec.name] = spec.check(value, node.get_name())
     return values
+
+
+class ActionSource:
+    """The one node whose ``policy/action`` messages are trusted (``action_source``), and who else publishes there.
+
+    Whoever applies actions (the sim bridge, a robot driver) refuses every action while any other
+    node publishes on the topic: two publishers disagree about what the arm should do.
+    """
+
+    def __init__(self, node: Node, source: str):
+        self._node = node
+        self.name = source if source.startswith("/") else f"{node.get_namespace().rstrip('/')}/{source}"
+        self.topic = node.resolve_topic_name(topics.ACTION.name)
+
+    def foreign_publishers(self) -> list[str]:
+        """Publishers of the action topic other than the configured one (the graph as this node sees it)."""
+        names = []
+        for info in self._node.get_publishers_info_by_topic(self.topic):
+            name = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+            if name != self.name:
+                names.append(name)
+        return sorted(names)
 
 
 class ParameterError(LadderError):

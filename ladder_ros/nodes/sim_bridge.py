@@ -38,6 +38,7 @@ from ladder_ros.messages import (
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import SIM_BRIDGE
 from ladder_ros.nodes.runtime import (
+    ActionSource,
     EpisodeFollower,
     declare_parameters,
     publisher,
@@ -57,9 +58,6 @@ from ladder_ros.ros_conversions import (
 )
 from ladder_ros.sim.base import Observation, SimulatorBackend
 from ladder_ros.sim.registry import make_simulator
-
-
-PUBLISHER_CHECK_S = 1.0  # the publishers of policy/action are named again at least this often
 
 
 def simulator_options(params: dict[str, Any]) -> dict[str, Any]:
@@ -137,11 +135,7 @@ class SimBridgeNode(Node):
         self._safety_pub = publisher(self, String, topics.SAFETY)
         subscription(self, JointTrajectory, topics.ACTION, self._on_action)
         subscription(self, String, topics.DECISION, self._on_decision)
-        self._action_topic = self.resolve_topic_name(topics.ACTION.name)
-        source = self.params["action_source"]
-        self._action_source = source if source.startswith("/") else \
-            f"{self.get_namespace().rstrip('/')}/{source}"
-        self._action_publishers: tuple[int, float, list[str]] = (-1, 0.0, [])  # count, checked at, foreign names
+        self.action_source = ActionSource(self, self.params["action_source"])
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end,
                                         lost_on_restart="the simulator's state")
         self.create_timer(min(0.25, self.params["resend_after_s"] / 2), self._resend_if_stalled)
@@ -202,10 +196,10 @@ class SimBridgeNode(Node):
 
     def _checked(self, step: int, msg: JointTrajectory) -> SafetyResult:
         """The safety filter's verdict on the step's action message."""
-        foreign = self._foreign_publishers()
+        foreign = self.action_source.foreign_publishers()
         if foreign:
             result = self.safety.refuse(FOREIGN_PUBLISHER, (
-                f"policy/action has publishers besides the configured policy {self._action_source}: "
+                f"policy/action has publishers besides the configured policy {self.action_source.name}: "
                 f"{', '.join(foreign)}; no action is trusted while they publish"))
         elif tuple(msg.joint_names) != ACTION_AXES or len(msg.points) != 1:
             result = self.safety.refuse(MALFORMED, f"an action is one trajectory point over {list(ACTION_AXES)}, "
@@ -215,19 +209,6 @@ class SimBridgeNode(Node):
         if not result.applied:
             self._report(step, result)
         return result
-
-    def _foreign_publishers(self) -> list[str]:
-        """Publishers of policy/action other than the configured policy (the graph as this node sees it).
-
-        The names are looked up again whenever the number of publishers changes, and at least every
-        ``PUBLISHER_CHECK_S`` (a publisher replaced by another keeps the count).
-        """
-        count, now = self.count_publishers(self._action_topic), time.monotonic()
-        if count != self._action_publishers[0] or now - self._action_publishers[1] >= PUBLISHER_CHECK_S:
-            names = sorted(f"{info.node_namespace.rstrip('/')}/{info.node_name}"
-                           for info in self.get_publishers_info_by_topic(self._action_topic))
-            self._action_publishers = (count, now, [name for name in names if name != self._action_source])
-        return self._action_publishers[2]
 
     def _report(self, step: int, result: SafetyResult) -> None:
         """Log and publish one intervention of the safety filter."""

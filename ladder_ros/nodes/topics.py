@@ -111,11 +111,13 @@ ACTION_TAG = TopicSpec("policy/action_tag", STRING, STREAM, "control rate", "pol
 # One diagnostics topic, absolute as ROS tools expect it (rqt_robot_monitor, diagnostic_aggregator);
 # each status names its node and hardware.
 DIAGNOSTICS = TopicSpec("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", STREAM, "1 Hz",
-                        "camera, depth, policy (robot: driver)",
+                        "camera, depth, policy, robot drivers",
                         ("operator panel", "episode_recorder", "rqt_robot_monitor"),
                         "Health: camera and depth (backend, frames, drops, latency, rate, depth error against "
                         "the measured depth when compared); policy (holding or acting and why, inference "
-                        "latency, control-period error, idle periods, chunks accepted and rejected)",
+                        "latency, control-period error, idle periods, chunks accepted and rejected); drivers (control "
+                        "period and jitter, action age, inverse kinematics or gripper read times, commands held "
+                        "and why)",
                         external=True)
 EPISODE_COMMAND = TopicSpec("episode/command", STRING, EVENTS, "on command",
                             "operator panel / CLI; a node that lost its episode state (abort)",
@@ -127,8 +129,9 @@ COMMAND_REPLY = TopicSpec("episode/command_reply", STRING, EVENTS, "on command",
                           "episode status", document="EpisodeCommandReply")
 SAFETY = TopicSpec("safety/interventions", STRING, EVENTS, "on intervention", "sim_bridge (robot: driver)",
                    ("orchestrator", "operator panel", "episode_recorder"),
-                   "An action the safety filter refused (held still instead): kind, axis, value, limit, and the "
-                   "episode's counts", document="SafetyInterventionDoc", external=True)
+                   "A safety intervention: an action refused (held still instead) or clipped into the workspace, "
+                   "a watchdog stop, an e-stop, a robot error; kind, axis, value, limit, and the episode's counts",
+                   document="SafetyInterventionDoc", external=True)
 CLOCK = TopicSpec("/clock", "rosgraph_msgs/msg/Clock", STREAM, "control rate", "sim_bridge",
                   ("episode_recorder", "nodes with use_sim_time"),
                   "Simulation only: the simulated time of the current step (the stamps of every message)")
@@ -151,12 +154,18 @@ SAFETY_STATE = TopicSpec("robot/safety_state", "diagnostic_msgs/msg/DiagnosticSt
                          "Armed or dry run, e-stop latched, safety interventions so far (values `armed`, "
                          "`estop`, `interventions`, `detail`)", external=True)
 
+JOINT_COMMAND = TopicSpec("robot/joint_command", "sensor_msgs/msg/JointState", STREAM, "per applied action",
+                          "robot driver", ("episode_recorder",),
+                          "The joint target the driver computed for each action that passed the safety filter "
+                          "(sent when armed; dry run: computed only), plus the commanded `gripper_aperture`; "
+                          "Franka: velocities are the waypoint velocities", external=True)
+
 TOPICS: tuple[TopicSpec, ...] = (IMAGE, CAMERA_INFO, SENSOR_DEPTH, DEPTH, DIAGNOSTICS,
                                  JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
                                  CURRENT_SUBGOAL, EVENTS_TOPIC, VERIFY_REQUEST, VERIFY_RESULT, PLAN_REQUEST,
                                  PLAN_RESULT, ACTION, ACTION_TAG,
                                  EPISODE_COMMAND, EPISODE_STATUS, LABELS, SAFETY_STATE,
-                                 COMMAND_REPLY, SAFETY, CLOCK)
+                                 COMMAND_REPLY, SAFETY, CLOCK, JOINT_COMMAND)
 
 # Services, relative to the graph namespace: the orchestrator's (std_srvs/srv/Trigger) and the robot
 # driver's safety interface (standard types, so any driver package can offer them).
@@ -165,6 +174,8 @@ ABORT_SERVICE = "episode/abort"
 ARM_SERVICE = "robot/arm"  # std_srvs/SetBool: true arms the robot, false disarms it to dry run
 ESTOP_SERVICE = "robot/estop"  # std_srvs/Trigger: stop now and latch until released
 ESTOP_RELEASE_SERVICE = "robot/estop_release"  # std_srvs/Trigger: release a latched e-stop (stays disarmed)
+HOME_SERVICE = "robot/home"  # std_srvs/Trigger: open the gripper and move to the home joints (armed only)
+RECOVER_SERVICE = "robot/recover"  # std_srvs/Trigger: clear the arm's errors; the robot stays disarmed
 SERVICES = (
     (STOP_SERVICE, "std_srvs/srv/Trigger", "orchestrator", "End the running episode (operator stop)"),
     (ABORT_SERVICE, "std_srvs/srv/Trigger", "orchestrator", "End the running episode as aborted"),
@@ -174,6 +185,10 @@ SERVICES = (
      "released"),
     (ESTOP_RELEASE_SERVICE, "std_srvs/srv/Trigger", "robot driver", "Release a latched e-stop; the robot stays "
      "disarmed until armed again"),
+    (HOME_SERVICE, "std_srvs/srv/Trigger", "robot driver", "Open the gripper and move to the home joints, through "
+     "the safety filter (armed, no e-stop)"),
+    (RECOVER_SERVICE, "std_srvs/srv/Trigger", "robot driver", "Clear the arm's errors (Interbotix: reboot the "
+     "motors in error, torque on; franky: automatic error recovery); the robot stays disarmed"),
 )
 
 

@@ -1,0 +1,189 @@
+"""The Franka through franky (``franky-control`` on PyPI), streaming joint targets without blocking.
+
+* Motions: each target is an asynchronous ``JointWaypointMotion`` of two waypoints, the target with
+  a velocity (reached after about one period) and the target at rest
+  (:func:`ladder_ros.robots.franka.waypoint_velocity` says why); franky lets a new motion of the same
+  control type take over a running one seamlessly, so the stream is one continuous trajectory.
+* The gripper: ``Gripper.width`` is a network round trip (about 100 ms) and its moves block, so one
+  worker thread owns the gripper: it reads the width continuously and carries out the newest
+  command (``move`` to open, ``grasp`` to close on whatever is in the hand), never the driver's
+  control loop.
+* Errors: a reflex or a control error surfaces as an exception from the running motion
+  (``poll_motion``); ``recover_from_errors`` runs franky's automatic recovery.
+
+``franky`` is imported when a driver starts, with a clear error when it is missing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ladder_ros.robots.franka import FrankaModel
+from ladder_ros.robots.gripper import ApertureRange
+from ladder_ros.robots.interbotix_arm import BackendUnavailable
+from ladder_ros.robots.kinematics import quaternion_to_rotation
+
+MISSING_FRANKY = ("the Franka driver needs franky (pip install franky-control==2.0.0, requirements/robots.txt; its "
+                  "wheels bundle libfranka, which must match the robot's system version)")
+
+
+def import_franky():
+    try:
+        return importlib.import_module("franky")
+    except ImportError as exc:
+        raise BackendUnavailable(f"{MISSING_FRANKY} ({exc})") from None
+
+
+@dataclass
+class FrankaReading:
+    joints: np.ndarray  # rad
+    velocities: np.ndarray  # rad/s
+    ee_pose: np.ndarray  # 4x4, base frame
+    aperture: float | None  # normalised; None until the gripper worker has read a width
+    width_m: float | None
+    width_age_s: float | None
+
+
+class GripperWorker:
+    """Owns a franky ``Gripper``: reads the width in a loop, carries out the newest target aperture."""
+
+    def __init__(self, gripper, width_range: ApertureRange, speed_m_s: float, force_n: float,
+                 tolerance: float = 0.05):
+        self.gripper = gripper
+        self.range = width_range
+        self.speed = speed_m_s
+        self.force = force_n
+        self.tolerance = tolerance  # commands closer than this (aperture) to the last one are not re-sent
+        self.error: str | None = None
+        self.read_times: list[float] = []  # seconds per width read (benchmarks)
+        self._lock = threading.Lock()
+        self._width: tuple[float, float] | None = None  # (width m, monotonic time read)
+        self._target: float | None = None
+        self._sent: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="franky-gripper", daemon=True)
+        self._thread.start()
+
+    def command(self, aperture: float) -> None:
+        with self._lock:
+            self._target = float(aperture)
+
+    def latest(self) -> tuple[float, float] | None:
+        with self._lock:
+            return self._width
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                started = time.monotonic()
+                width = float(self.gripper.width)
+                now = time.monotonic()
+                self.read_times = (self.read_times + [now - started])[-200:]
+                with self._lock:
+                    self._width = (width, now)
+                    target = self._target
+                if target is not None and (self._sent is None or abs(target - self._sent) > self.tolerance):
+                    self._send(target)
+            except Exception as exc:  # keep reading: the driver reports the error and holds the arm
+                self.error = f"gripper: {exc!r}"
+                self._stop.wait(0.1)
+
+    def _send(self, aperture: float) -> None:
+        """Blocking move or grasp (this thread only); opening moves, closing grasps with wide tolerances."""
+        self._sent = aperture
+        width = self.range.reading(aperture)
+        if self._width is not None and width < self._width[0]:
+            # Closing: grasp whatever is between the fingers (any width down to the target counts).
+            self.gripper.grasp(width, self.speed, self.force, epsilon_inner=1.0, epsilon_outer=1.0)
+        else:
+            self.gripper.move(width, self.speed)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+
+
+class FrankyArm:
+    """A connected Franka arm and hand."""
+
+    def __init__(self, *, host: str, model: FrankaModel, dynamics_factor: float, gripper_speed_m_s: float,
+                 gripper_force_n: float, max_width_m: float, realtime: bool):
+        franky = import_franky()
+        self.franky = franky
+        self.model = model
+        self.dynamics_factor = float(dynamics_factor)
+        try:
+            config = franky.RealtimeConfig.Enforce if realtime else franky.RealtimeConfig.Ignore
+            self.robot = franky.Robot(host, realtime_config=config)
+            self.robot.relative_dynamics_factor = self.dynamics_factor
+            self.robot.recover_from_errors()
+            gripper = franky.Gripper(host)
+        except Exception as exc:
+            raise BackendUnavailable(f"cannot connect to the Franka at {host}: {exc!r}") from None
+        width_range = ApertureRange(0.0, max_width_m, source="Franka Hand opening width")
+        self.gripper = GripperWorker(gripper, width_range, gripper_speed_m_s, gripper_force_n)
+        self.error: str | None = None
+
+    def read(self) -> FrankaReading:
+        state = self.robot.current_joint_state
+        pose = self.robot.current_cartesian_state.pose.end_effector_pose
+        t = np.eye(4)
+        x, y, z, w = (float(v) for v in np.asarray(pose.quaternion).ravel())
+        t[:3, :3] = quaternion_to_rotation(np.array([w, x, y, z]))
+        t[:3, 3] = np.asarray(pose.translation, dtype=np.float64).ravel()
+        latest = self.gripper.latest()
+        if latest is None:
+            aperture = width = age = None
+        else:
+            width, read_at = latest
+            aperture = self.gripper.range.aperture(width)
+            age = time.monotonic() - read_at
+        return FrankaReading(np.asarray(state.position, dtype=np.float64).ravel(),
+                             np.asarray(state.velocity, dtype=np.float64).ravel(), t, aperture, width, age)
+
+    def send_joints(self, target: np.ndarray, velocity: np.ndarray, period_s: float) -> None:
+        """Stream one target (non-blocking): reach it with ``velocity`` in about a period, then rest there."""
+        f = self.franky
+        q = np.asarray(target, dtype=np.float64)
+        reach = f.JointWaypoint(f.JointState(q, np.asarray(velocity, dtype=np.float64)),
+                                minimum_time=f.Duration(max(1, int(round(period_s * 1000)))))
+        rest = f.JointWaypoint(f.JointState(q))
+        self.robot.move(f.JointWaypointMotion([reach, rest], return_when_finished=False), asynchronous=True)
+
+    def send_gripper(self, aperture: float) -> None:
+        self.gripper.command(aperture)
+
+    def stop(self) -> None:
+        """Brake to rest as fast as the arm's limits allow (takes over the running motion); it then holds there."""
+        if self.robot.is_in_control:
+            self.robot.move(self.franky.JointStopMotion(), asynchronous=True)
+
+    def poll(self) -> str | None:
+        """The arm's error since the last poll (a reflex, a control exception), or None."""
+        try:
+            self.robot.poll_motion()
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        if self.gripper.error:
+            error, self.gripper.error = self.gripper.error, None
+            return error
+        return None
+
+    def recover(self) -> str:
+        ok = self.robot.recover_from_errors()
+        return "franky error recovery succeeded" if ok else "franky error recovery reported failure"
+
+    def close(self) -> None:
+        """Stop, then drop the connections (a Franka serves one client at a time)."""
+        self.gripper.close()
+        try:
+            self.robot.stop()
+        except Exception:  # the connection may be gone already
+            pass
+        self.robot = None
+        self.gripper.gripper = None

@@ -1,0 +1,1 @@
+"""Test double of Interbotix's interbotix_common_modules (see tests/interbotix_double/README.md)."""

@@ -1,0 +1,2 @@
+class InterbotixException(Exception):
+    """Exception to be raised when the Interbotix API is misused."""

@@ -1,0 +1,175 @@
+"""The Franka driver against franky-sim, a real libfranka-protocol server on a loopback address.
+
+franky (franky-control, the driver's real dependency) talks the robot's network protocol to the
+simulator exactly as to an arm; nothing here is faked. The simulator may run slower than real time
+on a loaded machine, so every wait is bounded by what it waits for, never by a guess at its speed.
+"""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
+pytest.importorskip("franky", reason="needs franky-control and franky-sim (requirements/robots.txt)")
+pytest.importorskip("franky_sim", reason="needs franky-control and franky-sim (requirements/robots.txt)")
+
+import rclpy  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+
+from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.robots.franka import get_model  # noqa: E402
+from tests.driver_probe import DriverProbe  # noqa: E402
+from tests.franky_sim_server import FrankySim  # noqa: E402
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+NS = "franka"
+NAMES = tuple(f"panda_joint{i}" for i in range(1, 8))
+AXES = (*NAMES, "gripper_position")
+FR3 = get_model("fr3")
+
+
+@pytest.fixture(scope="module")
+def sim():
+    server = FrankySim()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def connected(sim):
+    """One driver for the module: franky-sim serves one client at a time, like the arm."""
+    from ladder_ros.nodes.franka_driver import FrankaDriverNode
+
+    rclpy.init()
+    executor = SingleThreadedExecutor()
+    nodes = []
+    try:
+        params = [Parameter("clock_mode", value="wall_clock"), Parameter("preset", value="franka"),
+                  Parameter("host", value=sim.host), Parameter("model", value="fr3"),
+                  Parameter("realtime", value=False)]
+        driver = FrankaDriverNode(namespace=NS, parameter_overrides=params)
+        nodes.append(driver)
+        probe = DriverProbe(NS)
+        nodes.append(probe)
+        for node in nodes:
+            executor.add_node(node)
+        probe.spin_until(executor, lambda: probe.states and probe.joint_states and probe.poses, 60,
+                         "the driver's first state")
+        yield executor, driver, probe
+    finally:
+        if nodes:
+            nodes[0].close()
+        for node in nodes:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+@pytest.fixture
+def rig(connected):
+    """Each test starts disarmed, with no e-stop latched and the arm at rest."""
+    executor, driver, probe = connected
+    probe.trigger(executor, topics.ESTOP_RELEASE_SERVICE)
+    probe.arm(executor, False)
+    probe.spin_until(executor, lambda: probe.state().get("armed") == "false", 10, "the disarmed state")
+    probe.interventions.clear()
+    probe.commands.clear()
+    probe.spin_for(executor, 2 / 15)  # a fresh stamp for the next action (one per period)
+    return connected
+
+
+def stream(probe, executor, targets, gripper=0.0, period=1 / 15):
+    for q in targets:
+        probe.send(AXES, [*q, gripper])
+        probe.spin_for(executor, period)
+
+
+def hold_at(probe, executor, q, gripper, until, timeout_s, what):
+    """Keep sending the final target at 15 Hz (as a policy holding still does) until ``until()``."""
+    import time
+    deadline = time.monotonic() + timeout_s
+    while not until():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        stream(probe, executor, [q], gripper)
+
+
+def test_publishes_joints_aperture_and_height_and_stays_still_in_dry_run(rig):
+    executor, driver, probe = rig
+    state = probe.state()
+    assert state["armed"] == "false" and state["estop"] == "false"
+    names, joints, aperture = probe.joint_states[-1][1], probe.latest_joints(), probe.latest_aperture()
+    assert names == NAMES and joints.shape == (7,) and 0.0 <= aperture <= 1.0
+    height = probe.poses[-1][1][2, 3]
+    assert 0.1 < height < 1.2  # the end effector's height above the base, for the trigger's lift rule
+    start = joints.copy()
+    stream(probe, executor, [start + 0.01 * k for k in range(1, 6)])
+    probe.spin_until(executor, lambda: len(probe.commands) >= 5, 10, "five dry-run commands")
+    assert np.allclose(probe.latest_joints(), start, atol=2e-3)
+
+
+def test_armed_the_arm_follows_a_joint_sequence_and_the_gripper_closes_and_opens(rig):
+    executor, driver, probe = rig
+    assert probe.arm(executor).success
+    start = probe.latest_joints().copy()
+    targets = [start + np.array([0.02, 0.0, 0.0, 0.015, 0.0, 0.0, -0.02]) * k for k in range(1, 11)]
+    stream(probe, executor, targets)
+    final = targets[-1]
+    hold_at(probe, executor, final, 0.0, lambda: np.allclose(probe.latest_joints(), final, atol=5e-3), 120,
+            "the arm at the sequence's last target")
+    visited = np.array([js[2] for js in probe.joint_states])
+    assert visited[:, 0].max() > start[0] + 0.15  # it went there along the sequence, not in a jump
+    hold_at(probe, executor, final, 1.0, lambda: probe.latest_aperture() < 0.05, 120, "the gripper closed")
+    hold_at(probe, executor, final, 0.0, lambda: probe.latest_aperture() > 0.95, 120, "the gripper open")
+    velocities = [c.velocity[:7] for c in probe.commands]
+    assert any(np.any(np.abs(v) > 0) for v in velocities)  # waypoints carried velocities
+
+
+def test_bad_joint_actions_are_refused_counted_and_the_arm_holds(rig):
+    executor, driver, probe = rig
+    assert probe.arm(executor).success
+    here = probe.latest_joints().copy()
+    nan = here.copy()
+    nan[2] = float("nan")
+    beyond = here.copy()
+    beyond[3] = FR3.upper[3] + 0.1
+    jump = here + np.array([0.5, 0, 0, 0, 0, 0, 0])
+    for values, kind in ((nan, "non_finite"), (beyond, "joint_limit"), (jump, "jump")):
+        stream(probe, executor, [values])
+        probe.spin_until(executor, lambda: kind in probe.kinds(), 10, f"a {kind} intervention")
+    probe.send(AXES, [*here, 1.7])
+    probe.spin_until(executor, lambda: "gripper_domain" in probe.kinds(), 10, "a gripper_domain intervention")
+    probe.spin_for(executor, 2 / 15)
+    probe.send(NAMES, list(here))
+    probe.spin_until(executor, lambda: "malformed" in probe.kinds(), 10, "a malformed intervention")
+    probe.spin_for(executor, 1.0)
+    assert np.allclose(probe.latest_joints(), here, atol=5e-3)
+    assert probe.interventions[-1].counts["jump"] == 1
+
+
+def test_estop_stops_motion_and_latches(rig):
+    executor, driver, probe = rig
+    assert probe.arm(executor).success
+    start = probe.latest_joints().copy()
+    stream(probe, executor, [start + np.array([0.03, 0, 0, 0, 0, 0, 0]) * k for k in range(1, 6)])
+    assert probe.trigger(executor, topics.ESTOP_SERVICE).success
+    probe.spin_until(executor, lambda: probe.state().get("estop") == "true", 5, "the e-stop state")
+    stream(probe, executor, [start + np.array([0.3, 0, 0, 0, 0, 0, 0])] * 5)  # ignored while latched
+    probe.spin_until(executor, lambda: np.all(np.abs(probe.joint_states[-1][2] - probe.joint_states[-3][2]) < 1e-4),
+                     60, "the arm at rest")
+    rest = probe.latest_joints().copy()
+    probe.spin_for(executor, 1.0)
+    assert np.allclose(probe.latest_joints(), rest, atol=1e-3) and rest[0] < start[0] + 0.2
+    assert not probe.arm(executor).success
+    assert probe.trigger(executor, topics.ESTOP_RELEASE_SERVICE).success
+
+
+def test_the_watchdog_stops_the_arm_when_the_policy_goes_quiet(rig):
+    executor, driver, probe = rig
+    assert probe.arm(executor).success
+    start = probe.latest_joints().copy()
+    stream(probe, executor, [start + np.array([0.02, 0, 0, 0, 0, 0, 0]) * k for k in range(1, 8)])
+    probe.spin_until(executor, lambda: "watchdog" in probe.kinds(), 5, "a watchdog intervention")
+    doc = [d for d in probe.interventions if d.kind == "watchdog"][-1]
+    assert doc.limit == pytest.approx(1.5 / 15)
+    probe.spin_until(executor, lambda: np.all(np.abs(probe.joint_states[-1][2] - probe.joint_states[-3][2]) < 1e-4),
+                     60, "the arm at rest")

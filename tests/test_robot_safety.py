@@ -1,0 +1,190 @@
+"""The drivers' half of the safety filter: joint targets, the workspace box, and the supervisor's states."""
+
+import math
+
+import numpy as np
+import pytest
+
+from ladder_ros.core.errors import ConfigError
+from ladder_ros.core.presets import WIDOWX
+from ladder_ros.core.safety import (
+    ESTOP,
+    INTERVENTION_KINDS,
+    JOINT_LIMIT,
+    JUMP,
+    MALFORMED,
+    NON_FINITE,
+    ROBOT_ERROR,
+    WATCHDOG,
+    ActionFilter,
+    JointLimits,
+    JointTargetFilter,
+    Verdict,
+    WorkspaceBox,
+)
+from ladder_ros.core.safety_supervisor import ERROR, OK, WARN, Permission, SafetySupervisor, SupervisorConfig
+
+LIMITS = JointLimits(("a", "b"), (-1.0, -2.0), (1.0, 2.0), (0.1, 0.2), source="test")
+
+
+def test_joint_limits_are_validated_with_the_bad_value_named():
+    with pytest.raises(ConfigError, match="lower limit must be below upper"):
+        JointLimits(("a",), (1.0,), (0.0,), (0.1,))
+    with pytest.raises(ConfigError, match="max_step"):
+        JointLimits(("a",), (-1.0,), (1.0,), (0.0,))
+    with pytest.raises(ConfigError, match="2 values"):
+        JointLimits(("a", "b"), (-1.0,), (1.0, 1.0), (0.1, 0.1))
+    with pytest.raises(ConfigError, match="finite"):
+        JointLimits(("a",), (-math.inf,), (1.0,), (0.1,))
+    with pytest.raises(ConfigError, match="distinct"):
+        JointLimits(("a", "a"), (-1.0, -1.0), (1.0, 1.0), (0.1, 0.1))
+    assert LIMITS.scaled_steps(0.5).max_step == (0.05, 0.1)
+
+
+@pytest.mark.parametrize("target,kind,axis", [
+    ([0.05, math.nan], NON_FINITE, "b"),
+    ([1.01, 0.0], JOINT_LIMIT, "a"),
+    ([0.0, -2.5], JOINT_LIMIT, "b"),
+    ([0.15, 0.0], JUMP, "a"),  # 0.15 rad in one step, the most is 0.1
+    ([0.0, 0.0, 0.0], MALFORMED, None),
+    (["x", 0.0], MALFORMED, None),
+])
+def test_a_bad_joint_target_is_refused_whole_and_the_previous_target_held(target, kind, axis):
+    joints = JointTargetFilter(LIMITS)
+    previous = np.array([0.0, 0.0])
+    result = joints.check(target, previous)
+    assert result.verdict is Verdict.REJECTED and result.kind == kind and result.axis == axis
+    assert np.array_equal(result.action, previous) and joints.counts[kind] == 1 and joints.applied == 0
+
+
+def test_a_good_joint_target_passes_unchanged_and_jumps_are_measured_from_the_previous_target():
+    joints = JointTargetFilter(LIMITS)
+    assert joints.check([0.09, -0.19], [0.0, 0.0]).applied
+    assert joints.check([0.9, 1.9], [0.85, 1.75]).applied
+    assert joints.check([0.9, 1.9], [0.0, 0.0]).kind == JUMP
+    assert joints.applied == 2 and joints.interventions == 1
+    assert joints.summary()["limits"]["max_step"] == [0.1, 0.2]
+
+
+def test_a_shared_counter_counts_once_per_action():
+    actions = ActionFilter(WIDOWX.action_limits)
+    joints = JointTargetFilter(LIMITS, counter=actions)
+    assert actions.check([0.01, 0, 0, 0, 0, 0, 1.0]).applied
+    assert joints.check([0.5, 0.0], [0.0, 0.0]).kind == JUMP
+    assert actions.counts[JUMP] == 1 and joints.interventions == 0 and actions.applied == 1
+    assert set(actions.counts) == set(INTERVENTION_KINDS)
+
+
+def test_the_workspace_box_clips_the_target_and_names_the_axes():
+    box = WorkspaceBox((0.1, -0.2, 0.0), (0.4, 0.2, 0.3))
+    inside = np.array([0.2, 0.0, 0.1])
+    assert box.contains(inside) and box.clip(inside)[1] == []
+    clipped, axes = box.clip([0.5, -0.3, 0.1])
+    assert axes == ["x", "y"] and np.allclose(clipped, [0.4, -0.2, 0.1])
+    with pytest.raises(ConfigError, match="z: low must be below high"):
+        WorkspaceBox((0, 0, 0.3), (1, 1, 0.3))
+
+
+def supervisor(**config):
+    counts = ActionFilter(WIDOWX.action_limits)
+    return counts, SafetySupervisor(counts, SupervisorConfig(watchdog_s=0.3, **config))
+
+
+def test_dry_run_by_default_then_armed_then_disarmed():
+    counts, s = supervisor()
+    assert not s.armed and s.level == WARN and s.permit(0.0) is Permission.DRY_RUN
+    assert s.arm() == (True, "armed") and s.level == OK and s.permit(0.1) is Permission.MOVE
+    assert s.disarm()[0] and s.permit(0.2) is Permission.DRY_RUN
+    assert s.holds["dry_run"] == 2 and counts.interventions == 0  # holds are not interventions
+    assert s.values()["armed"] == "false" and s.values()["interventions"] == "0"
+
+
+def test_the_e_stop_latches_until_released_and_release_leaves_the_robot_disarmed():
+    counts, s = supervisor()
+    s.arm()
+    s.estop()
+    assert s.estopped and not s.armed and s.level == ERROR and s.permit(1.0) is Permission.ESTOP
+    assert s.estop() == "e-stop already latched" and counts.counts[ESTOP] == 1  # counted once per latch
+    ok, message = s.arm()
+    assert not ok and "latched" in message and not s.armed
+    assert s.release()[0] and not s.estopped and not s.armed and s.permit(2.0) is Permission.DRY_RUN
+    assert s.arm()[0] and s.permit(2.1) is Permission.MOVE
+    assert s.values()["estop"] == "false" and s.values()["interventions"] == "1"
+
+
+def test_the_watchdog_stops_an_armed_arm_once_when_commands_stop():
+    counts, s = supervisor()
+    assert not s.watchdog_due(10.0)  # never commanded: nothing to stop
+    s.arm()
+    assert s.permit(1.0) is Permission.MOVE
+    assert not s.watchdog_due(1.29)
+    assert s.watchdog_due(1.31) and s.watchdog_holding
+    assert not s.watchdog_due(5.0) and counts.counts[WATCHDOG] == 1  # one stop per silence
+    assert s.permit(5.1) is Permission.MOVE and not s.watchdog_holding
+    assert s.watchdog_due(5.5) and counts.counts[WATCHDOG] == 2
+    s.disarm()
+    s.permit(6.0)
+    assert not s.watchdog_due(9.0)  # disarmed: nothing moves, nothing to stop
+
+
+def test_the_verification_hold_is_an_option():
+    _, s = supervisor()
+    s.arm()
+    s.set_verifying(True)
+    assert s.permit(0.0) is Permission.MOVE  # default: the robot runs on, as in the paper
+    _, s = supervisor(hold_while_verifying=True)
+    s.arm()
+    s.set_verifying(True)
+    assert s.permit(0.0) is Permission.VERIFYING and s.holds["verifying"] == 1
+    s.set_verifying(False)
+    assert s.permit(0.1) is Permission.MOVE
+
+
+def test_a_robot_error_disarms_and_counts_and_episodes_keep_a_lifetime_total():
+    counts, s = supervisor()
+    s.arm()
+    s.robot_error("reflex: cartesian_reflex")
+    assert not s.armed and counts.counts[ROBOT_ERROR] == 1 and "reflex" in s.detail
+    s.new_episode()
+    assert counts.interventions == 0 and s.interventions_total == 1
+    s.estop()
+    assert s.values()["interventions"] == "2" and s.values()["episode_interventions"] == "1"
+    assert s.summary()["counts"][ESTOP] == 1
+
+
+def test_supervisor_config_is_validated():
+    for bad in (0, -1.0, math.nan, True):
+        with pytest.raises(ConfigError, match="watchdog_s"):
+            SupervisorConfig(watchdog_s=bad)
+    with pytest.raises(ConfigError, match="hold_while_verifying"):
+        SupervisorConfig(watchdog_s=1.0, hold_while_verifying="yes")
+
+
+def test_an_intervention_document_carries_no_nan():
+    from ladder_ros.messages import SafetyInterventionDoc, decode, encode
+
+    doc = SafetyInterventionDoc(episode_id="e", step=0, source="/widowx/widowx_driver", kind=NON_FINITE,
+                                reason="ee_dx is nan", axis="ee_dx", value=math.nan, limit=math.inf)
+    assert doc.value is None and doc.limit is None
+    assert decode(encode(doc), SafetyInterventionDoc) == doc
+
+
+def test_driver_parameters_are_checked_before_start_with_the_value_named():
+    from ladder_ros.nodes.parameters import check_node_parameters
+
+    checked = check_node_parameters("widowx_driver", {"workspace_low": [0.1, -0.2, 0.05]})
+    assert checked["workspace_low"] == [0.1, -0.2, 0.05] and checked["finger_open_m"] == 0.035
+    with pytest.raises(ConfigError, match="decimal numbers"):
+        check_node_parameters("widowx_driver", {"workspace_low": [0, -0.2, 0.05]}, strict={"workspace_low"})
+    with pytest.raises(ConfigError, match="must have 3 values"):
+        check_node_parameters("widowx_driver", {"workspace_high": [0.4, 0.2]})
+    with pytest.raises(ConfigError, match="workspace_high: z must be above"):
+        check_node_parameters("widowx_driver", {"workspace_high": [0.4, 0.2, 0.01]})
+    with pytest.raises(ConfigError, match="finger_open_m"):
+        check_node_parameters("widowx_driver", {"finger_open_m": 0.005})
+    with pytest.raises(ConfigError, match="accel_time_s"):
+        check_node_parameters("widowx_driver", {"accel_time_s": 0.2})
+    with pytest.raises(ConfigError, match="7 distinct names"):
+        check_node_parameters("franka_driver", {"joint_names": ["a"] * 7})
+    with pytest.raises(ConfigError, match="speed_scale"):
+        check_node_parameters("franka_driver", {"speed_scale": 0.0})

@@ -137,7 +137,7 @@ def test_wilson_interval_known_values():
     assert metrics.wilson_interval(0, 0) == (0.0, 1.0)
 
 
-def test_paired_bootstrap():
+def test_paired_bootstrap_identical_differences_have_no_spread():
     a = {f"t{i}": (8, 10) for i in range(10)}
     b = {f"t{i}": (4, 10) for i in range(10)}
     point, lo, hi = metrics.paired_task_bootstrap(a, b, draws=2000)
@@ -147,12 +147,41 @@ def test_paired_bootstrap():
     b = {f"t{i}": (i, 10) for i in range(9)}
     point, lo, hi = metrics.paired_task_bootstrap(a, b, draws=2000)
     assert point == pytest.approx(10.0) and lo == pytest.approx(10.0) and hi == pytest.approx(10.0)
-    # a mixed difference has a real interval that contains the point estimate
+
+
+def test_paired_bootstrap_resamples_tasks():
+    # Two tasks: a beats b by 100 points on t0 and ties on t1 (point estimate 50). Resampling two
+    # tasks with replacement gives {t0, t0} (100) a quarter of the time, {t0, t1} (50) half and
+    # {t1, t1} (0) a quarter: the 2.5 % and 97.5 % percentiles are 0 and 100.
+    a = {"t0": (10, 10), "t1": (5, 10)}
+    b = {"t0": (0, 10), "t1": (5, 10)}
+    assert metrics.paired_task_bootstrap(a, b, draws=10_000) == (pytest.approx(50.0), 0.0, 100.0)
+
+
+def test_paired_bootstrap_resamples_within_each_suite():
+    # The same two tasks in two suites: every draw holds one task of each suite, so the
+    # difference is 50 in every draw (Appendix F: tasks are resampled within each suite).
+    a = {"t0": (10, 10), "t1": (5, 10)}
+    b = {"t0": (0, 10), "t1": (5, 10)}
+    point, lo, hi = metrics.paired_task_bootstrap(a, b, suite_of={"t0": "simpler", "t1": "robolab"}, draws=10_000)
+    assert (point, lo, hi) == (pytest.approx(50.0), pytest.approx(50.0), pytest.approx(50.0))
+    # five tasks per suite, homogeneous within each suite, unequal between them: no spread either
+    a = {**{f"x{i}": (8, 10) for i in range(5)}, **{f"y{i}": (5, 10) for i in range(5)}}
+    b = {**{f"x{i}": (6, 10) for i in range(5)}, **{f"y{i}": (5, 10) for i in range(5)}}
+    suite_of = {t: t[0] for t in a}
+    point, lo, hi = metrics.paired_task_bootstrap(a, b, suite_of=suite_of, draws=4000)
+    assert (point, lo, hi) == (pytest.approx(10.0), pytest.approx(10.0), pytest.approx(10.0))
+    # a mixed difference within a suite has a real interval that contains the point estimate
     a = {"t0": (10, 10), "t1": (0, 10), "t2": (5, 10), "t3": (9, 10)}
     b = {"t0": (0, 10), "t1": (0, 10), "t2": (5, 10), "t3": (1, 10)}
-    suite_of = {"t0": "x", "t1": "x", "t2": "y", "t3": "y"}
-    point, lo, hi = metrics.paired_task_bootstrap(a, b, draws=4000, suite_of=suite_of)
+    point, lo, hi = metrics.paired_task_bootstrap(a, b, draws=4000, suite_of={"t0": "x", "t1": "x", "t2": "y",
+                                                                             "t3": "y"})
     assert lo < point < hi and lo >= 0.0
+
+
+def test_paired_bootstrap_needs_shared_tasks():
+    with pytest.raises(ValueError, match="share no task"):
+        metrics.paired_task_bootstrap({"t0": (1, 2)}, {"t1": (1, 2)})
 
 
 def test_summary_by_horizon_and_causes():
@@ -186,9 +215,65 @@ def test_transfer_counts_arrival_at_the_new_container():
     assert feed(tr, state(("carrot", "towel"), ("spoon", "towel"))) == (True, True)
 
 
-def test_held_object_does_not_count_as_placed():
-    t = task("single_destination", ("carrot", "plate"))
+def test_picking_a_placed_object_back_up_undoes_its_subgoal():
+    # The simulator reports a held object as held, never as resting (tests/test_mujoco_tabletop.py);
+    # the tracker then sees the subgoal stop holding, and the score calls it completed then undone.
+    t = task("single_destination", ("carrot", "plate"), ("spoon", "plate"))
     tr = GoalTracker(t)
-    # the simulator reports resting objects only; a held carrot over the plate is not resting
-    assert feed(tr, GoalState(resting={}, held=frozenset({"carrot"}))) == (False,)
-    assert tr.records[0].object_ever_held
+    assert feed(tr, state(("carrot", "plate"))) == (True, False)
+    assert not tr.records[0].object_ever_held
+    assert tr.update(state(held=["carrot"]), 1) == (False, False)
+    assert tr.records[0].ever_achieved and tr.records[0].first_achieved_step == 0
+    assert tr.records[0].object_ever_held and not tr.records[1].object_ever_held
+    s = metrics.score_episode(t, tr, summary("proprio_verifier", 2, completed=[0], pending=[1],
+                                             ever_current=[0, 1]))
+    assert [o.cause for o in s.outcomes] == [metrics.COMPLETED_THEN_UNDONE, metrics.ATTEMPTED_NEVER_COMPLETED]
+    assert [o.first_done_step for o in s.outcomes] == [0, None]
+
+
+def test_relay_legs_need_one_object_even_when_a_leg_repeats():
+    # two corn cobs relayed plate -> towel one after the other: the second cob's plate leg holds with
+    # the one cob on the plate (the first has moved on), not two (decisions: relay legs need one)
+    t = task("relay", ("corn", "plate"), ("corn", "towel"), ("corn", "plate"), ("corn", "towel"))
+    tr = GoalTracker(t)
+    out = feed(tr, state(("corn", "plate")), state(("corn", "towel")),
+               state(("corn", "towel"), ("corn", "plate")), state(("corn", "towel"), ("corn", "towel")))
+    assert out == (True, True, True, True)
+    assert [r.first_achieved_step for r in tr.records][:3] == [0, 1, 2]
+    assert tr.success
+
+
+def test_exclusion_ignores_a_distractor_on_a_container_the_task_does_not_use():
+    # "everything except the eggplant on the plate": the eggplant on the cloth was not moved onto a destination
+    t = task("exclusion", ("carrot", "plate"), distractors=["eggplant"])
+    tr = GoalTracker(t)
+    feed(tr, state(("carrot", "plate"), ("eggplant", "cloth")))
+    assert tr.distractors_placed() == [] and tr.success
+    score = metrics.score_episode(t, tr, summary("proprio_verifier", 1, completed=[0], ever_current=[0]))
+    assert score.success and score.violations == ()
+    assert tr.distractors_placed(["cloth"]) == ["eggplant"]  # when asked about the cloth, it is there
+
+
+def test_score_of_an_exclusion_task_with_a_moved_distractor_fails_with_the_violation():
+    t = task("exclusion", ("carrot", "plate"), ("spoon", "plate"), distractors=["eggplant"])
+    tr = GoalTracker(t)
+    feed(tr, state(("carrot", "plate"), ("spoon", "plate"), ("eggplant", "plate")))
+    s = metrics.score_episode(t, tr, summary("proprio_verifier", 2, completed=[0, 1], ever_current=[0, 1]))
+    assert [o.done for o in s.outcomes] == [True, True] and s.subgoals_done == 2
+    assert s.violations == (metrics.DISTRACTOR_MOVED,)
+    assert s.success is False
+
+
+def test_score_of_an_ordered_task_placed_out_of_order_fails_with_the_violation():
+    # "first the banana, then the orange": the orange lands first; at the end both are in the bin
+    t = task("ordered", ("banana", "bin"), ("orange", "bin"))
+    tr = GoalTracker(t)
+    feed(tr, state(("orange", "bin")), state(("orange", "bin"), ("banana", "bin")))
+    s = metrics.score_episode(t, tr, summary("privileged_verifier", 2, completed=[0, 1], ever_current=[0, 1]))
+    assert [o.done for o in s.outcomes] == [True, True]
+    assert s.violations == (metrics.ORDER_VIOLATED,)
+    assert s.success is False
+    in_order = GoalTracker(t)
+    feed(in_order, state(("banana", "bin")), state(("orange", "bin"), ("banana", "bin")))
+    ok = metrics.score_episode(t, in_order, summary("privileged_verifier", 2, completed=[0, 1], ever_current=[0, 1]))
+    assert ok.success and ok.violations == ()

@@ -270,3 +270,68 @@ def test_abort_keeps_the_queue():
 def test_unknown_variant_lists_the_valid_names():
     with pytest.raises(ConfigError, match="privileged_verifier.*proprio_trigger"):
         Variant.parse("magic")
+
+
+def queue_changes(o):
+    return [(e.step, e.data["reason"], e.data["pending"]) for e in o.events if e.kind == ev.QUEUE_CHANGED]
+
+
+def test_a_count_above_the_need_completes_the_subgoal():
+    # both corns already lie on the cloth when the first corn is checked: 2 reaches the need of 1
+    o = orch("proprio_verifier", [CORN, CORN], category=TaskCategory.DUPLICATES)
+    ds = run(o, [O] * 100, answer=lambda r: 2)
+    answered = [(e.step, e.data["required"], e.data["complete"]) for e in o.events
+                if e.kind == ev.VERIFICATION_ANSWERED]
+    assert answered == [(45, 1, True), (90, 2, True)]
+    assert ds[-1].finish_reason == "plan_complete" and o.queue.completed == [0, 1]
+
+
+def test_franka_last_pending_duplicate_is_retried_in_place():
+    # corn 1 is done; corn 2 (the only subgoal left) is not: nothing to move it behind
+    o = orch("proprio_verifier", [CORN, CORN], preset=FRANKA, category=TaskCategory.DUPLICATES)
+    run(o, [O] * 700, zs=[0.3] * 700, answer=lambda r: 1)
+    assert queue_changes(o) == [(600, "retry_in_place", [1])]
+    starts = [(e.step, e.data["plan_index"]) for e in o.events if e.kind == ev.SUBGOAL_STARTED]
+    assert starts == [(0, 0), (300, 1)]  # the retried subgoal does not start over
+
+
+def test_franka_ordered_copies_of_a_subgoal_are_not_interchangeable():
+    # revisit: the spoon goes back to the cloth; its second cloth leg is not a copy of the first
+    cloth = Subgoal("spoon", "cloth", "put the spoon on the cloth")
+    pot = Subgoal("spoon", "pot", "put the spoon in the pot")
+    for category in (TaskCategory.REVISIT, TaskCategory.ORDERED, TaskCategory.RELAY):
+        o = orch("proprio_verifier", [cloth, pot, cloth], preset=FRANKA, category=category)
+        run(o, [O] * 301, zs=[0.3] * 301, answer=lambda r: 0)
+        assert queue_changes(o) == [(300, "retry_in_place", [0, 1, 2])], category
+    o = orch("proprio_verifier", [cloth, pot, cloth], preset=FRANKA, category=TaskCategory.DUPLICATES)
+    run(o, [O] * 301, zs=[0.3] * 301, answer=lambda r: 0)
+    assert queue_changes(o) == [(300, "moved_to_end", [1, 2, 0])]
+
+
+def test_wall_clock_a_release_during_an_open_query_schedules_the_next_one():
+    # query at 45 (no release) is in flight; the gripper releases at 51; the answer comes at 53:
+    # not complete, so the next query is 5 steps after that release (56), not 45 after the answer
+    o = orch("proprio_verifier", [CARROT, SPOON])
+    monitor = GripperMonitor.for_preset(WIDOWX)
+    trace = [O] * 47 + [C, C, C, C] + [O] * 60
+    requests = []
+    for step, a in enumerate(trace):
+        d = o.observe(StepInput(step=step, gripper=monitor.update(step, a)))
+        if d.request is not None and d.request.request_id not in {r.request_id for r in requests}:
+            requests.append(d.request)
+        if step == 53:
+            d = o.resolve(VerificationResult(request_id=requests[0].request_id, count=0, source="slow"))
+            assert d.instruction == CARROT.text
+    assert [(r.step, r.reason) for r in requests] == [(45, "without_release"), (56, "after_release")]
+
+
+def test_wall_clock_without_a_release_in_flight_the_next_query_waits_45_steps():
+    o = orch("proprio_verifier", [CARROT, SPOON])
+    requests = []
+    for step in range(120):
+        d = o.observe(StepInput(step=step, gripper=g(step)))
+        if d.request is not None and d.request.request_id not in {r.request_id for r in requests}:
+            requests.append(d.request)
+        if step == 53:
+            o.resolve(VerificationResult(request_id=requests[0].request_id, count=0, source="slow"))
+    assert [(r.step, r.reason) for r in requests] == [(45, "without_release"), (98, "without_release")]

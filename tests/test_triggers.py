@@ -11,13 +11,18 @@ from ladder_ros.core.triggers import GripperTrigger, PeriodicTrigger, normalised
 O, C = 1.0, 0.0  # open, closed
 
 
-def fire_steps(trigger, apertures, zs=None):
+def attempt_ends(trigger, apertures, zs=None):
+    """(step, AttemptEnd) for every step of the trace at which the trigger ends an attempt."""
     out = []
     for step, a in enumerate(apertures):
         end = trigger.update(step, a, None if zs is None else zs[step])
         if end is not None:
-            out.append((step, end.reason))
+            out.append((step, end))
     return out
+
+
+def fire_steps(trigger, apertures, zs=None):
+    return [(step, end.reason) for step, end in attempt_ends(trigger, apertures, zs)]
 
 
 def test_widowx_close_of_three_steps_then_open_ends_an_attempt():
@@ -40,18 +45,26 @@ def test_threshold_is_opening_past_one_half():
 def test_widowx_release_during_cooldown_is_suppressed_and_consumed():
     # fire at 5; a release 8 steps later (13) is inside the cooldown of 8; 9 steps later fires
     trace = [O, O, C, C, C, O,  # fires at 5
-             C, C, C, C, C, C, C, O,  # open at 13 = 5 + 8: suppressed
-             C, C, C, O]  # open at 17: fires (the close run at 6..12 was consumed)
+             C, C, C, C, C, C, C, O,  # open at 13 = 5 + 8: suppressed, its close of 7 steps consumed
+             O, O, O,  # still open after the cooldown: nothing is left to release
+             C, C, C, O]  # a new close of 3 steps, open at 20: fires
     trig = GripperTrigger(WIDOWX.trigger)
     fired, suppressed = [], []
     for step, a in enumerate(trace):
         end = trig.update(step, a)
         if end:
-            fired.append(step)
+            fired.append((step, end.close_steps))
         if trig.last_suppressed:
-            suppressed.append(step)
-    assert fired == [5, 17]
-    assert suppressed == [13]
+            suppressed.append((trig.last_suppressed.step, trig.last_suppressed.close_steps))
+    assert fired == [(5, 3), (20, 3)]
+    assert suppressed == [(13, 7)]
+
+
+def test_a_suppressed_close_run_does_not_add_to_the_next_close():
+    # suppressed at 8 (4 steps after the release at 4); the next close is 2 steps: too short,
+    # even though 3 + 2 closed steps came since the last release that counted
+    trace = [O, C, C, C, O, C, C, C, O, O, O, O, O, O, C, C, O, O]
+    assert fire_steps(GripperTrigger(WIDOWX.trigger), trace) == [(4, "release")]
 
 
 def test_widowx_release_just_after_cooldown_fires():
@@ -88,10 +101,29 @@ def test_franka_close_one_step_too_short_does_not_fire():
 
 
 def test_franka_lift_is_measured_from_the_start_of_the_close():
-    # the arm was high before closing and then went down: no lift
+    # the arm was high before closing, then rose 2 cm during the close: a 2 cm lift, not 32 cm
     aps = [O] * 5 + [C] * 25 + [O]
-    zs = [0.5] * 5 + [0.2] * 25 + [0.2]
+    zs = [0.5] * 5 + [0.2 + 0.02 * i / 24 for i in range(25)] + [0.22]
     assert fire_steps(GripperTrigger(FRANKA.trigger), aps, zs) == []
+    # the same close starting 1 cm lower rises 3 cm from its first closed step: a lift
+    zs = [0.5] * 5 + [0.19 + 0.03 * i / 24 for i in range(25)] + [0.22]
+    assert [(s, e.lift_m) for s, e in attempt_ends(GripperTrigger(FRANKA.trigger), aps, zs)] == [
+        (30, pytest.approx(0.03))]
+
+
+def test_franka_a_drop_during_the_close_is_not_a_lift():
+    # closed for 25 steps while the arm goes DOWN 4 cm (a grasp pressed onto the table): no attempt
+    aps = [O] * 5 + [C] * 25 + [O] * 3
+    zs = [0.30] * 5 + [0.30 - 0.04 * i / 24 for i in range(25)] + [0.26] * 3
+    assert fire_steps(GripperTrigger(FRANKA.trigger), aps, zs) == []
+
+
+def test_franka_lift_is_the_highest_point_of_the_close():
+    # up 3.5 cm and back down 1 cm before the release: the lift reached 3 cm, the attempt ends
+    aps = [O] * 5 + [C] * 30 + [O]
+    zs = [0.2] * 5 + [0.2 + 0.035 * i / 19 for i in range(20)] + [0.235 - 0.01 * i / 9 for i in range(10)] + [0.225]
+    fired = attempt_ends(GripperTrigger(FRANKA.trigger), aps, zs)
+    assert [(s, e.reason, e.close_steps, e.lift_m) for s, e in fired] == [(35, "release", 30, pytest.approx(0.035))]
 
 
 def test_franka_attempt_ends_after_300_steps_without_release():

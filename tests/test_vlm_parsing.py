@@ -88,3 +88,19 @@ def test_next_subtask_reads_a_goal_or_done():
     assert done.goal is None and done.task_done and done.error is None
     partial = parse_next_subtask('{"goal": null, "object": "the orange", "destination": null}')
     assert partial.goal is None and not partial.task_done and partial.error
+
+
+def test_next_subtask_fields_are_stripped_of_whitespace():
+    parsed = parse_next_subtask('{"goal": "  put the orange in the bin\\n", "object": "\\tthe orange ", '
+                                '"destination": " the blue bin"}')
+    assert parsed.goal.to_dict() == {"goal": "put the orange in the bin", "object": "the orange",
+                                     "destination": "the blue bin"}
+    blank = parse_next_subtask('{"goal": "put the orange in the bin", "object": "  ", "destination": "the bin"}')
+    assert blank.goal is None and "'object'" in blank.error
+
+
+def test_plan_goal_fields_are_stripped_of_whitespace():
+    parsed = parse_plan('{"goals": [{"goal": " put the lemon in the bin ", "object": "the lemon\\n", '
+                        '"destination": "  the bin"}]}')
+    assert parsed.goals[0].to_dict() == {"goal": "put the lemon in the bin", "object": "the lemon",
+                                         "destination": "the bin"}

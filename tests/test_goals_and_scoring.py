@@ -174,8 +174,8 @@ def test_paired_bootstrap_resamples_within_each_suite():
     # a mixed difference within a suite has a real interval that contains the point estimate
     a = {"t0": (10, 10), "t1": (0, 10), "t2": (5, 10), "t3": (9, 10)}
     b = {"t0": (0, 10), "t1": (0, 10), "t2": (5, 10), "t3": (1, 10)}
-    point, lo, hi = metrics.paired_task_bootstrap(a, b, draws=4000, suite_of={"t0": "x", "t1": "x", "t2": "y",
-                                                                             "t3": "y"})
+    suite_of = {"t0": "x", "t1": "x", "t2": "y", "t3": "y"}
+    point, lo, hi = metrics.paired_task_bootstrap(a, b, draws=4000, suite_of=suite_of)
     assert lo < point < hi and lo >= 0.0
 
 

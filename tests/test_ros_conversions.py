@@ -5,6 +5,8 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
+from sensor_msgs.msg import Image, JointState  # noqa: E402
+
 from ladder_ros.core.errors import InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalState  # noqa: E402
 from ladder_ros.messages import EpisodeCommand, PrivilegedStateDoc  # noqa: E402
@@ -101,3 +103,28 @@ def test_observation_rebuilt_exactly_with_the_privileged_document():
     assert obs.aperture == 0.25 and obs.step == 4 and obs.privileged.goal == privileged.goal
     robot = observation_from_msgs(4, joints, pose, "gripper_aperture")
     assert robot.privileged is None and np.allclose(robot.ee_euler, euler, atol=1e-12)
+
+
+def test_image_rows_padded_past_the_pixels_are_read_by_their_step():
+    # Cameras may pad each row (e.g. to a multiple of 64 bytes): step is the row length in bytes.
+    # A 3 x 5 rgb8 image has 15 bytes of pixels per row; with step 20 each row has 5 bytes of padding.
+    pixels = np.arange(3 * 5 * 3, dtype=np.uint8).reshape(3, 5, 3)
+    padded = np.full((3, 20), 255, dtype=np.uint8)
+    padded[:, :15] = pixels.reshape(3, 15)
+    msg = Image(height=3, width=5, encoding="rgb8", step=20, data=padded.tobytes())
+    assert np.array_equal(image_from_msg(msg), pixels)
+    msg.encoding = "bgr8"
+    assert np.array_equal(image_from_msg(msg), pixels[:, :, ::-1])
+    msg.step = 14  # shorter than a row of pixels
+    with pytest.raises(InvalidInputError, match="too short"):
+        image_from_msg(msg)
+
+
+def test_the_aperture_is_read_from_its_named_entry_wherever_it_is():
+    # A driver may list the gripper first (or anywhere): the aperture is the named entry, not the last
+    msg = JointState(name=["gripper_aperture", "waist", "shoulder"], position=[0.8, 0.1, -0.4])
+    names, positions, aperture = joint_state_from_msg(msg, "gripper_aperture")
+    assert names == ("waist", "shoulder") and positions.tolist() == [0.1, -0.4] and aperture == 0.8
+    msg = JointState(name=["waist", "gripper_aperture", "shoulder"], position=[0.1, 0.25, -0.4])
+    names, positions, aperture = joint_state_from_msg(msg, "gripper_aperture")
+    assert names == ("waist", "shoulder") and positions.tolist() == [0.1, -0.4] and aperture == 0.25

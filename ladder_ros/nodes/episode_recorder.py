@@ -14,7 +14,7 @@ from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
 from ladder_ros.bringup.recording import EpisodeBag, config_custom_data
-from ladder_ros.messages import EpisodeStatus, SchemaError, decode
+from ladder_ros.messages import START, EpisodeCommand, EpisodeStatus, SchemaError, decode
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import EPISODE_RECORDER
 from ladder_ros.nodes.runtime import declare_parameters, run_node, subscription
@@ -38,7 +38,8 @@ class EpisodeRecorderNode(Node):
     It subscribes with the publishers' QoS (a deeper queue, so a slow disk does not lose reliable
     messages) and in raw mode: the CDR bytes go to disk without decoding. A bag opens when the
     episode status announces a new episode (messages received just before it are kept: topics
-    arrive in any order) and closes ``close_grace_s`` after the episode's final status, or when
+    arrive in any order) and closes ``close_grace_s`` after the episode's final status (sooner when the
+    next episode's start command comes first, so its messages go to its own bag), or when
     the node shuts down (Ctrl-C, SIGTERM): the bag is then complete. Every second the data so far is
     written out as a complete MCAP chunk, so after a SIGKILL all but the last second is recoverable
     (``ladder-ros recording recover``). Each episode's bag is
@@ -69,13 +70,26 @@ class EpisodeRecorderNode(Node):
 
     def _make_callback(self, topic: str, type_name: str):
         status_topic = self.resolve_topic_name(topics.EPISODE_STATUS.name)
+        command_topic = self.resolve_topic_name(topics.EPISODE_COMMAND.name)
 
         def on_message(data: bytes) -> None:
             now_ns = self.get_clock().now().nanoseconds
             if topic == status_topic:
                 self._on_status(data)
+            elif topic == command_topic and self._close_at is not None:
+                self._on_command_after_end(data)
             self._record(topic, type_name, now_ns, data)
         return on_message
+
+    def _on_command_after_end(self, data: bytes) -> None:
+        """A start command while the last episode's bag waits out its grace: that episode is over,
+        and what follows (the command, the plan request) belongs to the next episode's bag."""
+        try:
+            command = decode(deserialize_message(data, String).data, EpisodeCommand)
+        except SchemaError:
+            return  # recorded as it is; the orchestrator reports it
+        if command.command == START:
+            self._close()
 
     def _on_status(self, data: bytes) -> None:
         try:

@@ -1,7 +1,6 @@
 """Tier three: `ladder-ros parity` with every node its own process, and the comparison itself."""
 
 import copy
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from ladder_ros.core.task import Subgoal, Task, TaskCategory
 from ladder_ros.evaluation.episode import run_episode
 from ladder_ros.evaluation.parity import compare_records, first_difference, plan_episodes
 from tests.fakes import OracleCounter, ToyPolicy, ToyWorld
+from tests.processes import run_tree
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -90,14 +90,25 @@ def test_default_episodes_cover_three_horizons():
     assert plan_episodes(suite, ["relay_2"], ["proprio_trigger"], [5], 1)[0].layout == 5
 
 
+# One graph episode may take this long before `parity` gives up on it and stops its graph itself.
+# The longest episode here has a budget of 200 steps (sorting_split_2: 100 per subgoal, Section 3)
+# and a graph step costs ~20 ms on an idle machine (docs/graph.md): 120 s leaves a loaded machine 30x.
+EPISODE_TIMEOUT_S = 120
+EPISODES = 4  # 2 tasks x 2 variants x 1 seed
+STARTUP_S, STOP_S = 60, 10  # GraphSession's startup bound; `up`'s stop bound before SIGKILL
+
+
 @pytest.mark.ros
 @pytest.mark.slow
 def test_graph_processes_reproduce_the_reference_loop(tmp_path):
     pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
-    result = subprocess.run(
+    # The reference loop runs each episode too (seconds); a hang anywhere ends in parity's own
+    # episode timeout, and this outer bound, reached only if parity itself hangs, kills its whole tree.
+    bound = STARTUP_S + EPISODES * 2 * EPISODE_TIMEOUT_S + STOP_S
+    result = run_tree(
         [sys.executable, "-m", "ladder_ros.cli", "parity", "widowx", "--tasks", "kitchen_single_1,sorting_split_2",
          "--variants", "proprio_verifier,periodic_trigger", "--seeds", "3", "--set", "sim_bridge.render=false",
-         "--out", str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=REPO)
+         "--episode-timeout", str(EPISODE_TIMEOUT_S), "--out", str(tmp_path)], timeout=bound, cwd=REPO)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "parity: 4/4 episodes identical" in result.stdout
     assert (tmp_path / "parity.json").is_file() and any((tmp_path / "recordings").iterdir())

@@ -6,7 +6,8 @@ import pytest
 
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.presets import FRANKA, WIDOWX, GripperTriggerParams
-from ladder_ros.core.triggers import GripperTrigger, PeriodicTrigger, normalised_aperture
+from ladder_ros.core.triggers import (AttemptEnd, GripperEvents, GripperMonitor, GripperTrigger, PeriodicTrigger,
+                                     SuppressedRelease, normalised_aperture)
 
 O, C = 1.0, 0.0  # open, closed
 
@@ -199,3 +200,95 @@ def test_trigger_params_are_validated():
         GripperTriggerParams(min_close_steps=0)
     with pytest.raises(ValueError, match="open_threshold"):
         GripperTriggerParams(open_threshold=1.5)
+
+
+def test_an_attempt_end_carries_its_step_reason_close_and_lift():
+    aps, zs = _franka_trace(21, 0.04)  # release at 26 after 21 closed steps rising 4 cm
+    [(step, end)] = attempt_ends(GripperTrigger(FRANKA.trigger), aps, zs)
+    assert (step, end.step, end.reason, end.close_steps) == (26, 26, "release", 21)
+    assert end.to_dict() == {"reason": "release", "close_steps": 21, "lift_m": 0.04}
+    # WidowX measures no lift: the end says nothing about one
+    [(_, widowx)] = attempt_ends(GripperTrigger(WIDOWX.trigger), [O, C, C, C, O])
+    assert widowx.lift_m is None and widowx.to_dict() == {"reason": "release", "close_steps": 3}
+
+
+def test_a_lift_is_recorded_to_the_micrometre():
+    assert AttemptEnd(step=1, reason="release", close_steps=21, lift_m=0.0312345678).to_dict()["lift_m"] == 0.031235
+
+
+def test_a_release_timeout_during_a_close_reports_the_close_so_far():
+    # Franka: open until 289, closed from 290; 300 steps after the start the attempt ends anyway
+    aps = [O] * 290 + [C] * 20
+    [(step, end)] = attempt_ends(GripperTrigger(FRANKA.trigger), aps, [0.3] * len(aps))
+    assert (step, end.step, end.reason, end.close_steps, end.lift_m) == (300, 300, "timeout", 11, None)
+    assert end.to_dict() == {"reason": "timeout", "close_steps": 11}
+
+
+def test_a_restart_re_anchors_the_release_timeout():
+    trig = GripperTrigger(FRANKA.trigger)
+    fired = []
+    for step in range(700):
+        if step == 100:
+            trig.restart(100)  # e.g. the subgoal changed for another reason
+        if trig.update(step, O, 0.3):
+            fired.append(step)
+    assert fired == [400]
+
+
+def test_gripper_events_round_trip_with_every_field():
+    events = GripperEvents(step=78, aperture=0.75, is_open=True,
+                           attempt_end=AttemptEnd(step=78, reason="release", close_steps=21, lift_m=0.035),
+                           release=AttemptEnd(step=78, reason="release", close_steps=21, lift_m=0.035),
+                           suppressed=SuppressedRelease(step=78, close_steps=24))
+    data = events.to_dict()
+    assert data == {"step": 78, "aperture": 0.75, "is_open": True,
+                    "attempt_end": {"reason": "release", "close_steps": 21, "lift_m": 0.035},
+                    "release": {"reason": "release", "close_steps": 21, "lift_m": 0.035},
+                    "suppressed_close_steps": 24}
+    assert GripperEvents.from_dict(data) == events
+    quiet = GripperEvents(step=3, aperture=0.0, is_open=False)
+    assert quiet.to_dict() == {"step": 3, "aperture": 0.0, "is_open": False, "attempt_end": None, "release": None,
+                               "suppressed_close_steps": None}
+    assert GripperEvents.from_dict(quiet.to_dict()) == quiet
+    # an end written without its close length reads as a close of 0 steps
+    bare = GripperEvents.from_dict({"step": 5, "aperture": 1.0, "is_open": True, "attempt_end": {"reason": "periodic"}})
+    assert bare.attempt_end == AttemptEnd(step=5, reason="periodic", close_steps=0, lift_m=None)
+
+
+def test_the_monitor_reports_the_clamped_aperture_and_open_past_the_threshold():
+    monitor = GripperMonitor.for_preset(WIDOWX)
+    first = monitor.update(0, 1.03)
+    assert (first.step, first.aperture, first.is_open) == (0, 1.0, True)
+    half = monitor.update(1, 0.5)
+    assert (half.aperture, half.is_open) == (0.5, False)  # 0.5 is not past 0.5
+
+
+def test_the_monitor_needs_increasing_non_negative_steps():
+    monitor = GripperMonitor.for_preset(WIDOWX)
+    with pytest.raises(InvalidInputError, match="steps must increase: got -1 after -1"):
+        monitor.update(-1, O)
+    monitor.update(3, O)
+    with pytest.raises(InvalidInputError, match="steps must increase: got 3 after 3"):
+        monitor.update(3, O)
+    with pytest.raises(InvalidInputError, match="end-effector height"):
+        GripperMonitor.for_preset(FRANKA).update(0, O, None)
+
+
+def test_apertures_at_the_tolerance_edges_are_clamped_not_rejected():
+    assert normalised_aperture(-0.05) == 0.0 and normalised_aperture(1.05) == 1.0
+    with pytest.raises(InvalidInputError, match="in \\[0, 1\\], got 1.0500001"):
+        normalised_aperture(1.0500001)
+
+
+@pytest.mark.parametrize("bad", [0, -27, 1.5, "27", None])
+def test_periodic_interval_must_be_a_positive_integer(bad):
+    with pytest.raises(InvalidInputError, match=f"interval_steps must be a positive integer, got {bad!r}"):
+        PeriodicTrigger(bad)
+
+
+def test_periodic_trigger_of_one_step_fires_every_step_with_its_reason():
+    trig = PeriodicTrigger(1)
+    ends = [trig.update(s) for s in range(1, 4)]
+    assert ends == [AttemptEnd(step=s, reason="periodic") for s in range(1, 4)]
+    trig.restart(10)
+    assert trig.update(10) is None and trig.update(11) == AttemptEnd(step=11, reason="periodic")

@@ -277,3 +277,11 @@ def test_score_of_an_ordered_task_placed_out_of_order_fails_with_the_violation()
     feed(in_order, state(("banana", "bin")), state(("orange", "bin"), ("banana", "bin")))
     ok = metrics.score_episode(t, in_order, summary("privileged_verifier", 2, completed=[0, 1], ever_current=[0, 1]))
     assert ok.success and ok.violations == ()
+
+
+def test_per_task_counts_of_one_variant():
+    recs = [{"variant": "v", "task_id": "a", "success": True}, {"variant": "v", "task_id": "a", "success": False},
+            {"variant": "v", "task_id": "b", "success": 1}, {"variant": "w", "task_id": "a", "success": True}]
+    assert metrics.per_task_counts(recs, "v") == {"a": (1, 2), "b": (1, 1)}
+    assert metrics.per_task_counts(recs, "w") == {"a": (1, 1)}
+    assert metrics.per_task_counts(recs, "x") == {}

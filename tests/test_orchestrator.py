@@ -335,3 +335,15 @@ def test_wall_clock_without_a_release_in_flight_the_next_query_waits_45_steps():
         if step == 53:
             o.resolve(VerificationResult(request_id=requests[0].request_id, count=0, source="slow"))
     assert [(r.step, r.reason) for r in requests] == [(45, "without_release"), (98, "without_release")]
+
+
+def test_events_travel_as_flat_dicts():
+    from ladder_ros.core.events import Event
+
+    event = Event(step=47, kind=ev.VERIFICATION_REQUESTED, data={"request_id": 2, "plan_index": 1, "required": 1,
+                                                                 "reason": "after_release"})
+    flat = event.to_dict()
+    assert flat == {"step": 47, "kind": "verification_requested", "request_id": 2, "plan_index": 1, "required": 1,
+                    "reason": "after_release"}
+    assert Event.from_dict(flat) == event
+    assert Event.from_dict({"step": "3", "kind": "episode_finished"}) == Event(step=3, kind="episode_finished")

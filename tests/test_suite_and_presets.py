@@ -6,6 +6,7 @@ import yaml
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.presets import FRANKA, WIDOWX, WIDOWX_ROBOTARENA, get_preset
 from ladder_ros.core.suite import load_suite
+from ladder_ros.core.task import Subgoal, Task, TaskCategory
 
 GOOD = {
     "schema_version": 1,
@@ -84,3 +85,47 @@ def test_malformed_suite_names_file_and_key(tmp_path, mutate, key):
     mutate(data)
     with pytest.raises(ConfigError, match=rf"suite.yaml: {key}"):
         load_suite(write(tmp_path, data))
+
+
+FULL_TASK = {"task_id": "kitchen_exclusion_2", "scene": "kitchen", "category": "exclusion",
+             "instruction": "put everything except the eggplant on the plate",
+             "subgoals": [{"object": "carrot", "destination": "plate", "text": "put the carrot on the plate"},
+                          {"object": "spoon", "destination": "plate", "text": "put the spoon on the plate"}],
+             "distractors": ["eggplant"], "suite": "tabletop", "ladder": "kitchen/exclusion", "layouts": 8}
+
+
+def test_a_task_travels_as_a_dict_with_every_field():
+    task = Task.from_dict(FULL_TASK)
+    assert (task.task_id, task.scene, task.category, task.instruction) == (
+        "kitchen_exclusion_2", "kitchen", TaskCategory.EXCLUSION, "put everything except the eggplant on the plate")
+    assert task.subgoals == (Subgoal("carrot", "plate", "put the carrot on the plate"),
+                             Subgoal("spoon", "plate", "put the spoon on the plate"))
+    assert (task.distractors, task.suite, task.ladder, task.layouts, task.horizon) == (
+        ("eggplant",), "tabletop", "kitchen/exclusion", 8, 2)
+    assert task.to_dict() == FULL_TASK
+    assert Task.from_dict(task.to_dict()) == task
+
+
+def test_a_task_dict_may_leave_out_the_optional_fields():
+    minimal = {k: FULL_TASK[k] for k in ("task_id", "scene", "instruction", "subgoals")}
+    task = Task.from_dict({**minimal, "category": "single_destination"})
+    assert (task.distractors, task.suite, task.ladder, task.layouts) == ((), "", "", 24)  # 24 layouts (App. D)
+    with pytest.raises(ConfigError, match="unknown task category 'juggling'"):
+        Task.from_dict({**minimal, "category": "juggling"})
+
+
+def test_select_picks_tasks_by_id_in_the_given_order_and_by_horizon(tmp_path):
+    data = yaml.safe_load(yaml.safe_dump(GOOD))
+    two = {"id": "b", "scene": "kitchen", "category": "single_destination",
+           "instruction": "put the carrot and the spoon on the plate",
+           "subgoals": [{"object": "carrot", "destination": "plate", "text": "put the carrot on the plate"},
+                        {"object": "spoon", "destination": "plate", "text": "put the spoon on the plate"}]}
+    data["tasks"].append(two)
+    suite = load_suite(write(tmp_path, data))
+    assert [t.task_id for t in suite.select()] == ["a", "b"]
+    assert [t.task_id for t in suite.select(["b", "a"])] == ["b", "a"]
+    assert [t.task_id for t in suite.select(None, max_horizon=1)] == ["a"]
+    assert [t.task_id for t in suite.select(["b"], max_horizon=1)] == []
+    assert [t.task_id for t in suite.select([], max_horizon=2)] == ["a", "b"]
+    with pytest.raises(ConfigError, match="unknown task 'c'; valid: a, b"):
+        suite.select(["c"])

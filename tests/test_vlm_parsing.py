@@ -104,3 +104,12 @@ def test_plan_goal_fields_are_stripped_of_whitespace():
                         '"destination": "  the bin"}]}')
     assert parsed.goals[0].to_dict() == {"goal": "put the lemon in the bin", "object": "the lemon",
                                          "destination": "the bin"}
+
+
+def test_a_parsed_goal_travels_as_a_dict():
+    from ladder_ros.vlm.parsing import ParsedGoal
+
+    goal = ParsedGoal("put the lemon in the bin", "the yellow lemon", "the blue bin")
+    assert goal.to_dict() == {"goal": "put the lemon in the bin", "object": "the yellow lemon",
+                              "destination": "the blue bin"}
+    assert ParsedGoal.from_dict(goal.to_dict()) == goal

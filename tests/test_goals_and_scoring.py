@@ -285,3 +285,45 @@ def test_per_task_counts_of_one_variant():
     assert metrics.per_task_counts(recs, "v") == {"a": (1, 2), "b": (1, 1)}
     assert metrics.per_task_counts(recs, "w") == {"a": (1, 1)}
     assert metrics.per_task_counts(recs, "x") == {}
+
+
+def test_summary_of_episodes_by_hand():
+    # three episodes of one variant: a 1-subgoal success, a 2-subgoal success, a 2-subgoal failure
+    recs = [
+        {"variant": "v", "task_id": "a", "category": "relay", "horizon": 1, "success": True, "subgoals_done": 1,
+         "steps_used": 40, "subgoals": [{"cause": None}], "violations": [], "verification_queries": 2},
+        {"variant": "v", "task_id": "b", "category": "ordered", "horizon": 2, "success": True, "subgoals_done": 2,
+         "steps_used": 110, "subgoals": [{"cause": None}, {"cause": None}], "verification_queries": 3},
+        {"variant": "v", "task_id": "b", "category": "ordered", "horizon": 2, "success": False, "subgoals_done": 2,
+         "steps_used": 200, "subgoals": [{"cause": None}, {"cause": None}], "violations": ["order_violated"]},
+        {"variant": "w", "task_id": "a", "category": "relay", "horizon": 1, "success": False, "subgoals_done": 0,
+         "steps_used": 100, "subgoals": [{"cause": "never_reached"}]},
+    ]
+    summary = metrics.summarize_episodes(recs)
+    v = summary["v"]
+    assert (v["episodes"], v["task_success_rate"], v["subgoal_progress"]) == (3, pytest.approx(2 / 3), 1.0)
+    assert v["ci95"] == pytest.approx([0.2077, 0.9385], abs=1e-4)  # Wilson 2/3
+    assert v["by_horizon"] == {1: {"success_rate": 1.0, "ci95": pytest.approx([0.2065, 1.0], abs=1e-4), "n": 1},
+                               2: {"success_rate": 0.5, "ci95": pytest.approx([0.0945, 0.9055], abs=1e-4), "n": 2}}
+    assert v["by_category"] == {"ordered": {"success_rate": 0.5, "ci95": pytest.approx([0.0945, 0.9055], abs=1e-4),
+                                            "n": 2},
+                                "relay": {"success_rate": 1.0, "ci95": pytest.approx([0.2065, 1.0], abs=1e-4), "n": 1}}
+    assert v["failure_causes"] == {c: 0 for c in metrics.FAILURE_CAUSES}
+    assert v["violations"] == {"order_violated": 1}
+    assert v["mean_steps_used"] == pytest.approx((40 + 110 + 200) / 3)
+    assert v["verification_queries"] == 5
+    w = summary["w"]
+    assert (w["task_success_rate"], w["subgoal_progress"], w["ci95"]) == (0.0, 0.0, [0.0, pytest.approx(0.7935,
+                                                                                                       abs=1e-4)])
+    assert w["failure_causes"] == {**{c: 0 for c in metrics.FAILURE_CAUSES}, "never_reached": 1}
+    assert w["violations"] == {} and w["verification_queries"] == 0
+    assert metrics.summarize_episodes([]) == {}
+
+
+def test_wilson_interval_refuses_impossible_counts():
+    with pytest.raises(ValueError, match=r"successes must be in \[0, 10\], got 11"):
+        metrics.wilson_interval(11, 10)
+    with pytest.raises(ValueError, match=r"successes must be in \[0, 10\], got -1"):
+        metrics.wilson_interval(-1, 10)
+    assert metrics.wilson_interval(10, 10) == (pytest.approx(0.7225, abs=1e-4), pytest.approx(1.0))
+    assert metrics.wilson_interval(0, -1) == (0.0, 1.0)

@@ -1,10 +1,14 @@
 """Suite files and presets: the paper's numbers, and errors that name the file and the key."""
 
+import re
+from dataclasses import replace
+
 import pytest
 import yaml
 
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.core.presets import FRANKA, WIDOWX, WIDOWX_ROBOTARENA, get_preset
+from ladder_ros.core.presets import (FRANKA, WIDOWX, WIDOWX_ROBOTARENA, GripperTriggerParams, StepBudget,
+                                     VerifierTimingParams, get_preset)
 from ladder_ros.core.suite import load_suite
 from ladder_ros.core.task import Subgoal, Task, TaskCategory
 
@@ -129,3 +133,56 @@ def test_select_picks_tasks_by_id_in_the_given_order_and_by_horizon(tmp_path):
     assert [t.task_id for t in suite.select([], max_horizon=2)] == ["a", "b"]
     with pytest.raises(ConfigError, match="unknown task 'c'; valid: a, b"):
         suite.select(["c"])
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: VerifierTimingParams(delay_after_release_steps=-1), "delay_after_release_steps must be a non-negative"),
+    (lambda: VerifierTimingParams(delay_after_release_steps=2.5), "delay_after_release_steps must be a non-negative"),
+    (lambda: VerifierTimingParams(query_without_release_steps=0), "query_without_release_steps must be a positive"),
+    (lambda: VerifierTimingParams(query_without_release_steps=True), "query_without_release_steps must be a positive"),
+    (lambda: GripperTriggerParams(open_threshold=0.0), "open_threshold must be in"),
+    (lambda: GripperTriggerParams(open_threshold=1.0), "open_threshold must be in"),
+    (lambda: GripperTriggerParams(open_threshold=float("nan")), "open_threshold must be in"),
+    (lambda: GripperTriggerParams(cooldown_steps=-1), "cooldown_steps must be a non-negative integer, got -1"),
+    (lambda: GripperTriggerParams(min_lift_m=0.0), "min_lift_m must be in"),
+    (lambda: GripperTriggerParams(min_lift_m=1.0), "min_lift_m must be in"),
+    (lambda: GripperTriggerParams(release_timeout_steps=0), "release_timeout_steps must be a positive integer, got 0"),
+    (lambda: StepBudget(), "a step budget is either per_subgoal or a table, exactly one"),
+    (lambda: StepBudget(per_subgoal=100, table=((1, 900),)), "either per_subgoal or a table, exactly one"),
+    (lambda: StepBudget(per_subgoal=0), "per_subgoal must be a positive integer, got 0"),
+    (lambda: StepBudget(table=((0, 900),)), "budget horizon must be a positive integer, got 0"),
+    (lambda: StepBudget(table=((1, -5),)), "budget steps must be a positive integer, got -5"),
+    (lambda: replace(WIDOWX, control_rate_hz=0.0), "control_rate_hz must be positive, got 0.0"),
+    (lambda: replace(WIDOWX, control_rate_hz=float("inf")), "control_rate_hz must be positive, got inf"),
+    (lambda: replace(WIDOWX, control_rate_hz=float("nan")), "control_rate_hz must be positive, got nan"),
+    (lambda: replace(WIDOWX, periodic_interval_steps=0), "periodic_interval_steps must be a positive integer, got 0"),
+    (lambda: replace(WIDOWX, privileged_settle_steps=0), "privileged_settle_steps must be a positive integer, got 0"),
+    (lambda: replace(FRANKA, privileged_set_aside_steps=0), "privileged_set_aside_steps must be a positive integer"),
+])
+def test_out_of_range_loop_parameters_name_themselves(make, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        make()
+
+
+def test_edge_values_of_the_loop_parameters_are_valid():
+    timing = VerifierTimingParams(delay_after_release_steps=0, query_without_release_steps=1)
+    assert (timing.delay_after_release_steps, timing.query_without_release_steps) == (0, 1)
+    assert GripperTriggerParams(cooldown_steps=0, min_close_steps=1, release_timeout_steps=1).cooldown_steps == 0
+    assert StepBudget(per_subgoal=1).steps_for(3) == 3
+    assert StepBudget(table=((1, 1),)).steps_for(1) == 1
+    assert replace(WIDOWX, periodic_interval_steps=1, privileged_settle_steps=1).privileged_settle_steps == 1
+    assert replace(FRANKA, privileged_set_aside_steps=1).privileged_set_aside_steps == 1
+    with pytest.raises(ConfigError, match="horizon must be a positive integer, got 0"):
+        WIDOWX.budget.steps_for(0)
+    with pytest.raises(ConfigError, match=r"no step budget for horizon 11; the table covers \[1, 2, 3"):
+        FRANKA.budget.steps_for(11)
+
+
+def test_the_verifiers_release_detector_is_the_trigger_without_cooldown_or_timeout():
+    for preset in (WIDOWX, FRANKA):
+        detector = preset.release_detector
+        assert (detector.open_threshold, detector.min_close_steps, detector.min_lift_m) == (
+            preset.trigger.open_threshold, preset.trigger.min_close_steps, preset.trigger.min_lift_m)
+        assert (detector.cooldown_steps, detector.release_timeout_steps) == (0, None)
+    assert FRANKA.release_detector == GripperTriggerParams(open_threshold=0.5, min_close_steps=21, min_lift_m=0.03,
+                                                           cooldown_steps=0, release_timeout_steps=None)

@@ -6,8 +6,8 @@ import pytest
 
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.presets import FRANKA, WIDOWX, GripperTriggerParams
-from ladder_ros.core.triggers import (AttemptEnd, GripperEvents, GripperMonitor, GripperTrigger, PeriodicTrigger,
-                                     SuppressedRelease, normalised_aperture)
+from ladder_ros.core.triggers import (AttemptEnd, GripperEvents, GripperMonitor, GripperTrigger,
+                                      PeriodicTrigger, SuppressedRelease, normalised_aperture)
 
 O, C = 1.0, 0.0  # open, closed
 

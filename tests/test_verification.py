@@ -97,3 +97,11 @@ def test_a_count_must_be_a_non_negative_integer(bad):
 
 def test_an_integral_float_count_is_an_integer():
     assert check_count(2.0) == 2 and isinstance(check_count(2.0), int)
+
+
+def test_a_result_dict_may_leave_out_what_a_backend_did_not_report():
+    result = VerificationResult.from_dict({"request_id": "4", "count": 2.0})
+    assert result == VerificationResult(request_id=4, count=2, source="", raw_reply=None, error=None,
+                                        latency_ms=0.0, usage={})
+    assert isinstance(result.count, int) and isinstance(result.request_id, int)
+    assert VerificationResult.from_dict({"request_id": 4}).count is None

@@ -186,3 +186,73 @@ def test_the_verifiers_release_detector_is_the_trigger_without_cooldown_or_timeo
         assert (detector.cooldown_steps, detector.release_timeout_steps) == (0, None)
     assert FRANKA.release_detector == GripperTriggerParams(open_threshold=0.5, min_close_steps=21, min_lift_m=0.03,
                                                            cooldown_steps=0, release_timeout_steps=None)
+
+
+def _with(change):
+    import copy
+    data = copy.deepcopy(GOOD)
+    change(data)
+    return data
+
+
+EXCLUSION = {"id": "x", "scene": "kitchen", "category": "exclusion", "instruction": "all but the spoon",
+             "subgoals": [{"object": "carrot", "destination": "plate", "text": "put the carrot on the plate"}]}
+
+
+@pytest.mark.parametrize("data, message", [
+    ([1, 2], "a suite file is a mapping at the top level"),
+    (_with(lambda d: d.pop("schema_version")), "schema_version: missing required key"),
+    (_with(lambda d: d.update(schema_version="1")), "schema_version: expected int, got str '1'"),
+    (_with(lambda d: d.update(schema_version=2)), "schema_version: unsupported schema_version 2; this version reads 1"),
+    (_with(lambda d: d.pop("suite")), "suite: missing required key"),
+    (_with(lambda d: d.update(embodiment="ur5")), "embodiment: unknown preset 'ur5'; valid: franka, widowx, "
+                                                  "widowx_robotarena"),
+    (_with(lambda d: d.update(scenes=[])), "scenes: expected Mapping, got list []"),
+    (_with(lambda d: d["scenes"]["kitchen"].pop("containers")), "scenes.kitchen.containers: missing required key"),
+    (_with(lambda d: d["scenes"].update(garage=[])), "scenes.garage: expected a mapping, got list"),
+    (_with(lambda d: d.update(tasks={})), "tasks: expected list, got dict {}"),
+    (_with(lambda d: d.update(tasks=[])), "tasks: a suite needs at least one task"),
+    (_with(lambda d: d["tasks"][0].pop("id")), "tasks[0].id: missing required key"),
+    (_with(lambda d: d["tasks"].append(dict(d["tasks"][0]))), "tasks[1] (a).id: duplicate task id"),
+    (_with(lambda d: d["tasks"][0].update(scene="garage")),
+     "tasks[0] (a).scene: unknown scene 'garage'; valid: kitchen"),
+    (_with(lambda d: d["tasks"][0].update(category="juggling")),
+     "tasks[0] (a).category: unknown task category 'juggling'; valid: duplicates, exclusion, ordered, relay"),
+    (_with(lambda d: d["tasks"][0].update(subgoals={})), "tasks[0] (a).subgoals: expected list, got dict {}"),
+    (_with(lambda d: d["tasks"][0]["subgoals"][0].pop("object")), "tasks[0] (a).subgoals[0].object: missing required"),
+    (_with(lambda d: d["tasks"][0]["subgoals"][0].update(object="pear")),
+     "tasks[0] (a).subgoals[0].object: unknown object 'pear' in scene 'kitchen'; valid: carrot, spoon"),
+    (_with(lambda d: d["tasks"][0]["subgoals"][0].update(destination="bowl")),
+     "tasks[0] (a).subgoals[0].destination: unknown destination 'bowl' in scene 'kitchen'; valid: cloth, plate"),
+    (_with(lambda d: d["tasks"][0].update(distractors="spoon")), "tasks[0] (a).distractors: expected a list"),
+    (_with(lambda d: d["tasks"][0].update(distractors=["pear"])),
+     "tasks[0] (a).distractors: unknown distractor 'pear' in scene 'kitchen'"),
+    (_with(lambda d: d["tasks"][0].update(layouts="many")),
+     "tasks[0] (a).layouts: layouts must be a positive integer, got 'many'"),
+    (_with(lambda d: d["tasks"][0].pop("instruction")), "tasks[0] (a).instruction: missing required key"),
+    (_with(lambda d: d["tasks"].append(EXCLUSION)), "x.distractors: an exclusion task names its distractors"),
+    (_with(lambda d: d["tasks"][0].update(distractors=["carrot"])),
+     "a.distractors: objects are both moved and distractors: ['carrot']"),
+])
+def test_every_malformed_suite_is_one_exact_error(data, message):
+    from ladder_ros.core.suite import parse_suite
+
+    with pytest.raises(ConfigError) as error:
+        parse_suite(data, source="s.yaml")
+    assert str(error.value).startswith(f"s.yaml: {message}"), str(error.value)
+
+
+def test_a_suite_keeps_its_fields_and_defaults():
+    from ladder_ros.core.suite import parse_suite
+
+    data = _with(lambda d: d.update(description="a small kitchen", embodiment="franka"))
+    data["tasks"][0].update(ladder="carrots", layouts=3, distractors=["spoon"])
+    suite = parse_suite(data, source="s.yaml")
+    assert (suite.name, suite.source, suite.embodiment, suite.description) == ("mini", "s.yaml", "franka",
+                                                                               "a small kitchen")
+    assert set(suite.scenes) == {"kitchen"}
+    task = suite.task("a")
+    assert (task.suite, task.ladder, task.layouts, task.distractors) == ("mini", "carrots", 3, ("spoon",))
+    plain = parse_suite(GOOD)
+    assert (plain.embodiment, plain.description, plain.source) == ("widowx", "", "<suite>")
+    assert (plain.task("a").layouts, plain.task("a").distractors) == (24, ())  # 24 seeded layouts (App. D)

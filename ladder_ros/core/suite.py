@@ -24,9 +24,10 @@ Every error names the file and the key path (``tasks[3].subgoals[1].destination`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -142,10 +143,10 @@ def parse_suite(data: Any, source: str = "<suite>") -> TaskSuite:
         if not isinstance(layouts, int) or layouts < 1:
             raise ConfigError(f"layouts must be a positive integer, got {layouts!r}", source=source,
                               key=f"{where}.layouts")
+        instruction = str(_require(raw, "instruction", where, source, str))
         try:
             tasks.append(Task(
-                task_id=task_id, scene=scene, category=category,
-                instruction=str(_require(raw, "instruction", where, source, str)),
+                task_id=task_id, scene=scene, category=category, instruction=instruction,
                 subgoals=tuple(subgoals), distractors=tuple(str(d) for d in distractors),
                 suite=name, ladder=str(raw.get("ladder", f"{scene}/{category.value}")), layouts=layouts,
             ))

@@ -347,3 +347,132 @@ def test_events_travel_as_flat_dicts():
                     "reason": "after_release"}
     assert Event.from_dict(flat) == event
     assert Event.from_dict({"step": "3", "kind": "episode_finished"}) == Event(step=3, kind="episode_finished")
+
+
+def event_log(o):
+    return [e.to_dict() for e in o.events]
+
+
+def test_proprio_verifier_event_log_of_a_hand_made_episode():
+    # WidowX, plan [carrot, spoon]. Close 1-3, open at 4: a release (no cooldown for the verifier);
+    # query 5 steps later (9): count 1 of 1 -> carrot complete, spoon starts at 9. No release after
+    # that: query 45 steps later (54) answered without a count -> incomplete, retried in place; the
+    # next query at 99 reaches the need -> plan complete.
+    o = orch("proprio_verifier", [CARROT, SPOON])
+    replies = iter([(1, None), (None, "no JSON object in the reply"), (1, None)])
+    monitor = GripperMonitor.for_preset(WIDOWX)
+    for step, a in enumerate([O, C, C, C, O] + [O] * 200):
+        d = o.observe(StepInput(step=step, gripper=monitor.update(step, a)))
+        if d.request is not None:
+            count, error = next(replies)
+            d = o.resolve(VerificationResult(request_id=d.request.request_id, count=count, source="test",
+                                             error=error))
+        if d.finished:
+            break
+    assert event_log(o) == [
+        {"step": 0, "kind": "episode_started", "variant": "proprio_verifier", "preset": "widowx",
+         "instruction": "do everything", "plan": [CARROT.text, SPOON.text], "budget_steps": 200},
+        {"step": 0, "kind": "subgoal_started", "plan_index": 0, "text": CARROT.text, "object": "carrot",
+         "destination": "plate"},
+        {"step": 4, "kind": "attempt_ended", "reason": "release", "close_steps": 3},
+        {"step": 9, "kind": "verification_requested", "request_id": 1, "plan_index": 0, "text": CARROT.text,
+         "required": 1, "reason": "after_release"},
+        {"step": 9, "kind": "verification_answered", "request_id": 1, "plan_index": 0, "count": 1, "required": 1,
+         "complete": True, "source": "test", "error": None},
+        {"step": 9, "kind": "subgoal_completed", "plan_index": 0, "by": "verifier"},
+        {"step": 9, "kind": "subgoal_started", "plan_index": 1, "text": SPOON.text, "object": "spoon",
+         "destination": "plate"},
+        {"step": 54, "kind": "verification_requested", "request_id": 2, "plan_index": 1, "text": SPOON.text,
+         "required": 1, "reason": "without_release"},
+        {"step": 54, "kind": "verification_answered", "request_id": 2, "plan_index": 1, "count": None,
+         "required": 1, "complete": False, "source": "test", "error": "no JSON object in the reply"},
+        {"step": 54, "kind": "queue_changed", "reason": "retry_in_place", "pending": [1]},
+        {"step": 99, "kind": "verification_requested", "request_id": 3, "plan_index": 1, "text": SPOON.text,
+         "required": 1, "reason": "without_release"},
+        {"step": 99, "kind": "verification_answered", "request_id": 3, "plan_index": 1, "count": 1, "required": 1,
+         "complete": True, "source": "test", "error": None},
+        {"step": 99, "kind": "subgoal_completed", "plan_index": 1, "by": "verifier"},
+        {"step": 99, "kind": "episode_finished", "reason": "plan_complete", "completed": [0, 1], "advanced": [],
+         "pending": []},
+    ]
+    assert o.summary() == {"variant": "proprio_verifier", "plan": [CARROT.to_dict(), SPOON.to_dict()],
+                           "completed": [0, 1], "advanced": [], "pending": [], "ever_current": [0, 1],
+                           "finish_reason": "plan_complete", "finish_step": 99}
+
+
+def test_proprio_trigger_event_log_with_a_suppressed_release():
+    # releases at 4 and 8 (8 is within the cooldown of 8 after 4: suppressed) and at 16 (12 after 4)
+    o = orch("proprio_trigger", [CARROT, SPOON])
+    run(o, [O, C, C, C, O, C, C, C, O, O, O, O, C, C, C, C, O] + [O] * 10)
+    assert event_log(o) == [
+        {"step": 0, "kind": "episode_started", "variant": "proprio_trigger", "preset": "widowx",
+         "instruction": "do everything", "plan": [CARROT.text, SPOON.text], "budget_steps": 200},
+        {"step": 0, "kind": "subgoal_started", "plan_index": 0, "text": CARROT.text, "object": "carrot",
+         "destination": "plate"},
+        {"step": 4, "kind": "attempt_ended", "reason": "release", "close_steps": 3},
+        {"step": 4, "kind": "subgoal_advanced", "plan_index": 0, "verified": False},
+        {"step": 4, "kind": "subgoal_started", "plan_index": 1, "text": SPOON.text, "object": "spoon",
+         "destination": "plate"},
+        {"step": 8, "kind": "release_suppressed", "close_steps": 3},
+        {"step": 16, "kind": "attempt_ended", "reason": "release", "close_steps": 4},
+        {"step": 16, "kind": "subgoal_advanced", "plan_index": 1, "verified": False},
+        {"step": 16, "kind": "episode_finished", "reason": "plan_exhausted", "completed": [], "advanced": [0, 1],
+         "pending": []},
+    ]
+    assert o.summary()["ever_current"] == [0, 1] and o.summary()["finish_step"] == 16
+
+
+def test_periodic_trigger_event_log():
+    o = orch("periodic_trigger", [CARROT, SPOON], budget=60)
+    run(o, [O] * 100)
+    assert [e for e in event_log(o) if e["kind"] != "subgoal_started"] == [
+        {"step": 0, "kind": "episode_started", "variant": "periodic_trigger", "preset": "widowx",
+         "instruction": "do everything", "plan": [CARROT.text, SPOON.text], "budget_steps": 60},
+        {"step": 27, "kind": "attempt_ended", "reason": "periodic", "close_steps": 0},
+        {"step": 27, "kind": "subgoal_advanced", "plan_index": 0, "verified": False},
+        {"step": 54, "kind": "attempt_ended", "reason": "periodic", "close_steps": 0},  # stays on the last
+        {"step": 60, "kind": "episode_finished", "reason": "budget_exhausted", "completed": [], "advanced": [0],
+         "pending": [1]},
+    ]
+
+
+def test_low_level_policy_has_no_subgoals_in_its_summary():
+    o = orch("low_level_policy", [CARROT, SPOON], budget=3)
+    ds = run(o, [O] * 10)
+    assert [d.instruction for d in ds] == ["do everything"] * 3 + [None]
+    assert [e["kind"] for e in event_log(o)] == ["episode_started", "episode_finished"]
+    assert o.summary()["ever_current"] == [] and o.summary()["pending"] == [0, 1]
+
+
+def test_variant_properties():
+    assert [v for v in Variant if v.needs_verifier] == [Variant.PROPRIO_VERIFIER]
+    assert [v for v in Variant if v.needs_privileged_state] == [Variant.PRIVILEGED_VERIFIER]
+    assert Variant.parse(Variant.PERIODIC_TRIGGER) is Variant.PERIODIC_TRIGGER
+    assert Variant.parse("proprio_trigger") is Variant.PROPRIO_TRIGGER
+
+
+@pytest.mark.parametrize("budget, instruction, message", [
+    (0, "x", "budget_steps must be a positive integer, got 0"),
+    (True, "x", "budget_steps must be a positive integer, got True"),
+    (10.0, "x", "budget_steps must be a positive integer, got 10.0"),
+    (10, "  ", "instruction must be a non-empty string, got '  '"),
+    (10, None, "instruction must be a non-empty string, got None"),
+])
+def test_orchestrator_arguments_are_checked(budget, instruction, message):
+    with pytest.raises(InvalidInputError) as error:
+        make_orchestrator("proprio_trigger", WIDOWX, [CARROT], instruction=instruction, budget_steps=budget)
+    assert str(error.value) == message
+
+
+def test_an_answer_after_the_end_is_recorded_and_ignored():
+    o = orch("proprio_verifier", [CARROT])
+    d = None
+    for step in range(46):
+        d = o.observe(StepInput(step=step, gripper=g(step)))
+    request = d.request
+    o.abort("operator")
+    d = o.resolve(VerificationResult(request_id=request.request_id, count=1, source="late"))
+    assert [e.to_dict() for e in d.events] == [{"step": 45, "kind": "verification_ignored", "request_id": 1,
+                                                "count": 1, "source": "late"}]
+    assert d.finished and d.finish_reason == "aborted: operator" and d.instruction is None
+    assert o.abort("again").finish_reason == "aborted: operator"  # the first end stands

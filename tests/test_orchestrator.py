@@ -353,6 +353,18 @@ def event_log(o):
     return [e.to_dict() for e in o.events]
 
 
+def started(step, index, subgoal):
+    return {"step": step, "kind": "subgoal_started", "plan_index": index, "text": subgoal.text,
+            "object": subgoal.object, "destination": subgoal.destination}
+
+
+def opening(variant, budget=200):
+    """The first events of an episode on [carrot, spoon] with the WidowX preset."""
+    return [{"step": 0, "kind": "episode_started", "variant": variant, "preset": "widowx",
+             "instruction": "do everything", "plan": [CARROT.text, SPOON.text], "budget_steps": budget},
+            started(0, 0, CARROT)]
+
+
 def test_proprio_verifier_event_log_of_a_hand_made_episode():
     # WidowX, plan [carrot, spoon]. Close 1-3, open at 4: a release (no cooldown for the verifier);
     # query 5 steps later (9): count 1 of 1 -> carrot complete, spoon starts at 9. No release after
@@ -370,18 +382,14 @@ def test_proprio_verifier_event_log_of_a_hand_made_episode():
         if d.finished:
             break
     assert event_log(o) == [
-        {"step": 0, "kind": "episode_started", "variant": "proprio_verifier", "preset": "widowx",
-         "instruction": "do everything", "plan": [CARROT.text, SPOON.text], "budget_steps": 200},
-        {"step": 0, "kind": "subgoal_started", "plan_index": 0, "text": CARROT.text, "object": "carrot",
-         "destination": "plate"},
+        *opening("proprio_verifier"),
         {"step": 4, "kind": "attempt_ended", "reason": "release", "close_steps": 3},
         {"step": 9, "kind": "verification_requested", "request_id": 1, "plan_index": 0, "text": CARROT.text,
          "required": 1, "reason": "after_release"},
         {"step": 9, "kind": "verification_answered", "request_id": 1, "plan_index": 0, "count": 1, "required": 1,
          "complete": True, "source": "test", "error": None},
         {"step": 9, "kind": "subgoal_completed", "plan_index": 0, "by": "verifier"},
-        {"step": 9, "kind": "subgoal_started", "plan_index": 1, "text": SPOON.text, "object": "spoon",
-         "destination": "plate"},
+        started(9, 1, SPOON),
         {"step": 54, "kind": "verification_requested", "request_id": 2, "plan_index": 1, "text": SPOON.text,
          "required": 1, "reason": "without_release"},
         {"step": 54, "kind": "verification_answered", "request_id": 2, "plan_index": 1, "count": None,
@@ -405,14 +413,10 @@ def test_proprio_trigger_event_log_with_a_suppressed_release():
     o = orch("proprio_trigger", [CARROT, SPOON])
     run(o, [O, C, C, C, O, C, C, C, O, O, O, O, C, C, C, C, O] + [O] * 10)
     assert event_log(o) == [
-        {"step": 0, "kind": "episode_started", "variant": "proprio_trigger", "preset": "widowx",
-         "instruction": "do everything", "plan": [CARROT.text, SPOON.text], "budget_steps": 200},
-        {"step": 0, "kind": "subgoal_started", "plan_index": 0, "text": CARROT.text, "object": "carrot",
-         "destination": "plate"},
+        *opening("proprio_trigger"),
         {"step": 4, "kind": "attempt_ended", "reason": "release", "close_steps": 3},
         {"step": 4, "kind": "subgoal_advanced", "plan_index": 0, "verified": False},
-        {"step": 4, "kind": "subgoal_started", "plan_index": 1, "text": SPOON.text, "object": "spoon",
-         "destination": "plate"},
+        started(4, 1, SPOON),
         {"step": 8, "kind": "release_suppressed", "close_steps": 3},
         {"step": 16, "kind": "attempt_ended", "reason": "release", "close_steps": 4},
         {"step": 16, "kind": "subgoal_advanced", "plan_index": 1, "verified": False},
@@ -425,11 +429,11 @@ def test_proprio_trigger_event_log_with_a_suppressed_release():
 def test_periodic_trigger_event_log():
     o = orch("periodic_trigger", [CARROT, SPOON], budget=60)
     run(o, [O] * 100)
-    assert [e for e in event_log(o) if e["kind"] != "subgoal_started"] == [
-        {"step": 0, "kind": "episode_started", "variant": "periodic_trigger", "preset": "widowx",
-         "instruction": "do everything", "plan": [CARROT.text, SPOON.text], "budget_steps": 60},
+    assert event_log(o) == [
+        *opening("periodic_trigger", budget=60),
         {"step": 27, "kind": "attempt_ended", "reason": "periodic", "close_steps": 0},
         {"step": 27, "kind": "subgoal_advanced", "plan_index": 0, "verified": False},
+        started(27, 1, SPOON),
         {"step": 54, "kind": "attempt_ended", "reason": "periodic", "close_steps": 0},  # stays on the last
         {"step": 60, "kind": "episode_finished", "reason": "budget_exhausted", "completed": [], "advanced": [0],
          "pending": [1]},

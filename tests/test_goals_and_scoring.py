@@ -327,3 +327,87 @@ def test_wilson_interval_refuses_impossible_counts():
         metrics.wilson_interval(-1, 10)
     assert metrics.wilson_interval(10, 10) == (pytest.approx(0.7225, abs=1e-4), pytest.approx(1.0))
     assert metrics.wilson_interval(0, -1) == (0.0, 1.0)
+
+
+def test_goal_state_round_trip_drops_empty_entries():
+    goal = GoalState(resting={("carrot", "plate"): 2, ("spoon", "plate"): 0}, held=frozenset({"corn"}))
+    assert goal.to_dict() == {"resting": [["carrot", "plate", 2]], "held": ["corn"]}
+    back = GoalState.from_dict(goal.to_dict())
+    assert back.resting == {("carrot", "plate"): 2} and back.held == frozenset({"corn"})
+    assert (back.count("carrot", "plate"), back.count("spoon", "plate")) == (2, 0)
+    empty = GoalState.from_dict({})
+    assert empty.resting == {} and empty.held == frozenset()
+
+
+def test_tracker_before_and_after_its_first_state():
+    t = task("exclusion", ("carrot", "plate"), distractors=["eggplant"])
+    tr = GoalTracker(t)
+    assert (tr.step, tr.last_state, tr.distractors_placed(), tr.achieved) == (-1, None, [], (False,))
+    last = GoalState(resting={("carrot", "plate"): 1, ("eggplant", "plate"): 0})
+    tr.update(last, 7)
+    assert (tr.step, tr.last_state) == (7, last)
+    assert tr.distractors_placed() == [] and tr.success  # a zero count is no eggplant on the plate
+
+
+def test_paired_bootstrap_percentiles_by_hand():
+    # Seven tasks, a beats b by 100 points on four of them. A draw of seven tasks holds K winners,
+    # K ~ Binomial(7, 4/7), and its difference is 100 K / 7. P(K <= 1) = 2.7 % puts the 2.5 %
+    # percentile at K = 1; P(K = 7) = (4/7)^7 = 2.0 % puts the 97.5 % percentile at K = 6.
+    a = {f"t{i}": ((10, 10) if i < 4 else (0, 10)) for i in range(7)}
+    b = {f"t{i}": (0, 10) for i in range(7)}
+    point, lo, hi = metrics.paired_task_bootstrap(a, b)
+    assert (point, lo, hi) == (pytest.approx(400 / 7), pytest.approx(100 / 7), pytest.approx(600 / 7))
+
+
+def test_paired_bootstrap_is_reproducible_with_its_documented_defaults():
+    # 10,000 draws and seed 0 (Appendix F: 10,000 bootstrap draws): a report can be recomputed exactly
+    a = {f"t{i}": ((7 * i) % 13, 13 + i % 5) for i in range(30)}  # 30 tasks of varied counts
+    b = {f"t{i}": ((5 * i) % 11, 11 + i % 3) for i in range(30)}
+    default = metrics.paired_task_bootstrap(a, b)
+    assert default == metrics.paired_task_bootstrap(a, b)
+    assert default == metrics.paired_task_bootstrap(a, b, draws=10_000, seed=0)
+    assert default != metrics.paired_task_bootstrap(a, b, seed=1)
+    assert default != metrics.paired_task_bootstrap(a, b, draws=10_001)
+    with pytest.raises(ValueError, match="^the two systems share no task$"):
+        metrics.paired_task_bootstrap({}, {})
+
+
+def test_score_outcomes_are_plain_records():
+    t = task("single_destination", ("carrot", "plate"), ("spoon", "plate"))
+    tr = GoalTracker(t)
+    feed(tr, state(), state(("carrot", "plate")))
+    s = metrics.score_episode(t, tr, summary("proprio_verifier", 2, completed=[0], pending=[1], ever_current=[0, 1]))
+    assert [o.to_dict() for o in s.outcomes] == [
+        {"index": 0, "text": "put the carrot on the plate", "done": True, "cause": None, "first_done_step": 1},
+        {"index": 1, "text": "put the spoon on the plate", "done": False, "cause": "attempted_never_completed",
+         "first_done_step": None}]
+
+
+def test_score_reads_a_summary_that_leaves_keys_out():
+    # no plan: the task's own subgoals; no queue bookkeeping: nothing was left or reached
+    t = task("single_destination", ("carrot", "plate"), ("spoon", "plate"))
+    tr = GoalTracker(t)
+    feed(tr, state())
+    s = metrics.score_episode(t, tr, {"variant": "proprio_verifier"})
+    assert [o.cause for o in s.outcomes] == [metrics.NEVER_REACHED, metrics.NEVER_REACHED]
+
+
+def test_a_wrong_complete_verdict_is_advanced_before_completion():
+    # the verifier said 'complete' for the carrot, it never held: the orchestrator left it
+    t = task("single_destination", ("carrot", "plate"), ("spoon", "plate"))
+    tr = GoalTracker(t)
+    feed(tr, state())
+    s = metrics.score_episode(t, tr, {"variant": "proprio_verifier", "completed": [0], "pending": [1],
+                                      "ever_current": [0, 1]})
+    assert [o.cause for o in s.outcomes] == [metrics.ADVANCED_BEFORE_COMPLETION, metrics.ATTEMPTED_NEVER_COMPLETED]
+
+
+def test_a_subgoal_pending_again_after_a_restart_was_not_left_for_good():
+    # RoboLab-Long proprioceptive trigger: the carrot was advanced past, then the plan restarted and
+    # it is pending again at the end: it was worked on and never done, not left behind
+    t = task("single_destination", ("carrot", "plate"), ("spoon", "plate"))
+    tr = GoalTracker(t)
+    feed(tr, state())
+    s = metrics.score_episode(t, tr, {"variant": "proprio_trigger", "advanced": [0, 1], "pending": [0, 1],
+                                      "ever_current": [0, 1]})
+    assert [o.cause for o in s.outcomes] == [metrics.ATTEMPTED_NEVER_COMPLETED, metrics.ATTEMPTED_NEVER_COMPLETED]

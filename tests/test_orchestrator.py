@@ -480,3 +480,48 @@ def test_an_answer_after_the_end_is_recorded_and_ignored():
                                                 "count": 1, "source": "late"}]
     assert d.finished and d.finish_reason == "aborted: operator" and d.instruction is None
     assert o.abort("again").finish_reason == "aborted: operator"  # the first end stands
+
+
+def test_privileged_settle_window_counts_from_the_first_step_and_restarts_per_subgoal():
+    # both predicates already hold with the gripper open: 3 steps each (0-2, then 3-5)
+    o = orch("privileged_verifier", [CARROT, SPOON])
+    ds = run(o, [O] * 20, goal_states=lambda s, _: (True, True))
+    completed = [(e.step, e.data["plan_index"]) for e in o.events if e.kind == ev.SUBGOAL_COMPLETED]
+    assert completed == [(2, 0), (5, 1)] and ds[-1].finish_reason == "plan_complete"
+
+
+def test_franka_privileged_never_sets_aside_the_only_subgoal_left():
+    o = orch("privileged_verifier", [CARROT], preset=FRANKA)
+    run(o, [O] * 700, zs=[0.3] * 700, goal_states=lambda s, _: (False,))
+    assert queue_changes(o) == []
+
+
+def test_franka_incomplete_duplicate_of_two_moves_behind_its_twin():
+    o = orch("proprio_verifier", [CORN, CORN], preset=FRANKA, category=TaskCategory.DUPLICATES)
+    run(o, [O] * 301, zs=[0.3] * 301, answer=lambda r: 0)
+    assert queue_changes(o) == [(300, "moved_to_end", [1, 0])]
+    assert [(e.step, e.data["plan_index"]) for e in o.events if e.kind == ev.SUBGOAL_STARTED] == [(0, 0), (300, 1)]
+
+
+def test_franka_plan_restart_is_a_queue_change_at_the_last_advance():
+    o = orch("proprio_trigger", [CARROT, SPOON], preset=FRANKA)
+    run(o, [O] * 700, zs=[0.3] * 700)
+    assert queue_changes(o) == [(600, "restart", [0, 1])]
+
+
+def test_abort_before_the_first_step_ends_at_step_zero():
+    o = orch("proprio_verifier", [CARROT])
+    d = o.abort("node lost")
+    assert (d.finished, d.finish_reason, o.finish_step) == (True, "aborted: node lost", 0)
+    assert [e.to_dict() for e in d.events] == [{"step": 0, "kind": "episode_finished", "reason": "aborted: node lost",
+                                                "completed": [], "advanced": [], "pending": [0]}]
+
+
+def test_privileged_goal_states_are_checked_with_a_clear_error():
+    o = orch("privileged_verifier", [CARROT, SPOON])
+    with pytest.raises(InvalidInputError) as missing:
+        o.observe(StepInput(step=0, gripper=g(0)))
+    assert str(missing.value) == "the privileged verifier needs the simulator's goal states"
+    with pytest.raises(InvalidInputError) as short:
+        o.observe(StepInput(step=0, gripper=g(0), goal_states=(True,)))
+    assert str(short.value) == "expected 2 goal states (one per subgoal), got 1"

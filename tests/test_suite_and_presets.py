@@ -256,3 +256,44 @@ def test_a_suite_keeps_its_fields_and_defaults():
     plain = parse_suite(GOOD)
     assert (plain.embodiment, plain.description, plain.source) == ("widowx", "", "<suite>")
     assert (plain.task("a").layouts, plain.task("a").distractors) == (24, ())  # 24 seeded layouts (App. D)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(suite=5), "suite: expected str, got int 5"),
+    (lambda d: d["tasks"][0].update(id=7), "tasks[0].id: expected str, got int 7"),
+    (lambda d: d["tasks"][0].update(scene=["kitchen"]), "tasks[0] (a).scene: expected str, got list ['kitchen']"),
+    (lambda d: d["tasks"][0].update(category=3), "tasks[0] (a).category: expected str, got int 3"),
+    (lambda d: d["tasks"][0]["subgoals"][0].update(object=1),
+     "tasks[0] (a).subgoals[0].object: expected str, got int 1"),
+    (lambda d: d["tasks"][0]["subgoals"][0].update(destination=2),
+     "tasks[0] (a).subgoals[0].destination: expected str, got int 2"),
+    (lambda d: d["tasks"][0]["subgoals"][0].pop("destination"), "tasks[0] (a).subgoals[0].destination: missing"),
+    (lambda d: d["tasks"][0]["subgoals"][0].update(text=None), "tasks[0] (a).subgoals[0].text: expected str, got "
+                                                               "NoneType None"),
+    (lambda d: d["tasks"][0].update(instruction=["a"]), "tasks[0] (a).instruction: expected str, got list ['a']"),
+])
+def test_a_value_of_the_wrong_type_is_named_with_its_type(change, message):
+    from ladder_ros.core.suite import parse_suite
+
+    with pytest.raises(ConfigError) as error:
+        parse_suite(_with(change), source="s.yaml")
+    assert str(error.value).startswith(f"s.yaml: {message}"), str(error.value)
+
+
+def test_a_suite_without_an_embodiment_is_for_the_widowx_and_one_layout_is_enough():
+    from ladder_ros.core.suite import parse_suite
+
+    data = _with(lambda d: d.pop("embodiment"))
+    data["tasks"][0]["layouts"] = 1
+    suite = parse_suite(data)
+    task = suite.task("a")
+    assert suite.embodiment == "widowx" and task.layouts == 1
+    assert (task.scene, task.instruction) == ("kitchen", "put the carrot on the plate")
+    assert task.category is TaskCategory.SINGLE_DESTINATION
+
+
+def test_invalid_yaml_names_the_line_column_and_problem(tmp_path):
+    path = write(tmp_path, "schema_version: 1\ntasks: [\n  {id: a\n", name="bad.yaml")
+    with pytest.raises(ConfigError) as error:
+        load_suite(path)
+    assert str(error.value) == f"{path}: line 4, column 1: invalid YAML: expected ',' or '}}', but got '<stream end>'"

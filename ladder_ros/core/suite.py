@@ -115,8 +115,9 @@ def parse_suite(data: Any, source: str = "<suite>") -> TaskSuite:
             raise ConfigError(f"unknown scene {scene!r}; valid: {', '.join(sorted(scene_parts))}",
                               source=source, key=f"{where}.scene")
         objects, containers = scene_parts[scene]
+        category_name = str(_require(raw, "category", where, source, str))
         try:
-            category = TaskCategory.parse(str(_require(raw, "category", where, source, str)))
+            category = TaskCategory.parse(category_name)
         except ConfigError as exc:
             raise ConfigError(str(exc), source=source, key=f"{where}.category") from None
         subgoals = []

@@ -525,3 +525,27 @@ def test_privileged_goal_states_are_checked_with_a_clear_error():
     with pytest.raises(InvalidInputError) as short:
         o.observe(StepInput(step=0, gripper=g(0), goal_states=(True,)))
     assert str(short.value) == "expected 2 goal states (one per subgoal), got 1"
+
+
+@pytest.mark.parametrize("step", [-1, True, 2.0, "3"])
+def test_a_step_must_be_a_non_negative_integer(step):
+    o = orch("proprio_trigger", [CARROT])
+    with pytest.raises(InvalidInputError) as error:
+        o.observe(StepInput(step=step, gripper=g(0)))
+    assert str(error.value) == f"step must be a non-negative integer, got {step!r}"
+
+
+def test_a_running_episode_has_no_finish_yet():
+    o = orch("proprio_trigger", [CARROT], budget=1)
+    d = o.observe(StepInput(step=0, gripper=g(0)))
+    assert (d.finished, d.finish_reason, d.step) == (False, None, 0)
+    assert (o.summary()["finish_reason"], o.summary()["finish_step"]) == (None, None)
+    d = o.observe(StepInput(step=1, gripper=g(1)))  # a budget of one step ends at step 1
+    assert (d.finished, d.finish_reason, o.finish_step) == (True, "budget_exhausted", 1)
+
+
+def test_an_unknown_variant_names_every_valid_one():
+    with pytest.raises(ConfigError) as error:
+        Variant.parse("magic")
+    assert str(error.value) == ("unknown variant 'magic'; valid: low_level_policy, periodic_trigger, "
+                                "privileged_verifier, proprio_trigger, proprio_verifier")

@@ -52,8 +52,9 @@ def test_step_budgets_appendix_d():
 
 
 def test_unknown_preset_lists_valid_names():
-    with pytest.raises(ConfigError, match="franka, widowx, widowx_robotarena"):
+    with pytest.raises(ConfigError, match="^unknown preset 'ur5'; valid: franka, widowx, widowx_robotarena$"):
         get_preset("ur5")
+    assert get_preset("franka") is FRANKA
 
 
 def test_good_suite_loads(tmp_path):
@@ -140,6 +141,7 @@ def test_select_picks_tasks_by_id_in_the_given_order_and_by_horizon(tmp_path):
     (lambda: VerifierTimingParams(delay_after_release_steps=2.5), "delay_after_release_steps must be a non-negative"),
     (lambda: VerifierTimingParams(query_without_release_steps=0), "query_without_release_steps must be a positive"),
     (lambda: VerifierTimingParams(query_without_release_steps=True), "query_without_release_steps must be a positive"),
+    (lambda: GripperTriggerParams(min_close_steps=0), "min_close_steps must be a positive integer, got 0"),
     (lambda: GripperTriggerParams(open_threshold=0.0), "open_threshold must be in"),
     (lambda: GripperTriggerParams(open_threshold=1.0), "open_threshold must be in"),
     (lambda: GripperTriggerParams(open_threshold=float("nan")), "open_threshold must be in"),
@@ -148,7 +150,8 @@ def test_select_picks_tasks_by_id_in_the_given_order_and_by_horizon(tmp_path):
     (lambda: GripperTriggerParams(min_lift_m=1.0), "min_lift_m must be in"),
     (lambda: GripperTriggerParams(release_timeout_steps=0), "release_timeout_steps must be a positive integer, got 0"),
     (lambda: StepBudget(), "a step budget is either per_subgoal or a table, exactly one"),
-    (lambda: StepBudget(per_subgoal=100, table=((1, 900),)), "either per_subgoal or a table, exactly one"),
+    (lambda: StepBudget(per_subgoal=100, table=((1, 900),)),
+     "a step budget is either per_subgoal or a table, exactly one"),
     (lambda: StepBudget(per_subgoal=0), "per_subgoal must be a positive integer, got 0"),
     (lambda: StepBudget(table=((0, 900),)), "budget horizon must be a positive integer, got 0"),
     (lambda: StepBudget(table=((1, -5),)), "budget steps must be a positive integer, got -5"),
@@ -160,7 +163,7 @@ def test_select_picks_tasks_by_id_in_the_given_order_and_by_horizon(tmp_path):
     (lambda: replace(FRANKA, privileged_set_aside_steps=0), "privileged_set_aside_steps must be a positive integer"),
 ])
 def test_out_of_range_loop_parameters_name_themselves(make, message):
-    with pytest.raises(ConfigError, match=re.escape(message)):
+    with pytest.raises(ConfigError, match="^" + re.escape(message)):
         make()
 
 
@@ -172,6 +175,7 @@ def test_edge_values_of_the_loop_parameters_are_valid():
     assert StepBudget(table=((1, 1),)).steps_for(1) == 1
     assert replace(WIDOWX, periodic_interval_steps=1, privileged_settle_steps=1).privileged_settle_steps == 1
     assert replace(FRANKA, privileged_set_aside_steps=1).privileged_set_aside_steps == 1
+    assert replace(WIDOWX, control_rate_hz=0.5).control_rate_hz == 0.5  # a slow arm is still a rate
     with pytest.raises(ConfigError, match="horizon must be a positive integer, got 0"):
         WIDOWX.budget.steps_for(0)
     with pytest.raises(ConfigError, match=r"no step budget for horizon 11; the table covers \[1, 2, 3"):

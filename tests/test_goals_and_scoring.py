@@ -411,3 +411,8 @@ def test_a_subgoal_pending_again_after_a_restart_was_not_left_for_good():
     s = metrics.score_episode(t, tr, {"variant": "proprio_trigger", "advanced": [0, 1], "pending": [0, 1],
                                       "ever_current": [0, 1]})
     assert [o.cause for o in s.outcomes] == [metrics.ATTEMPTED_NEVER_COMPLETED, metrics.ATTEMPTED_NEVER_COMPLETED]
+
+
+def test_wilson_upper_bound_never_passes_one():
+    # with 16 of 16 the unclamped formula rounds to just above 1 in floating point
+    assert metrics.wilson_interval(16, 16)[1] == 1.0

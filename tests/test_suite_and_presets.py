@@ -301,3 +301,23 @@ def test_invalid_yaml_names_the_line_column_and_problem(tmp_path):
     with pytest.raises(ConfigError) as error:
         load_suite(path)
     assert str(error.value) == f"{path}: line 4, column 1: invalid YAML: expected ',' or '}}', but got '<stream end>'"
+
+
+def test_invalid_yaml_without_a_position_still_names_the_file_and_problem(tmp_path):
+    path = write(tmp_path, "suite: a\x07\n", name="bell.yaml")  # a control character: no line/column mark
+    with pytest.raises(ConfigError) as error:
+        load_suite(path)
+    assert str(error.value).startswith(f"{path}: invalid YAML: unacceptable character #x0007")
+
+
+def test_scene_parts_are_mappings_and_unknown_scenes_list_every_scene():
+    from ladder_ros.core.suite import parse_suite
+
+    with pytest.raises(ConfigError) as listed:
+        parse_suite(_with(lambda d: d["scenes"]["kitchen"].update(objects=["carrot", "spoon"])), source="s.yaml")
+    assert str(listed.value) == "s.yaml: scenes.kitchen.objects: expected Mapping, got list ['carrot', 'spoon']"
+    two = _with(lambda d: d["scenes"].update(garden={"objects": {}, "containers": {}}))
+    two["tasks"][0]["scene"] = "attic"
+    with pytest.raises(ConfigError) as unknown:
+        parse_suite(two, source="s.yaml")
+    assert str(unknown.value) == "s.yaml: tasks[0] (a).scene: unknown scene 'attic'; valid: garden, kitchen"

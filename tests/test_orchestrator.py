@@ -513,6 +513,7 @@ def test_abort_before_the_first_step_ends_at_step_zero():
     o = orch("proprio_verifier", [CARROT])
     d = o.abort("node lost")
     assert (d.finished, d.finish_reason, o.finish_step) == (True, "aborted: node lost", 0)
+    assert d.step == -1  # the decision is about no step yet
     assert [e.to_dict() for e in d.events] == [{"step": 0, "kind": "episode_finished", "reason": "aborted: node lost",
                                                 "completed": [], "advanced": [], "pending": [0]}]
 

@@ -292,3 +292,10 @@ def test_periodic_trigger_of_one_step_fires_every_step_with_its_reason():
     assert ends == [AttemptEnd(step=s, reason="periodic") for s in range(1, 4)]
     trig.restart(10)
     assert trig.update(10) is None and trig.update(11) == AttemptEnd(step=11, reason="periodic")
+
+
+def test_the_monitors_attempt_end_and_release_are_of_the_step_fed():
+    monitor = GripperMonitor.for_preset(WIDOWX)
+    events = [monitor.update(step, a) for step, a in enumerate([O, C, C, C, O])]
+    assert (events[4].attempt_end.step, events[4].release.step) == (4, 4)
+    assert all(e.attempt_end is None and e.release is None for e in events[:4])

@@ -202,3 +202,23 @@ def test_observation_with_an_image_and_without_privileged_extras():
     assert np.array_equal(obs.ee_position, [0.1, 0.2, 0.3]) and np.allclose(obs.ee_euler, [0.0, 0.0, 0.5])
     assert obs.target_position is None and obs.privileged.goal == GoalState()
     assert observation_from_msgs(4, joints, pose, "gripper_aperture").image is None
+
+
+def test_stamps_near_the_top_of_the_range_stay_exact():
+    # integer division: a float division would round 999999999.999999999 s up to a whole second
+    stamp = ns_to_stamp(999_999_999_999_999_999)
+    assert (stamp.sec, stamp.nanosec) == (999_999_999, 999_999_999)
+
+
+def test_a_pitch_of_ninety_degrees_reads_back():
+    # 2(wy - zx) rounds to just beyond +-1 for these: the reading is clamped into asin's domain
+    for euler in ([0.1, np.pi / 2, 0.2], [0.05, -np.pi / 2, 0.2]):
+        back = quaternion_to_euler_xyz(euler_xyz_to_quaternion(np.array(euler)))
+        assert back[1] == pytest.approx(euler[1])
+
+
+def test_a_robot_observation_has_no_controller_target():
+    joints = joint_state_to_msg(("j",), np.array([0.5]), 0.25, 9, "gripper_aperture")
+    pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), np.zeros(3), 9, "base")
+    robot = observation_from_msgs(4, joints, pose, "gripper_aperture")
+    assert robot.target_position is None and robot.privileged is None

@@ -147,3 +147,11 @@ def test_a_long_value_in_an_error_is_shortened():
 def test_an_object_right_after_a_broken_opening_is_found():
     assert json_objects('{{"a": 1}') == [{"a": 1}]
     assert json_objects('{ {"a": 1}') == [{"a": 1}]
+
+
+def test_a_value_of_exactly_the_limit_is_not_shortened():
+    from ladder_ros.vlm.parsing import _short
+
+    exact = "x" * 118  # its repr, with the quotes, is 120 characters
+    assert _short(exact) == repr(exact)
+    assert _short(exact + "y") == repr(exact + "y")[:117] + "..."

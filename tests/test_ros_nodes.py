@@ -128,13 +128,13 @@ def test_franka_trigger_node_ends_an_attempt_on_a_21_step_close_with_a_3cm_lift(
         probe.status.publish(String(data=encode(EpisodeStatus(
             episode_id="e1", state="running", preset="franka", rate_hz=FRANKA_RATE_HZ, origin_ns=ORIGIN_NS))))
         spin_until(executor, lambda: trigger.episode is not None and probe.joints.get_subscription_count() >= 1
-                   and probe.pose.get_subscription_count() >= 1, 30,
+                   and probe.pose.get_subscription_count() >= 1, 60,
                    "the trigger to start the episode and to listen to the joint states and the end-effector pose")
         apertures = [1.0] * 5 + [0.0] * 21 + [1.0] * 3
         zs = [0.20] * 5 + [0.20 + 0.03 * i / 20 for i in range(21)] + [0.23] * 3
         for step, (aperture, z) in enumerate(zip(apertures, zs)):
             probe.publish_step(step, aperture, z)
-        spin_until(executor, lambda: len(probe.events) == len(apertures), 30, "one gripper event per step")
+        spin_until(executor, lambda: len(probe.events) == len(apertures), 60, "one gripper event per step")
         assert [doc.step for doc in probe.events] == list(range(len(apertures)))
         ends = [(doc.step, doc.events["attempt_end"]) for doc in probe.events if doc.events["attempt_end"]]
         assert ends == [(26, {"reason": "release", "close_steps": 21, "lift_m": pytest.approx(0.03)})]

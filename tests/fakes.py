@@ -19,8 +19,13 @@ TOY_UNIT = 0.001  # metres per index: a toy action is a tiny, valid end-effector
 
 
 class ToyWorld:
+    """``image_px``: the side of a square camera image whose pixels all hold the step number (0: no camera)."""
+
     name = "toy_world"
     control_rate_hz = 5.0
+
+    def __init__(self, image_px: int = 0):
+        self.image_px = image_px
 
     def reset(self, task: Task, layout: int, seed: int) -> Observation:
         self.task = task
@@ -46,7 +51,10 @@ class ToyWorld:
 
     def _obs(self) -> Observation:
         z = 0.1 if self.held is not None else 0.0
-        return Observation(step=self.step_count, image=None, aperture=self.aperture,
+        image = None
+        if self.image_px:
+            image = np.full((self.image_px, self.image_px, 3), self.step_count % 256, dtype=np.uint8)
+        return Observation(step=self.step_count, image=image, aperture=self.aperture,
                            ee_position=np.array([0.0, 0.0, z]), ee_euler=np.zeros(3), joint_names=(),
                            joint_positions=np.zeros(0), privileged=PrivilegedState(goal=self._goal()))
 

@@ -12,13 +12,15 @@ import pytest
 from ladder_ros.bringup.graph import load_graph, parse_overrides, read_params_file
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.nodes.parameters import NODE_PARAMETERS
+from tests.processes import process_tree, run_tree
 
 REPO = Path(__file__).resolve().parent.parent
 LADDER = [sys.executable, "-m", "ladder_ros.cli"]
 
 
 def up(*args, timeout=60):
-    return subprocess.run([*LADDER, "up", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    """``ladder-ros up`` that is expected to exit by itself; on timeout its nodes die with it."""
+    return run_tree([*LADDER, "up", *args], timeout=timeout, cwd=REPO)
 
 
 def error_lines(result):
@@ -99,23 +101,56 @@ def _children(pid):
     return [int(p) for p in out.split()]
 
 
+def wait_until_the_graph_listens(namespace, timeout_s):
+    """Until every node of the sim graph has made its subscriptions, seen from a probe in this domain.
+
+    The episode status has four followers (sim bridge, policy, gripper trigger, recorder; the
+    recorder subscribes to it last) and the privileged state four readers (orchestrator, policy,
+    verifier, recorder); the orchestrator's latched status has arrived. ``timeout_s`` is reached
+    only when the graph never comes up.
+    """
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from std_msgs.msg import String
+
+    from ladder_ros.nodes import topics
+    from ladder_ros.nodes.runtime import qos
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        probe = rclpy.create_node("bringup_probe", namespace=namespace, context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(probe)
+        statuses = []
+        probe.create_subscription(String, topics.EPISODE_STATUS.name, statuses.append, qos(topics.LATCHED))
+        status, privileged = (probe.resolve_topic_name(t.name) for t in (topics.EPISODE_STATUS, topics.PRIVILEGED))
+        deadline = time.monotonic() + timeout_s
+        while not (statuses and probe.count_subscribers(status) >= 4 + 1 and probe.count_subscribers(privileged) >= 4):
+            assert time.monotonic() < deadline, "the graph's nodes did not all come up"
+            executor.spin_once(timeout_sec=0.1)
+        executor.shutdown()
+        probe.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
+# Nodes stop by themselves on Ctrl-C (they have no episode to close here); `up` waits this long
+# before it kills one, and the test waits for `up` that long plus its own exit.
+STOP_TIMEOUT_S = 60
+
+
 @pytest.mark.ros
 def test_up_forwards_ctrl_c_and_every_node_stops(tmp_path):
-    process = subprocess.Popen([*LADDER, "up", "widowx", "--set", "sim_bridge.render=false",
-                                "--set", f"episode_recorder.output_dir={tmp_path}", "--log-dir", str(tmp_path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    try:
-        deadline = time.monotonic() + 30
-        while len(_children(process.pid)) < 6 and time.monotonic() < deadline:
-            time.sleep(0.2)
+    command = [*LADDER, "up", "widowx", "--set", "sim_bridge.render=false", "--set",
+               f"episode_recorder.output_dir={tmp_path}", "--log-dir", str(tmp_path),
+               "--stop-timeout", str(STOP_TIMEOUT_S)]
+    with process_tree(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO) as process:
+        wait_until_the_graph_listens("widowx", timeout_s=120)
         nodes = _children(process.pid)
         assert len(nodes) == 6
-        time.sleep(3)  # let them finish starting
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
+        out, err = process.communicate(timeout=STOP_TIMEOUT_S + 30)
     assert process.returncode == 0, err
     assert "all nodes stopped" in out
     for pid in nodes:

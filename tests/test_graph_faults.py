@@ -6,8 +6,8 @@ Bounded: every wait has a timeout, and the graph is stopped at the end whatever 
 only (tests/conftest.py). The behaviour tested here is documented in docs/graph.md ("Faults").
 """
 
+import shutil
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -15,15 +15,18 @@ import pytest
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
 
+from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 
 from ladder_ros.bringup.graph import load_graph  # noqa: E402
 from ladder_ros.bringup.recording import read_bag, recover_bag  # noqa: E402
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
+from ladder_ros.core.errors import ConfigError  # noqa: E402
 from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare_records  # noqa: E402
-from ladder_ros.messages import DecisionDoc, decode  # noqa: E402
+from ladder_ros.messages import DecisionDoc, VerificationRequestDoc, decode  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
 from ladder_ros.nodes.runtime import qos  # noqa: E402
+from ladder_ros.ros_conversions import stamp_to_ns  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -35,14 +38,31 @@ TASK = "kitchen_single_2"
 
 
 class StepProbe:
-    """The newest step the orchestrator decided (decisions arrive once per step)."""
+    """What the graph does while it waits: decisions, observations and verification requests as they arrive.
+
+    A fault test that asserts "nothing steps" first waits until the graph has shown, by resending,
+    that it was running and waiting all along (the sim bridge republishes the held step's observation
+    every resend_after_s, the orchestrator its decision every decision_resend_s or its unanswered
+    query every verifier_retry_s); a slow machine cannot then pass the check by being slow.
+    """
 
     def __init__(self, client):
         self.decisions: list[DecisionDoc] = []
+        self.observation_stamps: list[int] = []
+        self.requests: list[tuple[str, int]] = []
         client.create_subscription(String, topics.DECISION.name, self._on_decision, qos(topics.STREAM))
+        client.create_subscription(JointState, topics.JOINT_STATES.name,
+                                   lambda m: self.observation_stamps.append(stamp_to_ns(m.header.stamp)),
+                                   qos(topics.STREAM))
+        client.create_subscription(String, topics.VERIFY_REQUEST.name,
+                                   lambda m: self._on_request(decode(m.data, VerificationRequestDoc)),
+                                   qos(topics.EVENTS))
 
     def _on_decision(self, msg):
         self.decisions.append(decode(msg.data, DecisionDoc))
+
+    def _on_request(self, doc):
+        self.requests.append((doc.episode_id, doc.request["request_id"]))
 
     def steps(self, episode_id):
         return [d.step for d in self.decisions if d.episode_id == episode_id]
@@ -50,6 +70,10 @@ class StepProbe:
     @property
     def last(self):
         return self.decisions[-1].step if self.decisions else -1
+
+    def resent(self, values, times):
+        """True when the newest value of ``values`` came at least ``times`` more times after its first copy."""
+        return bool(values) and values.count(values[-1]) > times and values[-1] == max(values)
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +93,6 @@ def spin(session, condition, timeout_s, what):
     session.client.spin_until(session.executor, condition, timeout_s, what)
 
 
-def spin_for(session, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        session.executor.spin_once(timeout_sec=0.05)
-
-
 def kill_and_wait(session, name, sig):
     session.processes.signal(name, sig)
     session.processes.processes[name].wait(timeout=20)
@@ -88,9 +106,12 @@ def test_verifier_killed_mid_episode_reports_unavailable_keeps_the_queue_and_res
          "the verifier reported unavailable")
     assert client.status.state == "running" and client.status.pending_request is not None
     assert client.status.message == "verifier unavailable"
+    # lockstep: the simulator waits for the answer. Wait until the bridge has resent the held step's
+    # observation twice and the orchestrator its query twice: the graph ran on, and nothing stepped.
     held_at = graph.probe.last
-    spin_for(graph, 1.0)
-    assert graph.probe.last == held_at  # lockstep: the simulator waits for the answer
+    spin(graph, lambda: graph.probe.resent(graph.probe.observation_stamps, 2) and graph.probe.resent(
+        [r for e, r in graph.probe.requests if e == episode], 2), 60, "the held step's observation and query resent")
+    assert graph.probe.last == held_at
     processes.start_node("vlm_verifier")
     outcome = client.wait_until_over(graph.executor, episode, 120)
     assert outcome.state == "finished" and outcome.result["finish_reason"] == "plan_complete"
@@ -131,10 +152,18 @@ def test_policy_killed_nothing_steps_and_a_restart_ends_the_episode_with_its_rec
     spin(graph, lambda: max(graph.probe.steps(episode), default=-1) >= 10, 120, "ten steps")
     kill_and_wait(graph, "policy", signal.SIGKILL)
     try:
-        spin_for(graph, 1.0)  # take in what was already on its way
-        held_at = graph.probe.last
-        spin_for(graph, 2.0)
-        assert graph.probe.last == held_at  # the simulator waits for the action: nothing steps
+        # Actions already on their way may still step the simulator; then it waits for the action.
+        # Once the bridge has resent the held step's observation twice and the orchestrator its
+        # decision twice, the graph is known to be waiting; after two more resends of each, nothing
+        # may have stepped.
+        probe = graph.probe
+
+        def resent(times):
+            return probe.resent(probe.observation_stamps, times) and probe.resent(probe.steps(episode), times)
+        spin(graph, lambda: resent(2), 60, "the held step's observation and decision resent twice")
+        held_at = probe.last
+        spin(graph, lambda: resent(4) or probe.last != held_at, 60, "two more resends of each")
+        assert probe.last == held_at  # the simulator waits for the action: nothing steps
         assert client.status.state == "running"
     finally:
         graph.processes.start_node("policy")
@@ -144,7 +173,8 @@ def test_policy_killed_nothing_steps_and_a_restart_ends_the_episode_with_its_rec
     assert outcome.state == "aborted"
     assert outcome.result["finish_reason"].startswith("aborted: policy restarted mid-episode")
     assert outcome.result["scored"] is True and outcome.result["steps_used"] == held_at
-    spin_for(graph, 0.5)  # the last decision may still be on its way to the probe
+    last = outcome.result["steps_used"]  # the last decision may still be on its way to the probe
+    spin(graph, lambda: last in graph.probe.steps(episode), 60, "the last step's decision")
     steps = graph.probe.steps(episode)
     assert sorted(set(steps)) == list(range(held_at + 1))  # no step skipped, none after the kill
     assert len(steps) > len(set(steps))  # the held step's decision was republished while waiting
@@ -156,25 +186,49 @@ def wait_for_recorder(graph):
     command = graph.client.resolve_topic_name(topics.EPISODE_COMMAND.name)
     spin(graph, lambda: graph.client.count_subscribers(status) >= 5 and graph.client.count_subscribers(command) >= 2,
          60, "the recorder")
-    spin_for(graph, 2.0)  # the publishers' side of discovery may lag behind what the client sees
 
 
 def _episode_bag(graph, episode):
     return graph.params["episode_recorder"]["output_dir"] + "/" + episode
 
 
-def test_recorder_interrupted_leaves_a_complete_readable_bag(graph):
+class FlushedBag:
+    """What a recovery of a bag's file as it lies on disk right now holds (the recorder flushes every second)."""
+
+    def __init__(self, bag_dir, scratch):
+        self.bag_dir, self.scratch, self.tries = Path(bag_dir), Path(scratch), 0
+        self.summary = None
+
+    def holds(self, wanted):
+        """True once the flushed part holds at least ``wanted[topic]`` messages of each topic."""
+        files = sorted(self.bag_dir.glob("*.mcap"))
+        if not files:
+            return False
+        self.tries += 1
+        copy = self.scratch / f"copy{self.tries}.mcap"
+        shutil.copyfile(files[0], copy)
+        try:
+            self.summary = recover_bag(copy, self.scratch / f"recovered{self.tries}")
+        except ConfigError:
+            return False  # not even the file header is on disk yet
+        return all(self.summary.topics.get(topic, 0) >= n for topic, n in wanted.items())
+
+
+def test_recorder_interrupted_leaves_a_complete_readable_bag(graph, tmp_path):
     client = graph.client
     wait_for_recorder(graph)
     episode = client.start_episode(TASK, variant="proprio_verifier", layout=3, seed=3)
-    spin(graph, lambda: max(graph.probe.steps(episode), default=-1) >= 10, 120, "ten steps")
+    # interrupt it once it has demonstrably received 5 steps (they are in its flushed chunks)
+    wanted = {"/widowx/camera/image_raw": 5, "/widowx/joint_states": 5}
+    flushed = FlushedBag(_episode_bag(graph, episode), tmp_path)
+    spin(graph, lambda: flushed.holds(wanted), 120, "five steps in the recorder's flushed chunks")
     kill_and_wait(graph, "episode_recorder", signal.SIGINT)
     code = graph.processes.processes["episode_recorder"].returncode
     graph.processes.start_node("episode_recorder")
     assert code == 0  # a clean shutdown
-    summary, _ = read_bag(_episode_bag(graph, episode))
+    summary, _ = read_bag(_episode_bag(graph, episode))  # complete: metadata and MCAP summary
     assert summary.custom_data["episode_id"] == episode
-    assert summary.topics["/widowx/camera/image_raw"] >= 5 and summary.topics["/widowx/joint_states"] >= 5
+    assert all(summary.topics[topic] >= flushed.summary.topics[topic] for topic in flushed.summary.topics)
     client.wait_until_over(graph.executor, episode, 120)
 
 
@@ -182,20 +236,20 @@ def test_recorder_killed_its_chunks_are_recovered(graph, tmp_path):
     client = graph.client
     wait_for_recorder(graph)
     episode = client.start_episode(TASK, variant="periodic_trigger", layout=4, seed=4)
-    spin(graph, lambda: max(graph.probe.steps(episode), default=-1) >= 150, 90, "150 steps")
-    # on a loaded machine the recorder can lag behind the graph: kill it only once its file has chunks on disk
-    bag_dir = Path(_episode_bag(graph, episode))
-    spin(graph, lambda: any(f.stat().st_size > 100_000 for f in bag_dir.glob("*.mcap")), 120,
-         "the recorder's first flushed chunks")
+    # kill it once 20 decisions are in its flushed chunks (the recorder can lag behind the graph)
+    decisions = "/widowx/orchestrator/decision"
+    flushed = FlushedBag(_episode_bag(graph, episode), tmp_path)
+    spin(graph, lambda: flushed.holds({decisions: 20}), 120, "20 decisions in the recorder's flushed chunks")
     kill_and_wait(graph, "episode_recorder", signal.SIGKILL)
     graph.processes.start_node("episode_recorder")
     broken = _episode_bag(graph, episode)
     with pytest.raises(Exception):
         read_bag(broken)  # no metadata.yaml, no MCAP summary
     recovered = recover_bag(broken, tmp_path / "recovered")
-    summary, decoded = read_bag(recovered.path, ["/widowx/orchestrator/decision"])
-    assert summary.messages == recovered.messages > 300
-    steps = [decode(m.data, DecisionDoc).step for m in decoded["/widowx/orchestrator/decision"]]
-    assert steps[:20] == list(range(20))
+    summary, decoded = read_bag(recovered.path, [decisions])
+    assert summary.messages == recovered.messages >= flushed.summary.messages  # what was on disk survives
+    steps = [decode(m.data, DecisionDoc).step for m in decoded[decisions]]  # a held step's decision may repeat
+    unique = sorted(set(steps))
+    assert len(steps) >= 20 and steps == sorted(steps) and unique == list(range(unique[0], unique[-1] + 1))
     assert summary.custom_data["recovered_from"] == broken
     client.wait_until_over(graph.executor, episode, 120)

@@ -7,6 +7,7 @@ oracle verifier than the process-level parity check runs. Episodes must be ident
 """
 
 import itertools
+import time
 
 import pytest
 
@@ -23,6 +24,7 @@ from ladder_ros.core.presets import WIDOWX  # noqa: E402
 from ladder_ros.core.suite import parse_suite  # noqa: E402
 from ladder_ros.evaluation.episode import run_episode  # noqa: E402
 from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare_records  # noqa: E402
+from ladder_ros.messages import EpisodeStatus, decode  # noqa: E402
 from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
 from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
@@ -113,24 +115,6 @@ def test_toy_world_graph_equals_the_reference_loop(toy_graph, task_id, variant, 
     assert outcome.result["events"][0]["kind"] == "episode_started"
 
 
-def test_the_recording_holds_every_topic_of_the_episode(toy_graph):
-    outcome = toy_graph.run("toy2", "proprio_verifier", 4)
-    recorder = toy_graph.nodes[-1]
-    deadline_spins = 200
-    while outcome.episode_id not in " ".join(recorder.closed) and deadline_spins:
-        toy_graph.executor.spin_once(timeout_sec=0.05)
-        deadline_spins -= 1
-    bag = next(p for p in recorder.closed if p.endswith(outcome.episode_id))
-    summary, decoded = read_bag(bag, ["/toy/orchestrator/events"])
-    steps = outcome.result["steps_used"]
-    assert summary.topics["/toy/joint_states"] == steps + 1
-    assert summary.topics["/toy/policy/action"] == steps  # no action on the last step
-    assert summary.topics["/toy/orchestrator/decision"] == steps + 1
-    assert len(decoded["/toy/orchestrator/events"]) == len(outcome.result["events"])
-    assert summary.custom_data["episode_id"] == outcome.episode_id
-    assert summary.custom_data["variant"] == "proprio_verifier"
-
-
 @pytest.fixture(scope="module")
 def tabletop_graph(ros, tmp_path_factory):
     pytest.importorskip("mujoco", reason="the built-in tabletop needs MuJoCo (requirements/core.txt)")
@@ -189,16 +173,21 @@ def planned_toy_graph(ros, tmp_path_factory):
         PlanResult(goals=None, subgoals=reversed_plan, raw_reply='{"goals": [...]}', error=None, latency_ms=12.0),
         PlanResult(goals=None, subgoals=None, raw_reply="I cannot see a robot here.",
                    error="no JSON object in the reply", latency_ms=9.0),
+        PlanResult(goals=None, subgoals=task.subgoals, raw_reply='{"goals": [...]}', error=None, latency_ms=10.0),
     ])
+    recorder = EpisodeRecorderNode(namespace=ns, parameter_overrides=[
+        Parameter("output_dir", value=str(tmp_path_factory.mktemp("planned_recordings")))])
     graph = Graph(ns, [
-        SimBridgeNode(simulator=ToyWorld(), suite=TOY_SUITE, namespace=ns),
+        SimBridgeNode(simulator=ToyWorld(image_px=8), suite=TOY_SUITE, namespace=ns),
         GripperTriggerNode(namespace=ns),
         OrchestratorNode(suite=TOY_SUITE, namespace=ns,
                          parameter_overrides=[Parameter("plan_source", value="planner")]),
         PolicyNode(policy_factory=lambda task, seed: ToyPolicy(task, seed, MISS_RATE), reads=frozenset(),
                    namespace=ns),
         VerifierNode(verifier=OracleCounter(), planner=planner, reads_pixels=False, namespace=ns),
+        recorder,
     ])
+    graph.recorder = recorder
     yield graph, planner, list(reversed_plan)
     graph.close()
 
@@ -228,3 +217,52 @@ def test_an_unreadable_plan_aborts_the_episode_and_keeps_the_reply(planned_toy_g
     asked = len(planner.instructions)
     outcome = graph.run("toy2", "privileged_verifier", 9)
     assert outcome.state == "finished" and len(planner.instructions) == asked
+
+
+def _closed_bag(graph, episode_id):
+    """The folder of ``episode_id``'s bag once the recorder closed it (close_grace_s after its final status)."""
+    recorder = graph.recorder
+    deadline = time.monotonic() + recorder.params["close_grace_s"] + 30.0  # reached only when it never closes
+    while not any(p.endswith(episode_id) for p in recorder.closed):
+        assert time.monotonic() < deadline, f"the recorder never closed the bag of {episode_id}"
+        graph.executor.spin_once(timeout_sec=0.05)
+    return next(p for p in recorder.closed if p.endswith(episode_id))
+
+
+def test_the_recording_holds_every_topic_of_the_episode(planned_toy_graph):
+    graph, _, _ = planned_toy_graph
+    # an episode just before, so the next one starts while its bag is still open for late messages
+    before = graph.run("toy2", "privileged_verifier", 3)
+    outcome = graph.run("toy2", "proprio_verifier", 4)
+    assert before.state == outcome.state == "finished"
+    summary, decoded = read_bag(_closed_bag(graph, outcome.episode_id), [
+        "/planned/orchestrator/events", "/planned/episode/status", "/planned/camera/image_raw"])
+    result = outcome.result
+    steps = result["steps_used"]  # steps 0..steps are observed and decided; no action after the last
+    started = sum(1 for e in result["events"] if e["kind"] == "subgoal_started")
+    expected = {
+        "joint_states": steps + 1, "ee_pose": steps + 1, "sim/privileged_state": steps + 1,
+        "gripper/events": steps + 1, "orchestrator/decision": steps + 1, "policy/action": steps,
+        "orchestrator/events": len(result["events"]),
+        "verifier/request": result["verification_queries"], "verifier/result": result["verification_queries"],
+        "planner/request": 1, "planner/result": 1, "episode/command": 1, "sim/episode_score": 1,
+        "orchestrator/current_subgoal": started + 1,  # each subgoal, then empty (hold still) at the end
+    }
+    counts = {topic.removeprefix("/planned/"): n for topic, n in summary.topics.items()}
+    assert {t: counts.get(t, 0) for t in expected} == expected
+    assert set(counts) == {*expected, "camera/image_raw", "episode/status"}  # all 16 topics of the graph
+    # images are best effort (sensor data): each one that arrived is its step's (pixels hold the step), in order
+    seen = [image.data[0] for image in decoded["/planned/camera/image_raw"]]
+    assert seen and seen == sorted(set(seen)) and set(seen) <= set(range(steps + 1))
+    statuses = [decode(m.data, EpisodeStatus) for m in decoded["/planned/episode/status"]]
+    mine = [s for s in statuses if s.episode_id == outcome.episode_id]
+    assert mine[0].state == "running" and mine[-1].state == "finished"
+    assert mine[-1].result["events"] == result["events"]
+    assert all(s.state == "idle" for s in statuses if s.episode_id != outcome.episode_id)
+    assert len(decoded["/planned/orchestrator/events"]) == len(result["events"])
+    assert summary.custom_data["episode_id"] == outcome.episode_id
+    assert summary.custom_data["variant"] == "proprio_verifier"
+    # the episode before kept its own messages only: one command, no plan request (it plans from the task)
+    previous, _ = read_bag(_closed_bag(graph, before.episode_id))
+    assert previous.topics["/planned/episode/command"] == 1 and "/planned/planner/request" not in previous.topics
+    assert previous.topics["/planned/joint_states"] == before.result["steps_used"] + 1

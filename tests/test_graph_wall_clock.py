@@ -6,7 +6,7 @@ The gripper trigger samples them at 5 Hz, the orchestrator advances on its attem
 acts on the newest observation and holds still once the joint states stop.
 """
 
-import time
+import math
 
 import numpy as np
 import pytest
@@ -22,6 +22,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
+from ladder_ros.core.presets import WIDOWX  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
 from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
@@ -47,6 +48,12 @@ class StandInDriver(Node):
         self.tick = 0
         self.running = True
         self.create_timer(0.1, self._publish)
+        # The graph's control clock as this executor runs it: a timer at the nodes' control rate.
+        self.control_ticks = 0
+        self.create_timer(1.0 / WIDOWX.control_rate_hz, self._count_control_tick)
+
+    def _count_control_tick(self):
+        self.control_ticks += 1
 
     def _publish(self):
         if not self.running:
@@ -72,23 +79,30 @@ def test_wall_clock_graph_advances_on_gripper_releases_and_holds_still_without_i
         for node in [driver, *nodes, client]:
             executor.add_node(node)
         client.wait_for_graph(executor, timeout_s=20)
-        outcome = client.run_episode(executor, "kitchen_single_2", variant="proprio_trigger", timeout_s=30)
+        # the episode ends by the plan or, at the latest, by its step budget at the control rate
+        budget_s = WIDOWX.budget.steps_for(2) / WIDOWX.control_rate_hz
+        outcome = client.run_episode(executor, "kitchen_single_2", variant="proprio_trigger", timeout_s=budget_s + 30)
         kinds = [(e["kind"], e.get("reason")) for e in outcome.result["events"]]
         assert ("attempt_ended", "release") in kinds
         assert outcome.result["finish_reason"] == "plan_exhausted"
         assert outcome.result["scored"] is False  # no simulator: no privileged score on a robot
         assert len(driver.actions) > 3  # the policy acted on the wall clock
         # A second episode, then the driver goes silent: the policy must stop commanding motion.
+        acted = len(driver.actions)
         episode = client.start_episode("kitchen_single_2", variant="proprio_verifier")
-        client.spin_until(executor, lambda: client.status.episode_id == episode, 10, "the episode")
+        client.spin_until(executor, lambda: client.status.episode_id == episode, 30, "the episode")
+        client.spin_until(executor, lambda: len(driver.actions) > acted, 30, "the policy acting in it")
         driver.running = False
-        deadline = time.monotonic() + 1.5  # longer than max_observation_age_s (0.5 s)
-        while time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.05)
+        # Counted in control ticks of this executor, which runs the policy's timer at the same rate:
+        # past max_observation_age_s the newest observation is stale; from then on, over five more
+        # ticks at which the policy would have acted, it must not act.
+        policy_params = nodes[2].params
+        stale_after = math.ceil(policy_params["max_observation_age_s"] * WIDOWX.control_rate_hz) + 1
+        silent_from = driver.control_ticks
+        client.spin_until(executor, lambda: driver.control_ticks >= silent_from + stale_after, 60, "stale observations")
         count = len(driver.actions)
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.05)
+        held_from = driver.control_ticks
+        client.spin_until(executor, lambda: driver.control_ticks >= held_from + 5, 60, "five control ticks")
         assert len(driver.actions) == count
         for node in [driver, *nodes, client]:
             node.destroy_node()

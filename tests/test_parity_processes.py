@@ -1,13 +1,18 @@
 """Tier three: `ladder-ros parity` with every node its own process, and the comparison itself."""
 
-import subprocess
+import copy
 import sys
 from pathlib import Path
 
 import pytest
 
-from ladder_ros.evaluation.parity import compare_records, first_difference, plan_episodes
+from ladder_ros.core.presets import WIDOWX
 from ladder_ros.core.suite import load_suite
+from ladder_ros.core.task import Subgoal, Task, TaskCategory
+from ladder_ros.evaluation.episode import run_episode
+from ladder_ros.evaluation.parity import compare_records, first_difference, plan_episodes
+from tests.fakes import OracleCounter, ToyPolicy, ToyWorld
+from tests.processes import run_tree
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -23,6 +28,60 @@ def test_the_comparison_finds_the_first_difference():
     assert first_difference({"a": 1}, {"a": 1, "b": 2}) == ".b: only in the graph: 2"
 
 
+def toy_record():
+    """A real episode record of the reference loop: two subgoals on the toy world, retries included."""
+    task = Task(task_id="toy2", scene="toy", category=TaskCategory.SINGLE_DESTINATION,
+                instruction="put the carrot and the spoon on the plate",
+                subgoals=(Subgoal("carrot", "plate", "put the carrot on the plate"),
+                          Subgoal("spoon", "plate", "put the spoon on the plate")))
+    return run_episode(ToyWorld(), ToyPolicy(task, 0, 0.3), task, "proprio_verifier", WIDOWX, layout=0, seed=0,
+                       verifier=OracleCounter()).to_dict()
+
+
+def _set(path, value):
+    def change(record):
+        *parents, last = path
+        target = record
+        for key in parents:
+            target = target[key]
+        target[last] = value(target[last])
+    return change
+
+
+# Everything the graph must reproduce, each changed the way a real divergence would change it.
+DIVERGENCES = {
+    "events": _set(("events", 3, "step"), lambda step: step + 1),
+    "final_goal": _set(("final_goal", "resting", 0, 2), lambda n: n + 1),  # one more carrot on the plate
+    "finish_reason": _set(("finish_reason",), lambda _: "budget_exhausted"),
+    "steps_used": _set(("steps_used",), lambda n: n + 1),
+    "success": _set(("success",), lambda ok: not ok),
+    "subgoals_done": _set(("subgoals_done",), lambda n: n - 1),
+    "subgoals": _set(("subgoals", 1, "cause"), lambda _: "attempted_never_completed"),
+    "violations": _set(("violations",), lambda v: [*v, "distractor_moved"]),
+    "verification_queries": _set(("verification_queries",), lambda n: n + 1),
+    "orchestration": _set(("orchestration", "completed"), lambda done: list(reversed(done))),  # another queue order
+    "orchestration.pending": _set(("orchestration", "pending"), lambda pending: [*pending, 1]),
+}
+
+
+@pytest.mark.parametrize("field", sorted(DIVERGENCES))
+def test_the_comparison_covers_every_field_the_graph_must_reproduce(field):
+    reference = toy_record()
+    assert reference["finish_reason"] == "plan_complete" and reference["orchestration"]["completed"] == [0, 1]
+    graph = copy.deepcopy(reference)
+    DIVERGENCES[field](graph)
+    assert compare_records(reference, copy.deepcopy(reference)) is None
+    difference = compare_records(reference, graph)
+    assert difference is not None and difference.startswith(field), difference
+
+
+def test_the_comparison_ignores_what_may_differ():
+    reference = toy_record()
+    graph = {**copy.deepcopy(reference), "wall_s": reference["wall_s"] + 3.0, "verifier": "oracle (graph)",
+             "episode_id": "20260101T000000-001-toy2"}
+    assert compare_records(reference, graph) is None
+
+
 def test_default_episodes_cover_three_horizons():
     suite = load_suite(REPO / "config" / "suites" / "tabletop.yaml")
     episodes = plan_episodes(suite, None, ["proprio_verifier", "periodic_trigger"], [0, 1], None)
@@ -31,14 +90,25 @@ def test_default_episodes_cover_three_horizons():
     assert plan_episodes(suite, ["relay_2"], ["proprio_trigger"], [5], 1)[0].layout == 5
 
 
+# One graph episode may take this long before `parity` gives up on it and stops its graph itself.
+# The longest episode here has a budget of 200 steps (sorting_split_2: 100 per subgoal, Section 3)
+# and a graph step costs ~20 ms on an idle machine (docs/graph.md): 120 s leaves a loaded machine 30x.
+EPISODE_TIMEOUT_S = 120
+EPISODES = 4  # 2 tasks x 2 variants x 1 seed
+STARTUP_S, STOP_S = 60, 10  # GraphSession's startup bound; `up`'s stop bound before SIGKILL
+
+
 @pytest.mark.ros
 @pytest.mark.slow
 def test_graph_processes_reproduce_the_reference_loop(tmp_path):
     pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
-    result = subprocess.run(
+    # The reference loop runs each episode too (seconds); a hang anywhere ends in parity's own
+    # episode timeout, and this outer bound, reached only if parity itself hangs, kills its whole tree.
+    bound = STARTUP_S + EPISODES * 2 * EPISODE_TIMEOUT_S + STOP_S
+    result = run_tree(
         [sys.executable, "-m", "ladder_ros.cli", "parity", "widowx", "--tasks", "kitchen_single_1,sorting_split_2",
          "--variants", "proprio_verifier,periodic_trigger", "--seeds", "3", "--set", "sim_bridge.render=false",
-         "--out", str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=REPO)
+         "--episode-timeout", str(EPISODE_TIMEOUT_S), "--out", str(tmp_path)], timeout=bound, cwd=REPO)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "parity: 4/4 episodes identical" in result.stdout
     assert (tmp_path / "parity.json").is_file() and any((tmp_path / "recordings").iterdir())

@@ -5,6 +5,8 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
+from sensor_msgs.msg import Image, JointState  # noqa: E402
+
 from ladder_ros.core.errors import InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalState  # noqa: E402
 from ladder_ros.messages import EpisodeCommand, PrivilegedStateDoc  # noqa: E402
@@ -101,3 +103,122 @@ def test_observation_rebuilt_exactly_with_the_privileged_document():
     assert obs.aperture == 0.25 and obs.step == 4 and obs.privileged.goal == privileged.goal
     robot = observation_from_msgs(4, joints, pose, "gripper_aperture")
     assert robot.privileged is None and np.allclose(robot.ee_euler, euler, atol=1e-12)
+
+
+def test_image_rows_padded_past_the_pixels_are_read_by_their_step():
+    # Cameras may pad each row (e.g. to a multiple of 64 bytes): step is the row length in bytes.
+    # A 3 x 5 rgb8 image has 15 bytes of pixels per row; with step 20 each row has 5 bytes of padding.
+    pixels = np.arange(3 * 5 * 3, dtype=np.uint8).reshape(3, 5, 3)
+    padded = np.full((3, 20), 255, dtype=np.uint8)
+    padded[:, :15] = pixels.reshape(3, 15)
+    msg = Image(height=3, width=5, encoding="rgb8", step=20, data=padded.tobytes())
+    assert np.array_equal(image_from_msg(msg), pixels)
+    msg.encoding = "bgr8"
+    assert np.array_equal(image_from_msg(msg), pixels[:, :, ::-1])
+    msg.step = 14  # shorter than a row of pixels
+    with pytest.raises(InvalidInputError, match="too short"):
+        image_from_msg(msg)
+
+
+def test_the_aperture_is_read_from_its_named_entry_wherever_it_is():
+    # A driver may list the gripper first (or anywhere): the aperture is the named entry, not the last
+    msg = JointState(name=["gripper_aperture", "waist", "shoulder"], position=[0.8, 0.1, -0.4])
+    names, positions, aperture = joint_state_from_msg(msg, "gripper_aperture")
+    assert names == ("waist", "shoulder") and positions.tolist() == [0.1, -0.4] and aperture == 0.8
+    msg = JointState(name=["waist", "gripper_aperture", "shoulder"], position=[0.1, 0.25, -0.4])
+    names, positions, aperture = joint_state_from_msg(msg, "gripper_aperture")
+    assert names == ("waist", "shoulder") and positions.tolist() == [0.1, -0.4] and aperture == 0.25
+
+
+def test_stamp_fields():
+    stamp = ns_to_stamp(1_500_000_007)
+    assert (stamp.sec, stamp.nanosec) == (1, 500_000_007)
+    with pytest.raises(InvalidInputError, match="^a time stamp must be >= 0 ns, got -1$"):
+        ns_to_stamp(-1)
+
+
+def test_image_message_fields_and_refusals():
+    image = np.zeros((2, 3, 3), dtype=np.uint8)
+    msg = image_to_msg(image, 2_000_000_001, "camera_link")
+    assert (msg.height, msg.width, msg.step, msg.encoding, msg.is_bigendian) == (2, 3, 9, "rgb8", 0)
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id) == (2, 1, "camera_link")
+    assert len(msg.data) == 18
+    with pytest.raises(InvalidInputError, match=r"^an image is a \(H, W, 3\) uint8 array, got uint8 \(2, 3\)$"):
+        image_to_msg(np.zeros((2, 3), dtype=np.uint8), 0, "cam")
+    with pytest.raises(InvalidInputError, match=r"^an image is a \(H, W, 3\) uint8 array, got uint8 \(2, 3, 4\)$"):
+        image_to_msg(np.zeros((2, 3, 4), dtype=np.uint8), 0, "cam")
+    msg.encoding = "mono8"
+    with pytest.raises(InvalidInputError, match="^only rgb8 and bgr8 images are read, got 'mono8'$"):
+        image_from_msg(msg)
+    msg.encoding = "rgb8"
+    msg.data = bytes(17)
+    with pytest.raises(InvalidInputError, match="^image data too short: 17 bytes for 2 rows of 9$"):
+        image_from_msg(msg)
+
+
+def test_joint_state_message_fields_and_refusals():
+    msg = joint_state_to_msg(("waist", "shoulder"), np.array([0.5, -0.25]), 0.75, 3_000_000_000, "gripper_aperture")
+    assert list(msg.name) == ["waist", "shoulder", "gripper_aperture"] and list(msg.position) == [0.5, -0.25, 0.75]
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (3, 0)
+    with pytest.raises(InvalidInputError, match="^2 joint names for 1 positions$"):
+        joint_state_to_msg(("a", "b"), np.array([0.1]), 1.0, 0, "gripper_aperture")
+    with pytest.raises(InvalidInputError, match="^joint name 'gripper_aperture' is reserved for the gripper aperture$"):
+        joint_state_to_msg(("gripper_aperture",), np.array([0.1]), 1.0, 0, "gripper_aperture")
+    bad = JointState(name=["a", "gripper_aperture"], position=[0.1])
+    with pytest.raises(InvalidInputError, match="^joint state has 2 names but 1 positions$"):
+        joint_state_from_msg(bad, "gripper_aperture")
+
+
+def test_pose_message_fields():
+    msg = pose_to_msg(np.array([0.3, -0.1, 0.12]), np.zeros(3), 4_000_000_005, "base_link")
+    assert (msg.header.frame_id, msg.header.stamp.sec, msg.header.stamp.nanosec) == ("base_link", 4, 5)
+    p, o = msg.pose.position, msg.pose.orientation
+    assert (p.x, p.y, p.z) == (0.3, -0.1, 0.12) and (o.w, o.x, o.y, o.z) == (1.0, 0.0, 0.0, 0.0)
+    with pytest.raises(InvalidInputError, match="^a zero quaternion has no orientation$"):
+        quaternion_to_euler_xyz(np.zeros(4))
+    # an unnormalised quaternion reads as the same rotation
+    assert np.allclose(quaternion_to_euler_xyz(2.0 * euler_xyz_to_quaternion(np.array([0.1, 0.2, 0.3]))),
+                       [0.1, 0.2, 0.3], atol=1e-12)
+
+
+def test_action_message_is_one_point_at_time_zero():
+    msg = action_to_msg(np.array([0.01, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]), 5_000_000_006)
+    assert len(msg.points) == 1 and list(msg.points[0].positions) == [0.01, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    assert (msg.points[0].time_from_start.sec, msg.points[0].time_from_start.nanosec) == (0, 0)
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (5, 6)
+    msg.points = [msg.points[0], msg.points[0]]
+    with pytest.raises(InvalidInputError, match="^an action is one trajectory point, got 2$"):
+        action_from_msg(msg)
+
+
+def test_observation_with_an_image_and_without_privileged_extras():
+    image = np.arange(2 * 2 * 3, dtype=np.uint8).reshape(2, 2, 3)
+    joints = joint_state_to_msg(("j",), np.array([0.5]), 0.25, 9, "gripper_aperture")
+    pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), np.array([0.0, 0.0, 0.5]), 9, "base")
+    privileged = PrivilegedStateDoc.of("e", 4, 9, PrivilegedState(goal=GoalState()), (False,), None, None)
+    obs = observation_from_msgs(4, joints, pose, "gripper_aperture", image=image_to_msg(image, 9, "cam"),
+                                privileged=privileged)
+    assert np.array_equal(obs.image, image) and obs.joint_names == ("j",) and obs.joint_positions.tolist() == [0.5]
+    assert np.array_equal(obs.ee_position, [0.1, 0.2, 0.3]) and np.allclose(obs.ee_euler, [0.0, 0.0, 0.5])
+    assert obs.target_position is None and obs.privileged.goal == GoalState()
+    assert observation_from_msgs(4, joints, pose, "gripper_aperture").image is None
+
+
+def test_stamps_near_the_top_of_the_range_stay_exact():
+    # integer division: a float division would round 999999999.999999999 s up to a whole second
+    stamp = ns_to_stamp(999_999_999_999_999_999)
+    assert (stamp.sec, stamp.nanosec) == (999_999_999, 999_999_999)
+
+
+def test_a_pitch_of_ninety_degrees_reads_back():
+    # 2(wy - zx) rounds to just beyond +-1 for these: the reading is clamped into asin's domain
+    for euler in ([0.1, np.pi / 2, 0.2], [0.05, -np.pi / 2, 0.2]):
+        back = quaternion_to_euler_xyz(euler_xyz_to_quaternion(np.array(euler)))
+        assert back[1] == pytest.approx(euler[1])
+
+
+def test_a_robot_observation_has_no_controller_target():
+    joints = joint_state_to_msg(("j",), np.array([0.5]), 0.25, 9, "gripper_aperture")
+    pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), np.zeros(3), 9, "base")
+    robot = observation_from_msgs(4, joints, pose, "gripper_aperture")
+    assert robot.target_position is None and robot.privileged is None

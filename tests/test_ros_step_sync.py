@@ -59,3 +59,27 @@ def test_a_restarted_node_joins_at_the_first_step_it_sees():
     a.start(ORIGIN, RATE, join=True)
     a.add(stamp(42), "joints", "republished")
     assert a.pop_ready() == [(42, {"joints": "republished"})]
+
+
+def test_a_step_that_arrived_early_is_released_once_its_turn_comes():
+    # step 1's joint state comes before step 0's pose (topics are delivered independently)
+    a = StepAligner({"joints", "pose"})
+    a.start(ORIGIN, RATE)
+    a.add(stamp(0), "joints", "j0")
+    a.add(stamp(1), "joints", "j1")  # held: step 0 is not complete yet
+    assert a.pop_ready() == []
+    a.add(stamp(0), "pose", "p0")
+    assert a.pop_ready() == [(0, {"joints": "j0", "pose": "p0"})]
+    a.add(stamp(1), "pose", "p1")
+    assert a.pop_ready() == [(1, {"joints": "j1", "pose": "p1"})]
+
+
+def test_early_steps_come_out_in_order_in_one_go():
+    a = StepAligner({"joints"})
+    a.start(ORIGIN, RATE)
+    for step in (3, 1, 2):
+        a.add(stamp(step), "joints", f"j{step}")
+    assert a.pop_ready() == []
+    a.add(stamp(0), "joints", "j0")
+    assert a.pop_ready() == [(0, {"joints": "j0"}), (1, {"joints": "j1"}), (2, {"joints": "j2"}),
+                             (3, {"joints": "j3"})]

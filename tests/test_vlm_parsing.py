@@ -129,3 +129,70 @@ def test_runaway_goal_fields_and_plans_are_degenerate(field):
     assert "more than 512" in parse_next_subtask(json.dumps(goal)).error
     many = {"goals": [{"goal": "g", "object": "carrot", "destination": "plate"}] * 101}
     assert "101 goals, more than 100" in parse_plan(json.dumps(many)).error
+
+
+def test_next_subtask_fields_are_stripped_of_whitespace():
+    parsed = parse_next_subtask('{"goal": "  put the orange in the bin\\n", "object": "\\tthe orange ", '
+                                '"destination": " the blue bin"}')
+    assert parsed.goal.to_dict() == {"goal": "put the orange in the bin", "object": "the orange",
+                                     "destination": "the blue bin"}
+    blank = parse_next_subtask('{"goal": "put the orange in the bin", "object": "  ", "destination": "the bin"}')
+    assert blank.goal is None and "'object'" in blank.error
+
+
+def test_plan_goal_fields_are_stripped_of_whitespace():
+    parsed = parse_plan('{"goals": [{"goal": " put the lemon in the bin ", "object": "the lemon\\n", '
+                        '"destination": "  the bin"}]}')
+    assert parsed.goals[0].to_dict() == {"goal": "put the lemon in the bin", "object": "the lemon",
+                                         "destination": "the bin"}
+
+
+def test_a_parsed_goal_travels_as_a_dict():
+    from ladder_ros.vlm.parsing import ParsedGoal
+
+    goal = ParsedGoal("put the lemon in the bin", "the yellow lemon", "the blue bin")
+    assert goal.to_dict() == {"goal": "put the lemon in the bin", "object": "the yellow lemon",
+                              "destination": "the blue bin"}
+    assert ParsedGoal.from_dict(goal.to_dict()) == goal
+
+
+@pytest.mark.parametrize("parse, reply, error", [
+    (parse_count, None, "no reply text"),
+    (parse_count, "two carrots", "no JSON object in the reply"),
+    (parse_count, '{"number": 2}', "the last JSON object has no 'count': {'number': 2}"),
+    (parse_count, '{"count": -1}', "count must be a non-negative integer, got -1"),
+    (parse_plan, None, "no reply text"),
+    (parse_plan, "a plan", "no JSON object in the reply"),
+    (parse_plan, '{"plan": []}', "the last JSON object has no 'goals' list: {'plan': []}"),
+    (parse_plan, '{"goals": ["put the lemon in the bin"]}', "goal 1 is not an object: 'put the lemon in the bin'"),
+    (parse_plan, '{"goals": [{"goal": "a", "object": "b", "destination": "c"}, {"goal": "d", "object": "e"}]}',
+     "goal 2 needs a non-empty string 'destination', got None"),
+    (parse_next_subtask, None, "no reply text"),
+    (parse_next_subtask, "the orange", "no JSON object in the reply"),
+    (parse_next_subtask, '{"goal": "x", "object": 3, "destination": "bin"}',
+     "the next subtask needs a non-empty string 'object', got 3"),
+])
+def test_an_unreadable_reply_says_exactly_why(parse, reply, error):
+    parsed = parse(reply)
+    assert parsed.error == error
+    assert getattr(parsed, "count", None) is None and getattr(parsed, "goals", None) is None
+    assert getattr(parsed, "goal", None) is None and not getattr(parsed, "task_done", False)
+
+
+def test_a_long_value_in_an_error_is_shortened():
+    parsed = parse_plan('{"plan": "' + "x" * 300 + '"}')
+    assert parsed.error.startswith("the last JSON object has no 'goals' list: {'plan': 'xxx")
+    assert parsed.error.endswith("...") and len(parsed.error) == len("the last JSON object has no 'goals' list: ") + 120
+
+
+def test_an_object_right_after_a_broken_opening_is_found():
+    assert json_objects('{{"a": 1}') == [{"a": 1}]
+    assert json_objects('{ {"a": 1}') == [{"a": 1}]
+
+
+def test_a_value_of_exactly_the_limit_is_not_shortened():
+    from ladder_ros.vlm.parsing import _short
+
+    exact = "x" * 118  # its repr, with the quotes, is 120 characters
+    assert _short(exact) == repr(exact)
+    assert _short(exact + "y") == repr(exact + "y")[:117] + "..."

@@ -70,6 +70,18 @@ PAPER_ATTEMPTED = (
     "so ask for one of these again ONLY if the picture shows it did not take \u2013 repeating a goal that took "
     "sends the arm back over it and knocks it over: <lines>")
 
+# The project's own next-subtask prompt (the paper prints none), pinned byte for byte so that a
+# change to its meaning is a deliberate edit of this test too.
+NEXT_SUBTASK_PROMPT = (
+    "You are directing a <robot> working on a tabletop, seen from its camera. Task: <task>\n\nLook at the image "
+    "and name the ONE goal to work on next: a goal that moves ONE object to ONE destination, that the task asks "
+    "for, and that the image shows is NOT met yet. An object counts as placed only when it rests on its "
+    "destination and the gripper has let go of it. When the task states an order (\"first ... then ...\"), name "
+    "the first goal in that order that is not met yet. Name the object and the destination by colour and kind as "
+    "they LOOK in the image (\"the yellow lemon\", \"the blue bin\"). If every goal of the task is already met, "
+    "give null for all three fields. First write one short line saying which goals the image shows are met, then "
+    "output STRICT JSON: {\"goal\": \"...\", \"object\": \"...\", \"destination\": \"...\"}")
+
 TYPOGRAPHY_TO_ASCII = {"\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "--", "\u2026": "..."}
 SEEDS = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
 
@@ -144,8 +156,15 @@ def test_planning_text_lists_attempted_goals():
     assert "knocks it over: \n- put the lemon in the bin: reported done\n\nBreak the task" in text
 
 
+def test_next_subtask_prompt_ships_byte_for_byte():
+    assert shipped_bytes("next_subtask.txt") == NEXT_SUBTASK_PROMPT.encode("ascii")
+    assert prompts.load_prompt("next_subtask.txt") == NEXT_SUBTASK_PROMPT
+
+
 def test_next_subtask_prompt_is_our_own_and_asks_for_the_planner_fields():
     text = prompts.next_subtask_text("robot arm", "put the lemon in the bin")
+    assert text == NEXT_SUBTASK_PROMPT.replace("<robot>", "robot arm").replace("<task>", "put the lemon in the bin")
+    assert "that the image shows is NOT met yet" in text
     assert 'STRICT JSON: {"goal": "...", "object": "...", "destination": "..."}' in text
     assert "Task: put the lemon in the bin" in text
 

@@ -24,9 +24,10 @@ Every error names the file and the key path (``tasks[3].subgoals[1].destination`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 
 from ladder_ros.core.errors import ConfigError, check_keys, read_yaml, unknown_name
@@ -118,8 +119,9 @@ def parse_suite(data: Any, source: str = "<suite>") -> TaskSuite:
             raise ConfigError(f"unknown scene {scene!r}; valid: {', '.join(sorted(scene_parts))}",
                               source=source, key=f"{where}.scene")
         objects, containers = scene_parts[scene]
+        category_name = str(_require(raw, "category", where, source, str))
         try:
-            category = TaskCategory.parse(str(_require(raw, "category", where, source, str)))
+            category = TaskCategory.parse(category_name)
         except ConfigError as exc:
             raise ConfigError(str(exc), source=source, key=f"{where}.category") from None
         subgoals = []
@@ -147,10 +149,10 @@ def parse_suite(data: Any, source: str = "<suite>") -> TaskSuite:
         if not isinstance(layouts, int) or layouts < 1:
             raise ConfigError(f"layouts must be a positive integer, got {layouts!r}", source=source,
                               key=f"{where}.layouts")
+        instruction = str(_require(raw, "instruction", where, source, str))
         try:
             tasks.append(Task(
-                task_id=task_id, scene=scene, category=category,
-                instruction=str(_require(raw, "instruction", where, source, str)),
+                task_id=task_id, scene=scene, category=category, instruction=instruction,
                 subgoals=tuple(subgoals), distractors=tuple(str(d) for d in distractors),
                 suite=name, ladder=str(raw.get("ladder", f"{scene}/{category.value}")), layouts=layouts,
             ))

@@ -17,6 +17,8 @@ from std_msgs.msg import String
 from ladder_ros.core.record import graph_record, interrupted_reason
 from ladder_ros.messages import (
     RUNNING,
+    START,
+    EpisodeCommand,
     EpisodeEventDoc,
     EpisodeLabels,
     EpisodeStatus,
@@ -81,7 +83,8 @@ class EpisodeRecorderNode(Node):
     messages) and in raw mode: the CDR bytes go to disk without decoding, each topic with the QoS its
     publishers offered. A bag opens when the episode status announces a new episode (messages
     received just before it are kept: topics arrive in any order) and closes ``close_grace_s`` after
-    the episode's final status, or when the node shuts down (Ctrl-C, SIGTERM; it first takes in for
+    the episode's final status (sooner when the next episode's start command comes first, so its
+    messages go to its own bag), or when the node shuts down (Ctrl-C, SIGTERM; it first takes in for
     ``close_grace_s`` what has already arrived): the bag is then complete. Every second the data so
     far is written out as a complete MCAP chunk, so after a SIGKILL all but the last second is
     recoverable (``ladder-ros recording recover``). Each
@@ -128,6 +131,7 @@ class EpisodeRecorderNode(Node):
         self._qos: dict[str, list[dict]] = {}
         self._specs = {self.resolve_topic_name(spec.name): spec for spec in topics.TOPICS}
         self._status_topic = self.resolve_topic_name(topics.EPISODE_STATUS.name)
+        self._command_topic = self.resolve_topic_name(topics.EPISODE_COMMAND.name)
         self._events_topic = self.resolve_topic_name(topics.EVENTS_TOPIC.name)
         self.closed: list[str] = []  # bag folders finished by this node
         for spec in topics.TOPICS:
@@ -145,8 +149,20 @@ class EpisodeRecorderNode(Node):
                 self._on_status(data)
             elif topic == self._labels_topic:
                 self._on_labels(data)
+            elif topic == self._command_topic and self._close_at is not None:
+                self._on_command_after_end(data)
             self._record(topic, type_name, now_ns, data)
         return on_message
+
+    def _on_command_after_end(self, data: bytes) -> None:
+        """A start command while the last episode's bag waits out its grace: that episode is over,
+        and what follows (the command, the plan request) belongs to the next episode's bag."""
+        try:
+            command = decode(deserialize_message(data, String).data, EpisodeCommand)
+        except SchemaError:
+            return  # recorded as it is; the orchestrator reports it
+        if command.command == START:
+            self._close()
 
     def _on_status(self, data: bytes) -> None:
         try:

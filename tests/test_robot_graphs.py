@@ -4,7 +4,8 @@ The graph is the shipped description's real mode (``config/graphs/<robot>.yaml``
 file), nodes as processes, with one change: the policy node is ``tests/random_policy.py``, a
 stand-in publishing random actions in the robot's layout (the learned policy needs weights). The
 WidowX driver drives the Interbotix API test double (``tests/interbotix_double`` on PYTHONPATH),
-the Franka driver franky-sim on a loopback address; the camera node runs its fake backend. The test arms the robot, runs one episode with
+the Franka driver franky-sim on a loopback address; the camera node runs its fake
+backend. The test arms the robot, runs one episode with
 the proprioceptive trigger (no verifier calls), checks it ended by the paper's trigger rule, and
 reads the episode's recording for the driver topics. The Franka test then kills the policy
 process and checks that the arm holds.

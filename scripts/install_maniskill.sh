@@ -130,7 +130,7 @@ install_python_deps() {
     numpy_pin=("numpy==$numpy_version")
   fi
   "$PYTHON" -m pip install --quiet -r "$REPO/requirements/maniskill.txt" "torch==$TORCH_VERSION" "${numpy_pin[@]}"
-  "$PYTHON" -m pip check
+  "$REPO/scripts/pip_check.sh" "$PYTHON"
   "$PYTHON" -c "import mani_skill, sapien; print('[install_maniskill] mani-skill', mani_skill.__version__, 'sapien', sapien.__version__)"
 }
 

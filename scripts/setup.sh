@@ -53,8 +53,6 @@ echo "[setup] core, ROS 2 wheels, VLM clients, cameras, operator panel (Qt), tes
 "$PY" -m pip install -q -r requirements/core.txt -r requirements/ros.txt -r requirements/vlm.txt \
   -r requirements/camera.txt -r requirements/operator.txt -r requirements/policy.txt \
   -r requirements/test.txt
-echo "[setup] MoGe-2 (--no-deps: see requirements/moge.txt)"
-"$PY" -m pip install -q --no-deps -r requirements/moge.txt
 echo "[setup] robot drivers: franky and the franky-sim Franka simulator"
 "$PY" -m pip install -q -r requirements/robots.txt
 if [[ $WITH_MANISKILL -eq 1 ]]; then
@@ -137,16 +135,9 @@ if ! grep -q "ladder_ros: ament prefix" .venv/bin/activate; then
 case ":${AMENT_PREFIX_PATH:-}:" in *":$VIRTUAL_ENV:"*) ;; *) export AMENT_PREFIX_PATH="$VIRTUAL_ENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}" ;; esac
 SH
 fi
-# MoGe's packages declare what its demo, training and mesh export need; inference needs none of it
-# (requirements/moge.txt). Those lines, and only those, are allowed in pip check's report.
-if ! report="$("$PY" -m pip check 2>&1)"; then
-  unexpected="$(grep -v -E '^dlr-(moge|utils3d) [0-9.]+ requires (gradio|torchvision|moderngl|dlr-pipeline), which is not installed\.$' <<<"$report" || true)"
-  if [[ -n "$unexpected" ]]; then
-    echo "$report" >&2
-    exit 1
-  fi
-  echo "[setup] pip check: only MoGe's demo/training requirements are absent, on purpose"
-fi
+echo "[setup] MoGe-2 (--no-deps: see requirements/moge.txt)"
+"$PY" -m pip install -q --no-deps -r requirements/moge.txt
+scripts/pip_check.sh "$PY"
 if [[ $WITH_LEROBOT -eq 1 ]]; then
   # The LeRobot dataset reader needs Python >= 3.12 and pins that clash with .venv (see requirements/lerobot.txt).
   PY312="$(command -v python3.12 || true)"

@@ -3,28 +3,29 @@
 Every conversion here has an inverse and a round-trip test (tests/test_ros_conversions.py). Values
 that the lockstep parity depends on travel bit-exactly: float64 fields of standard messages and
 JSON floats (written with ``repr``) both read back identically; orientation is the one exception
-(a quaternion read back as Euler angles differs in the last bits), which is why the simulator's
-exact Euler angles ride along in the privileged state document in simulation.
+(``ee_pose`` carries the base-frame quaternion, and Euler angles read back from it differ in the
+last bits), which is why the simulator's exact ``ee_euler`` rides along in the privileged state
+document in simulation.
 
 Images: ``msg.data = array.tobytes()`` (assigning an ndarray to ``data`` costs ~54 ms per 640x480
-frame with these wheels; DESIGN.md section 4).
+frame with the PyPI ROS wheels; docs/dependencies.md).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Sequence, TypeVar
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
 from geometry_msgs.msg import PoseStamped
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.messages import Document, PrivilegedStateDoc, decode, encode
-from ladder_ros.sim.base import ACTION_DIM, Observation, validate_action
+from ladder_ros.core.rotations import matrix_to_euler_xyz, quaternion_to_matrix
+from ladder_ros.sim.base import ACTION_DIM, CameraIntrinsics, Observation, validate_action
 
 # The action axes, in the order of the 7-D action of ladder_ros/sim/base.py (SimplerEnv/Bridge
 # convention: metres and radians per control step, gripper +1 open / -1 closed).
@@ -116,48 +117,56 @@ def joint_state_from_msg(msg: JointState, aperture_joint: str) -> tuple[tuple[st
 
 
 # ------------------------------------------------------------------------------ poses
-def euler_xyz_to_quaternion(euler: np.ndarray) -> np.ndarray:
-    """(w, x, y, z) of the rotation R = Rz(yaw) Ry(pitch) Rx(roll) (extrinsic XYZ, as the simulators use)."""
-    roll, pitch, yaw = (float(v) for v in euler)
-    cr, sr = math.cos(roll / 2), math.sin(roll / 2)
-    cp, sp = math.cos(pitch / 2), math.sin(pitch / 2)
-    cy, sy = math.cos(yaw / 2), math.sin(yaw / 2)
-    return np.array([cr * cp * cy + sr * sp * sy,
-                     sr * cp * cy - cr * sp * sy,
-                     cr * sp * cy + sr * cp * sy,
-                     cr * cp * sy - sr * sp * cy])
-
-
-def quaternion_to_euler_xyz(q: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`euler_xyz_to_quaternion` (pitch in [-pi/2, pi/2])."""
-    w, x, y, z = (float(v) for v in q)
-    norm = math.sqrt(w * w + x * x + y * y + z * z)
-    if norm == 0.0:
+def pose_to_msg(position: np.ndarray, quaternion: np.ndarray, stamp_ns: int, frame_id: str) -> PoseStamped:
+    """A pose in ``frame_id``: position (m) and orientation as a unit quaternion (w, x, y, z)."""
+    p = np.asarray(position, dtype=np.float64).ravel()
+    q = np.asarray(quaternion, dtype=np.float64).ravel()
+    if p.shape != (3,) or q.shape != (4,) or not (np.all(np.isfinite(p)) and np.all(np.isfinite(q))):
+        raise InvalidInputError(f"a pose is a finite position (3) and quaternion (4), got {p.tolist()} and "
+                                f"{q.tolist()}")
+    norm = float(np.linalg.norm(q))
+    if norm < 1e-9:
         raise InvalidInputError("a zero quaternion has no orientation")
-    w, x, y, z = w / norm, x / norm, y / norm, z / norm
-    roll = math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
-    pitch = math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x))))
-    yaw = math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-    return np.array([roll, pitch, yaw])
-
-
-def pose_to_msg(position: np.ndarray, euler: np.ndarray, stamp_ns: int, frame_id: str) -> PoseStamped:
+    q = q / norm
     msg = PoseStamped()
     msg.header.stamp = ns_to_stamp(stamp_ns)
     msg.header.frame_id = frame_id
-    p = np.asarray(position, dtype=np.float64)
     msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = float(p[0]), float(p[1]), float(p[2])
-    q = euler_xyz_to_quaternion(euler)
     o = msg.pose.orientation
     o.w, o.x, o.y, o.z = (float(v) for v in q)
     return msg
 
 
 def pose_from_msg(msg: PoseStamped) -> tuple[np.ndarray, np.ndarray]:
-    """(position (m), Euler XYZ (rad)) of a pose."""
+    """(position (m), unit quaternion (w, x, y, z)) of a pose."""
     p, o = msg.pose.position, msg.pose.orientation
-    return (np.array([p.x, p.y, p.z], dtype=np.float64),
-            quaternion_to_euler_xyz(np.array([o.w, o.x, o.y, o.z])))
+    q = np.array([o.w, o.x, o.y, o.z], dtype=np.float64)
+    norm = float(np.linalg.norm(q))
+    if not np.isfinite(norm) or norm < 1e-9:
+        raise InvalidInputError(f"pose orientation is not a rotation: {q.tolist()}")
+    return np.array([p.x, p.y, p.z], dtype=np.float64), q / norm
+
+
+# ------------------------------------------------------------------------------ camera info
+def camera_info_to_msg(intrinsics: CameraIntrinsics, stamp_ns: int, frame_id: str) -> CameraInfo:
+    """``sensor_msgs/CameraInfo`` of an undistorted pinhole camera (plumb_bob, zero distortion)."""
+    msg = CameraInfo()
+    msg.header.stamp = ns_to_stamp(stamp_ns)
+    msg.header.frame_id = frame_id
+    msg.width, msg.height = int(intrinsics.width), int(intrinsics.height)
+    msg.distortion_model = "plumb_bob"
+    msg.d = [0.0] * 5
+    fx, fy, cx, cy = (float(v) for v in (intrinsics.fx, intrinsics.fy, intrinsics.cx, intrinsics.cy))
+    msg.k = [fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0]
+    msg.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    msg.p = [fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+    return msg
+
+
+def camera_info_from_msg(msg: CameraInfo) -> CameraIntrinsics:
+    """The pinhole intrinsics of a ``CameraInfo`` (K; distortion is not modelled)."""
+    k = [float(v) for v in msg.k]
+    return CameraIntrinsics(width=int(msg.width), height=int(msg.height), fx=k[0], fy=k[4], cx=k[2], cy=k[5])
 
 
 # ------------------------------------------------------------------------------ actions
@@ -193,7 +202,10 @@ def observation_from_msgs(step: int, joint_state: JointState, ee_pose: PoseStamp
     controller target, so the rebuilt observation equals the simulator's field for field.
     """
     names, positions, aperture = joint_state_from_msg(joint_state, aperture_joint)
-    position, euler = pose_from_msg(ee_pose)
+    position, quaternion = pose_from_msg(ee_pose)
+    # On a robot, ee_euler reads the base-frame orientation itself as Euler XYZ angles
+    # (docs/conventions.md); in simulation the simulator's own ee_euler replaces it.
+    euler = matrix_to_euler_xyz(quaternion_to_matrix(quaternion))
     target = None
     state = None
     if privileged is not None:
@@ -204,4 +216,4 @@ def observation_from_msgs(step: int, joint_state: JointState, ee_pose: PoseStamp
         state = privileged.privileged_state()
     return Observation(step=step, image=None if image is None else image_from_msg(image), aperture=aperture,
                        ee_position=position, ee_euler=euler, joint_names=names, joint_positions=positions,
-                       target_position=target, privileged=state)
+                       target_position=target, privileged=state, ee_quaternion=quaternion)

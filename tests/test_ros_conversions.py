@@ -7,6 +7,13 @@ pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.tx
 
 from ladder_ros.core.errors import InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalState  # noqa: E402
+from ladder_ros.core.rotations import (  # noqa: E402
+    euler_xyz_to_matrix,
+    matrix_to_quaternion,
+    quaternion_to_matrix,
+    rotation_angle_between,
+    sxyz_to_matrix,
+)
 from ladder_ros.messages import EpisodeCommand, PrivilegedStateDoc  # noqa: E402
 from ladder_ros.ros_conversions import (  # noqa: E402
     ACTION_AXES,
@@ -14,7 +21,6 @@ from ladder_ros.ros_conversions import (  # noqa: E402
     action_to_msg,
     document_from_msg,
     document_to_msg,
-    euler_xyz_to_quaternion,
     image_from_msg,
     image_to_msg,
     joint_state_from_msg,
@@ -23,7 +29,6 @@ from ladder_ros.ros_conversions import (  # noqa: E402
     observation_from_msgs,
     pose_from_msg,
     pose_to_msg,
-    quaternion_to_euler_xyz,
     stamp_to_ns,
 )
 from ladder_ros.sim.base import ObjectPose, PrivilegedState  # noqa: E402
@@ -58,17 +63,24 @@ def test_joint_state_carries_the_aperture_entry():
         joint_state_from_msg(msg, "finger")
 
 
-def test_pose_and_euler_conventions():
-    rng = np.random.default_rng(2)
-    for _ in range(50):
-        euler = rng.uniform([-3, -1.5, -3], [3, 1.5, 3])
-        assert np.allclose(quaternion_to_euler_xyz(euler_xyz_to_quaternion(euler)), euler, atol=1e-12)
-    # The same convention as the simulators: R = Rz(yaw) Ry(pitch) Rx(roll).
-    q = euler_xyz_to_quaternion(np.array([0.0, 0.0, np.pi / 2]))
-    assert np.allclose(q, [np.cos(np.pi / 4), 0, 0, np.sin(np.pi / 4)])
+def test_pose_carries_a_multi_axis_orientation_as_the_simulators_compose_it():
+    # A rotation about all three axes at once, where Rx Ry Rz (the simulators, ManiSkill's "XYZ") and
+    # Rz Ry Rx differ by 6.1 degrees: the message must carry the first.
+    euler = np.array([0.3, 0.2, 0.25])
+    rotation = euler_xyz_to_matrix(euler)
+    assert rotation_angle_between(rotation, sxyz_to_matrix(euler)) > np.radians(6.0)
     position = np.array([0.3, -0.1, 0.12])
-    back_position, back_euler = pose_from_msg(pose_to_msg(position, np.array([0.1, 0.2, 0.3]), 0, "base"))
-    assert np.array_equal(back_position, position) and np.allclose(back_euler, [0.1, 0.2, 0.3], atol=1e-12)
+    msg = pose_to_msg(position, matrix_to_quaternion(rotation), 0, "base")
+    o = msg.pose.orientation
+    scipy_rotation = pytest.importorskip("scipy.spatial.transform").Rotation
+    expected = scipy_rotation.from_euler("XYZ", euler).as_quat()  # (x, y, z, w)
+    assert np.allclose([o.x, o.y, o.z, o.w], expected, atol=1e-12) or \
+        np.allclose([o.x, o.y, o.z, o.w], -expected, atol=1e-12)
+    back_position, back_q = pose_from_msg(msg)
+    assert np.array_equal(back_position, position)
+    assert rotation_angle_between(quaternion_to_matrix(back_q), rotation) < 1e-9
+    with pytest.raises(InvalidInputError, match="zero quaternion"):
+        pose_to_msg(position, np.zeros(4), 0, "base")
 
 
 def test_action_round_trip_and_validation():
@@ -95,9 +107,12 @@ def test_observation_rebuilt_exactly_with_the_privileged_document():
                                  objects={"carrot_0": ObjectPose("carrot", rng.normal(size=3), rng.normal(size=4))})
     doc = PrivilegedStateDoc.of("e", 4, 9, privileged, (True,), euler, target)
     joints = joint_state_to_msg(("j",), np.array([0.5]), 0.25, 9, "gripper_aperture")
-    pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), euler, 9, "base")
+    pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), matrix_to_quaternion(euler_xyz_to_matrix(euler)), 9, "base")
     obs = observation_from_msgs(4, joints, pose, "gripper_aperture", privileged=doc)
     assert np.array_equal(obs.ee_euler, euler) and np.array_equal(obs.target_position, target)
     assert obs.aperture == 0.25 and obs.step == 4 and obs.privileged.goal == privileged.goal
     robot = observation_from_msgs(4, joints, pose, "gripper_aperture")
-    assert robot.privileged is None and np.allclose(robot.ee_euler, euler, atol=1e-12)
+    assert robot.privileged is None
+    # on a robot, ee_euler is the Euler XYZ reading of the base-frame orientation the pose carries
+    assert rotation_angle_between(euler_xyz_to_matrix(robot.ee_euler), euler_xyz_to_matrix(euler)) < 1e-9
+    assert rotation_angle_between(quaternion_to_matrix(robot.ee_quaternion), euler_xyz_to_matrix(euler)) < 1e-9

@@ -13,7 +13,7 @@ from std_srvs.srv import Trigger
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.events import VERIFICATION_REQUESTED
 from ladder_ros.core.orchestrator import Decision, Orchestrator, StepInput, Variant, make_orchestrator
-from ladder_ros.core.presets import get_preset
+from ladder_ros.core.presets import get_preset, parse_preset_options
 from ladder_ros.core.suite import TaskSuite, load_suite
 from ladder_ros.core.task import Task
 from ladder_ros.evaluation.episode import EpisodeRecord
@@ -78,7 +78,7 @@ class OrchestratorNode(Node):
     ``orchestrator/decision``, ``orchestrator/events``, ``orchestrator/current_subgoal`` (latched),
     ``verifier/request``, ``planner/request``, ``episode/status`` (latched). Services:
     ``episode/stop``, ``episode/abort``. Parameters: preset, clock_mode, suite (path), variant,
-    plan_source, planner_timeout_s (s), verifier_retry_s (s), verifier_abort_after_s (s),
+    preset_options, plan_source, planner_timeout_s (s), verifier_retry_s (s), verifier_abort_after_s (s),
     decision_resend_s (s), score_timeout_s (s).
     """
 
@@ -86,7 +86,7 @@ class OrchestratorNode(Node):
         """``suite`` replaces the configured suite file (tests)."""
         super().__init__(node_name, **node_options)
         self.params = declare_parameters(self, ORCHESTRATOR)
-        self.preset = get_preset(self.params["preset"])
+        self.preset = get_preset(self.params["preset"], parse_preset_options(self.params["preset_options"]))
         self.lockstep = self.params["clock_mode"] == LOCKSTEP
         self.suite = suite if suite is not None else load_suite(resolve_share_file(self.params["suite"]))
         self._status_pub = publisher(self, String, topics.EPISODE_STATUS)
@@ -167,7 +167,7 @@ class OrchestratorNode(Node):
             if command.layout >= task.layouts:
                 raise LadderError(f"layout {command.layout} is out of range: task {task.task_id} has "
                                   f"{task.layouts} layouts")
-            budget = self.preset.budget.steps_for(task.horizon)
+            budget = self.preset.budget_for(task)
             # The privileged verifier takes the ground-truth subgoals and the low-level policy no plan
             # (Section 4): only the other variants ask the planner.
             use_planner = self.params["plan_source"] == "planner" and variant not in (
@@ -422,8 +422,9 @@ class OrchestratorNode(Node):
             events=events, verification_queries=queries,
             verifier=None, policy="", simulator=str(score.get("simulator", "")) if score else "",
             final_goal=dict(score["final_goal"]) if score else {}, orchestration=orchestrator.summary(),
-            wall_s=time.monotonic() - self._started_wall,
-            extra={"episode_id": self.status.episode_id, "scored": score is not None, "plan": self._plan_record,
+            wall_s=time.monotonic() - self._started_wall, success_rule=task.success_rule, preset=self.preset.name,
+            preset_options=self.preset.options, plan=self._plan_record,
+            extra={"episode_id": self.status.episode_id, "scored": score is not None,
                    "bridge": {k: score[k] for k in ("bridge_timing_s", "steps_taken") if k in score} if score else {}},
         ).to_dict()
         self._publish_status(self._replace_status(state=self._end_state, finish_reason=orchestrator.finish_reason,

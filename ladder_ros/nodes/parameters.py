@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ladder_ros.core.action_conventions import RotationConvention
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.presets import PRESETS
@@ -101,6 +102,10 @@ POLICY = COMMON + (
               choices=POLICIES),
     ParamSpec("noise", STR, "bridge_like", "Scripted expert execution noise preset "
               "(ladder_ros/policies/scripted_expert.py ExpertNoise)", choices=("off", "bridge_like")),
+    ParamSpec("rotation_convention", STR, "", "How the policy's rotation numbers are meant, replacing the "
+              "convention the policy declares (empty: the policy's own); its actions are converted to the "
+              "Euler XYZ of policy/action (ladder_ros/core/action_conventions.py)",
+              choices=("",) + tuple(c.value for c in RotationConvention)),
     ParamSpec("aperture_joint", STR, "gripper_aperture", "JointState entry with the normalised gripper aperture"),
     ParamSpec("max_observation_age_s", FLOAT, 0.5, "Wall clock: hold still when the newest observation is "
               "older than this (s)", min=0.01, max=10.0),
@@ -131,6 +136,9 @@ ORCHESTRATOR = COMMON + (
     ParamSpec("plan_source", STR, "reference", "Where an episode's plan comes from: the task's reference "
               "subgoals (the paper's cached plans) or the VLM planner of the vlm_verifier node, asked with the "
               "first frame (the privileged verifier always uses the reference)", choices=("reference", "planner")),
+    ParamSpec("preset_options", STR_LIST, [], "Readings of the paper that differ from the preset's, as NAME=VALUE "
+              "(after_last_subgoal=stay|restart|end, set_aside_exempt=ordered|order_constrained; "
+              "ladder_ros/core/presets.py, docs/decisions.md)"),
     ParamSpec("planner_timeout_s", FLOAT, 120.0, "Abort the episode when no plan came within this long (s)",
               min=0.1, max=3600.0),
     ParamSpec("verifier_retry_s", FLOAT, 5.0, "Resend a verification query unanswered for this long (s); the "

@@ -11,6 +11,7 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
+from ladder_ros.core.action_conventions import canonical_action
 from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.task import Task
@@ -53,8 +54,9 @@ class PolicyNode(Node):
     Topics: subscribes ``joint_states``, ``ee_pose``, ``camera/image_raw`` (when the backend reads
     images), ``sim/privileged_state`` (simulation-only backends), ``orchestrator/decision``,
     ``episode/status``; publishes ``policy/action`` (trajectory_msgs/JointTrajectory stamped with
-    the step it answers).
-    Parameters: preset, clock_mode, policy, noise, aperture_joint, max_observation_age_s (s).
+    the step it answers), every action converted from the policy's own convention to the contract.
+    Parameters: preset, clock_mode, policy, noise, rotation_convention, aperture_joint,
+    max_observation_age_s (s).
     """
 
     def __init__(self, *, policy_factory: Callable[[Task, int], LowLevelPolicy] | None = None,
@@ -69,7 +71,8 @@ class PolicyNode(Node):
                               "privileged state and cannot drive a robot (clock_mode wall_clock); real policies "
                               "are not part of this package yet")
         self._factory = policy_factory or (
-            lambda task, seed: make_policy(self.params["policy"], task, seed, self.params["noise"]))
+            lambda task, seed: make_policy(self.params["policy"], task, seed, self.params["noise"],
+                                           self.params["rotation_convention"] or None))
         self.aligner = StepAligner({JOINTS, POSE, DECISION} | self.reads)
         self._action_pub = publisher(self, JointTrajectory, topics.ACTION)
         subscription(self, JointState, topics.JOINT_STATES,
@@ -145,7 +148,7 @@ class PolicyNode(Node):
             observation = observation_from_msgs(step, inputs[JOINTS], inputs[POSE], self.params["aperture_joint"],
                                                 image=inputs.get(IMAGE), privileged=inputs.get(PRIVILEGED))
             started = time.perf_counter()
-            action = self.policy.act(observation, instruction)
+            action = canonical_action(self.policy, self.policy.act(observation, instruction))
             self.act_s += time.perf_counter() - started
             msg = action_to_msg(action, stamp_ns)
         except LadderError as exc:

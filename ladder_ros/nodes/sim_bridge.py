@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
@@ -37,6 +37,7 @@ from ladder_ros.nodes.runtime import (
 from ladder_ros.paths import resolve_share_file
 from ladder_ros.ros_conversions import (
     action_from_msg,
+    camera_info_to_msg,
     document_to_msg,
     image_to_msg,
     joint_state_to_msg,
@@ -66,9 +67,11 @@ class SimBridgeNode(Node):
     goal tracker and publishes the score.
 
     Topics (relative to the graph namespace):
-      publishes ``camera/image_raw`` (sensor_msgs/Image, sensor data QoS), ``joint_states``
+      publishes ``camera/image_raw`` (sensor_msgs/Image, sensor data QoS), ``camera/camera_info``
+      (sensor_msgs/CameraInfo: the simulator camera's own intrinsics, with every image), ``joint_states``
       (sensor_msgs/JointState: arm joints in rad/m plus ``gripper_aperture`` in [0, 1]),
-      ``ee_pose`` (geometry_msgs/PoseStamped, base frame, m), ``sim/privileged_state`` and
+      ``ee_pose`` (geometry_msgs/PoseStamped: position (m) and true orientation in the base frame),
+      ``sim/privileged_state`` and
       ``sim/episode_score`` (std_msgs/String JSON).
       subscribes ``policy/action`` (trajectory_msgs/JointTrajectory, the 7-D action),
       ``orchestrator/decision``, ``episode/status``.
@@ -93,6 +96,8 @@ class SimBridgeNode(Node):
             raise ConfigError(f"simulator {self.simulator.name} runs at {rate} Hz but preset "
                               f"{self.preset.name} expects {self.preset.control_rate_hz} Hz")
         self._image_pub = publisher(self, Image, topics.IMAGE)
+        self._camera_info_pub = publisher(self, CameraInfo, topics.CAMERA_INFO)
+        self._intrinsics = None  # the simulator camera's, read at each episode's reset
         self._joint_pub = publisher(self, JointState, topics.JOINT_STATES)
         self._pose_pub = publisher(self, PoseStamped, topics.EE_POSE)
         self._privileged_pub = publisher(self, String, topics.PRIVILEGED)
@@ -121,6 +126,7 @@ class SimBridgeNode(Node):
             started = time.perf_counter()
             observation = self.simulator.reset(task, status.layout, status.seed)
             self.timing["sim_s"] += time.perf_counter() - started
+            self._intrinsics = self.simulator.camera_intrinsics() if observation.image is not None else None
         except (LadderError, KeyError, TypeError, ValueError) as exc:
             self.get_logger().error(f"episode {status.episode_id}: cannot reset the simulator: {exc}")
             self._done = True
@@ -206,10 +212,12 @@ class SimBridgeNode(Node):
         self._joint_pub.publish(joint_state_to_msg(observation.joint_names, observation.joint_positions,
                                                    observation.aperture, stamp, self.params["aperture_joint"]))
         self._privileged_pub.publish(document_to_msg(self._privileged_doc))
-        self._pose_pub.publish(pose_to_msg(observation.ee_position, observation.ee_euler, stamp,
+        self._pose_pub.publish(pose_to_msg(observation.ee_position, observation.base_orientation(), stamp,
                                            self.params["base_frame"]))
         if observation.image is not None:
             self._image_pub.publish(image_to_msg(observation.image, stamp, self.params["camera_frame"]))
+            if self._intrinsics is not None:
+                self._camera_info_pub.publish(camera_info_to_msg(self._intrinsics, stamp, self.params["camera_frame"]))
 
     def _resend_if_stalled(self) -> None:
         """Republish the current step when nothing came back for a while (a node restarted)."""
@@ -224,13 +232,19 @@ class SimBridgeNode(Node):
         assert self.task is not None and self.tracker is not None and self.observation is not None
         self._done = True
         summary = decision.summary or {}
-        score = score_episode(self.task, self.tracker, summary)
         privileged = self.observation.privileged
+        try:
+            score = score_episode(self.task, self.tracker, summary,
+                                  privileged.env_success if privileged is not None else None)
+        except LadderError as exc:
+            self.get_logger().error(f"episode {decision.episode_id}: cannot score it: {exc}")
+            return
         doc = EpisodeScoreDoc(episode_id=decision.episode_id, step=self.observation.step, score={
             "success": score.success, "subgoals_done": score.subgoals_done,
             "subgoals": [o.to_dict() for o in score.outcomes], "violations": list(score.violations),
             "final_goal": privileged.goal.to_dict() if privileged is not None else {},
             "steps_used": self.observation.step, "simulator": self.simulator.name,
+            "success_rule": self.task.success_rule,
             "bridge_timing_s": dict(self.timing), "steps_taken": self.steps_taken,
         })
         self._score_pub.publish(document_to_msg(doc))

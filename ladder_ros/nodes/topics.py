@@ -1,11 +1,11 @@
 """Every topic of the ladder_ros graph: name, type, QoS, rate, who publishes and who listens.
 
-Names are relative, so a graph's namespace (``/widowx``) prefixes them all. The QoS kinds follow
-DESIGN.md section 3: images best-effort sensor data; commands, per-step streams and events reliable;
-latched state (episode status, current subgoal) reliable + transient-local depth 1, so a node that
-starts late or restarts gets it at once. The README's topic table is generated from this module
-(``python -m ladder_ros.nodes.topics``). No rclpy here: QoS objects are built in
-:mod:`ladder_ros.nodes.runtime`.
+Names are relative, so a graph's namespace (``/widowx``) prefixes them all. The QoS kinds
+(docs/graph.md, "QoS"): images and their camera info best-effort sensor data; commands, per-step
+streams and events reliable; latched state (episode status, current subgoal) reliable +
+transient-local depth 1, so a node that starts late or restarts gets it at once. The README's topic
+table is generated from this module (``python -m ladder_ros.nodes.topics``). No rclpy here: QoS
+objects are built in :mod:`ladder_ros.nodes.runtime`.
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ class TopicSpec:
 IMAGE = TopicSpec("camera/image_raw", "sensor_msgs/msg/Image", SENSOR, "control rate",
                   "sim_bridge (robot: camera driver)", ("policy", "vlm_verifier", "episode_recorder"),
                   "RGB camera image (rgb8); stamp = the step's time", external=True)
+CAMERA_INFO = TopicSpec("camera/camera_info", "sensor_msgs/msg/CameraInfo", SENSOR, "with every image",
+                        "sim_bridge (robot: camera driver)", ("episode_recorder", "depth estimation"),
+                        "Intrinsics of the camera of `camera/image_raw` (K, P; plumb_bob, no distortion); same "
+                        "stamp and frame as its image", external=True)
 JOINT_STATES = TopicSpec("joint_states", "sensor_msgs/msg/JointState", STREAM, "control rate",
                          "sim_bridge (robot: driver)", ("gripper_trigger", "policy", "vlm_verifier",
                                                         "episode_recorder"),
@@ -100,7 +104,7 @@ EPISODE_STATUS = TopicSpec("episode/status", STRING, LATCHED, "on change", "orch
                            "The episode: id, task, plan, clock origin, state; its result once over",
                            document="EpisodeStatus")
 
-TOPICS: tuple[TopicSpec, ...] = (IMAGE, JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
+TOPICS: tuple[TopicSpec, ...] = (IMAGE, CAMERA_INFO, JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
                                  CURRENT_SUBGOAL, EVENTS_TOPIC, VERIFY_REQUEST, VERIFY_RESULT, PLAN_REQUEST,
                                  PLAN_RESULT, ACTION,
                                  EPISODE_COMMAND, EPISODE_STATUS)

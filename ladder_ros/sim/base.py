@@ -14,21 +14,12 @@ from typing import Mapping, Protocol, runtime_checkable
 
 import numpy as np
 
+# The action contract lives in the core (policies and drivers read it without a simulator).
+from ladder_ros.core.action_conventions import ACTION_DIM, validate_action  # noqa: F401  (re-exported)
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.goals import GoalState
+from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_quaternion
 from ladder_ros.core.task import Task
-
-ACTION_DIM = 7  # [dx, dy, dz (m), droll, dpitch, dyaw (rad, Euler XYZ), gripper (+1 open, -1 closed)]
-
-
-def validate_action(action: np.ndarray) -> np.ndarray:
-    """Return ``action`` as a float64 (7,) array, or raise naming what is wrong with it."""
-    arr = np.asarray(action, dtype=np.float64)
-    if arr.shape != (ACTION_DIM,):
-        raise InvalidInputError(f"action must have shape ({ACTION_DIM},), got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise InvalidInputError(f"action has non-finite entries: {arr.tolist()}")
-    return arr
 
 
 @dataclass(frozen=True)
@@ -58,6 +49,9 @@ class PrivilegedState:
     objects: Mapping[str, ObjectPose] = field(default_factory=dict)
     containers: Mapping[str, ContainerInfo] = field(default_factory=dict)
     grasped: tuple[str, ...] = ()  # instance names held between the fingers
+    # The stock env's own success check at this step (ManiSkill's env.evaluate()["success"]) on an
+    # episode scored by it (success_rule simplerenv); None otherwise.
+    env_success: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +60,10 @@ class Observation:
 
     ``step`` counts control steps since reset (0 = the reset observation). ``aperture`` is the
     gripper opening in [0, 1]. ``ee_position`` is the end-effector position in the robot base frame
-    (metres); ``ee_euler`` its orientation (roll, pitch, yaw, rad). ``target_position`` is the
+    (metres). ``ee_quaternion`` is the end effector's true orientation in the robot base frame
+    (w, x, y, z), what ``ee_pose`` publishes. ``ee_euler`` is its orientation relative to the
+    embodiment's top-down gripper pose as Euler XYZ angles (rad): (0, 0, yaw) for a gripper pointing
+    down, which is how the scripted expert steers (docs/conventions.md). ``target_position`` is the
     controller's target (deltas add to it). ``privileged`` is None on real robots.
     """
 
@@ -79,6 +76,50 @@ class Observation:
     joint_positions: np.ndarray
     target_position: np.ndarray | None = None
     privileged: PrivilegedState | None = None
+    ee_quaternion: np.ndarray | None = None
+
+    def base_orientation(self) -> np.ndarray:
+        """The base-frame orientation (w, x, y, z): ``ee_quaternion``, or, for a backend whose top-down
+        reference is the base frame itself and that gives no quaternion, the one of ``ee_euler``."""
+        if self.ee_quaternion is not None:
+            return np.asarray(self.ee_quaternion, dtype=np.float64)
+        return matrix_to_quaternion(euler_xyz_to_matrix(self.ee_euler))
+
+
+@dataclass(frozen=True)
+class CameraIntrinsics:
+    """A pinhole camera as ``sensor_msgs/CameraInfo`` describes it (no distortion).
+
+    OpenCV / ROS conventions: x right, y down, z forward from the optical centre; pixel ``(u, v)``
+    has its centre at integer coordinates, so a centred principal point is ``(width - 1) / 2``.
+    """
+
+    width: int
+    height: int
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+
+    def __post_init__(self) -> None:
+        for name in ("width", "height"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InvalidInputError(f"camera {name} must be a positive integer, got {value!r}")
+        for name in ("fx", "fy", "cx", "cy"):
+            value = getattr(self, name)
+            if not np.isfinite(value) or (name in ("fx", "fy") and value <= 0):
+                raise InvalidInputError(f"camera {name} must be finite (focal lengths positive), got {value!r}")
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The 3x3 intrinsic matrix K."""
+        return np.array([[self.fx, 0.0, self.cx], [0.0, self.fy, self.cy], [0.0, 0.0, 1.0]])
+
+    def project(self, point: np.ndarray) -> np.ndarray:
+        """Pixel (u, v) of a point in the optical frame (z > 0)."""
+        x, y, z = (float(v) for v in point)
+        return np.array([self.fx * x / z + self.cx, self.fy * y / z + self.cy])
 
 
 @runtime_checkable
@@ -93,6 +134,9 @@ class SimulatorBackend(Protocol):
 
     def step(self, action: np.ndarray) -> Observation:
         """Apply one 7-D action for one control period and return the next observation."""
+
+    def camera_intrinsics(self) -> CameraIntrinsics | None:
+        """The intrinsics of the camera whose images the observations carry (None: no camera)."""
 
     def close(self) -> None:
         """Free the simulator's resources."""

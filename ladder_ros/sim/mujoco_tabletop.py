@@ -59,16 +59,17 @@ import mujoco  # noqa: E402  (MUJOCO_GL must be set before the import)
 from ladder_ros.core.errors import ConfigError, InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalState  # noqa: E402
 from ladder_ros.core.suite import TaskSuite  # noqa: E402
-from ladder_ros.core.task import Task  # noqa: E402
+from ladder_ros.core.task import LADDER_RULE, Task  # noqa: E402
 from ladder_ros.sim.base import (  # noqa: E402
+    CameraIntrinsics,
     ContainerInfo,
     ObjectPose,
     Observation,
     PrivilegedState,
     validate_action,
 )
-# The one tested place for the Euler XYZ convention (plain numpy; it does not import ManiSkill).
-from ladder_ros.sim.action_conventions import euler_xyz_to_matrix, matrix_to_euler_xyz  # noqa: E402
+# The one tested place for the Euler XYZ convention (plain numpy).
+from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_euler_xyz, matrix_to_quaternion  # noqa: E402
 from ladder_ros.sim.tabletop_scene import (  # noqa: E402
     BIN_FLOOR_HALF_THICKNESS_M,
     BIN_WALL_HALF_THICKNESS_M,
@@ -111,6 +112,7 @@ PALM_CENTRE_Z = 0.040
 DEFAULT_IMAGE_SIZE = 256
 CAMERA_POSITION = np.array([0.02, -0.34, 0.42])  # behind and left of the base, like Bridge's 3rd view
 CAMERA_TARGET = np.array([0.33, 0.0, 0.0])
+CAMERA_FOVY_DEG = 55.0  # vertical field of view; MuJoCo renders square pixels, so fx = fy
 
 
 # ----------------------------------------------------------------------------- camera
@@ -191,7 +193,7 @@ def build_mjcf(layout: Layout, image_size: int) -> str:
     <geom name="robot_base" type="cylinder" pos="0 0 0.03" size="0.05 0.03" rgba="0.1 0.1 0.1 1"
           contype="0" conaffinity="0"/>
     <camera name="3rd_view" pos="{_fmt(CAMERA_POSITION)}"
-            xyaxes="{_lookat_xyaxes(CAMERA_POSITION, CAMERA_TARGET)}" fovy="55"/>
+            xyaxes="{_lookat_xyaxes(CAMERA_POSITION, CAMERA_TARGET)}" fovy="{CAMERA_FOVY_DEG:g}"/>
     <body name="gripper" gravcomp="1">
       <joint name="gantry_x" type="slide" axis="1 0 0" armature="0.5"/>
       <joint name="gantry_y" type="slide" axis="0 1 0" armature="0.5"/>
@@ -335,6 +337,11 @@ class MujocoTabletop:
             raise ConfigError(f"render must be true or false, got {render!r}")
         if isinstance(image_size, bool) or not isinstance(image_size, int) or not 16 <= image_size <= 2048:
             raise ConfigError(f"image_size must be an integer in [16, 2048] pixels, got {image_size!r}")
+        stock = [t.task_id for t in suite.tasks if t.success_rule != LADDER_RULE]
+        if stock:
+            raise ConfigError(f"tasks {stock} are scored by a SimplerEnv env's own success check "
+                              "(success_rule simplerenv), which the MuJoCo tabletop does not have",
+                              source=suite.source)
         self.suite = suite
         self.scenes: dict[str, SceneSpec] = parse_scenes(suite.scenes)
         self.render = render
@@ -441,6 +448,17 @@ class MujocoTabletop:
             raise InvalidInputError("no scene is built yet; call reset() first")
         return self._data
 
+    def camera_intrinsics(self) -> CameraIntrinsics:
+        """The ``3rd_view`` camera: MuJoCo's vertical field of view spans the image height exactly.
+
+        ``f = (height / 2) / tan(fovy / 2)`` for both axes (square pixels) and the principal point at
+        the image centre, ``(size - 1) / 2`` in the pixel-centre convention of ``CameraInfo``.
+        """
+        size = self.image_size
+        focal = (size / 2.0) / math.tan(math.radians(CAMERA_FOVY_DEG) / 2.0)
+        centre = (size - 1) / 2.0
+        return CameraIntrinsics(width=size, height=size, fx=focal, fy=focal, cx=centre, cy=centre)
+
     def render_image(self) -> np.ndarray:
         """Render the camera now (also when ``render=False``, e.g. for a video of one episode)."""
         self._ensure_renderer(self.model)
@@ -492,11 +510,14 @@ class MujocoTabletop:
             image=image,
             aperture=aperture,
             ee_position=data.site_xpos[built.tcp_site].copy(),
+            # the base frame is the world frame, and the identity points the fingers down: the
+            # top-down reference of ee_euler is the base frame itself
             ee_euler=matrix_to_euler_xyz(data.site_xmat[built.tcp_site].reshape(3, 3)),
             joint_names=JOINT_NAMES,
             joint_positions=joints,
             target_position=self._target_pos.copy(),
             privileged=self._privileged(),
+            ee_quaternion=matrix_to_quaternion(data.site_xmat[built.tcp_site].reshape(3, 3)),
         )
 
     def _contacts(self) -> tuple[set[int], set[int], set[int]]:

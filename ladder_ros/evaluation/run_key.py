@@ -88,7 +88,7 @@ def run_key(*, suite_path: str | Path, suite_name: str, simulator: str, simulato
         "verifier": dict(verifier) if verifier else None,
         "plan_source": plan_source,
         "planner": dict(planner) if planner else None,
-        "preset": preset,
+        "preset": {k: v for k, v in dataclasses.asdict(preset).items() if k != "description"},
         "versions": {"ladder_ros": __version__, **package_versions(SIMULATOR_PACKAGES.get(simulator, ()))},
     }
     return _plain(key)

@@ -403,3 +403,32 @@ def test_quaternions_of_the_tabletop_are_its_sites_own():
     np.testing.assert_allclose(obs.base_orientation(), obs.ee_quaternion)
     assert np.abs(obs.ee_euler).min() > 0.05  # it did turn about every axis
     sim.close()
+
+
+# ------------------------------------------------------------------ 11. the tabletop camera's intrinsics
+def test_tabletop_intrinsics_project_onto_the_rendered_object():
+    mujoco = pytest.importorskip("mujoco")
+    from ladder_ros.core.suite import load_suite
+    from ladder_ros.paths import share_path
+    from ladder_ros.sim.mujoco_tabletop import CAMERA_FOVY_DEG, MujocoTabletop
+
+    suite = load_suite(share_path("config", "suites", "tabletop.yaml"))
+    sim = MujocoTabletop(suite, render=True, image_size=256)
+    sim.reset(suite.task("kitchen_single_1"), 0, 0)
+    intrinsics = sim.camera_intrinsics()
+    assert (intrinsics.width, intrinsics.height, intrinsics.cx, intrinsics.cy) == (256, 256, 127.5, 127.5)
+    model, data = sim.model, sim.data
+    camera = model.camera("3rd_view").id
+    assert model.cam_fovy[camera] == CAMERA_FOVY_DEG
+    renderer = mujoco.Renderer(model, 256, 256)
+    renderer.enable_segmentation_rendering()
+    renderer.update_scene(data, camera="3rd_view")
+    segmentation = renderer.render()
+    renderer.close()
+    carrot = model.geom("carrot_0").id  # a capsule: its silhouette is centred on its centre
+    rows, cols = np.nonzero((segmentation[:, :, 0] == carrot) & (segmentation[:, :, 1] == mujoco.mjtObj.mjOBJ_GEOM))
+    assert len(rows) > 100
+    optical = data.cam_xmat[camera].reshape(3, 3) @ np.diag([1.0, -1.0, -1.0])  # x right, y down, z forward
+    u, v = intrinsics.project(optical.T @ (data.geom_xpos[carrot] - data.cam_xpos[camera]))
+    assert abs(u - cols.mean()) < 0.5 and abs(v - rows.mean()) < 0.5
+    sim.close()

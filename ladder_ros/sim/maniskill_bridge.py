@@ -261,15 +261,17 @@ class ManiSkillBridgeBackend:
 
     def _check_stock_task(self, task: Task, env) -> None:
         """A stock task is the env unchanged: its own instruction and its own episode length."""
+        from mani_skill.utils.registration import REGISTERED_ENVS
+
+        env_id = self.scenes[task.scene].env_id
         instruction = str(env.unwrapped.get_language_instruction()[0])
-        limit = env.spec.max_episode_steps if env.spec is not None else None
+        limit = REGISTERED_ENVS[env_id].max_episode_steps  # @register_env(max_episode_steps=...)
         problems = []
         if task.instruction != instruction:
             problems.append(f"instruction {task.instruction!r} is not the env's {instruction!r}")
         if limit is not None and task.budget_steps != limit:
             problems.append(f"budget_steps {task.budget_steps} is not the env's max_episode_steps {limit}")
         if problems:
-            env_id = self.scenes[task.scene].env_id
             raise ConfigError(f"task {task.task_id!r} is scored as SimplerEnv's {env_id} (success_rule simplerenv) "
                               "but its " + " and its ".join(problems), source=self.suite.source,
                               key=f"tasks.{task.task_id}")

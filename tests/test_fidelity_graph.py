@@ -98,8 +98,9 @@ def test_camera_info_ee_pose_and_the_policys_convention_in_the_graph():
             executor.spin_once(timeout_sec=0.05)
         task = SUITE.task("kitchen_single_1")
         reference_sim = MujocoTabletop(SUITE, render=False)
-        reference = run_episode(reference_sim, make_policy("scripted_expert", task, 2, "bridge_like", "sxyz_axis_angle"),
-                                task, "privileged_verifier", WIDOWX, layout=2, seed=2).to_dict()
+        policy = make_policy("scripted_expert", task, 2, "bridge_like", "sxyz_axis_angle")
+        reference = run_episode(reference_sim, policy, task, "privileged_verifier", WIDOWX, layout=2,
+                                seed=2).to_dict()
         reference_sim.close()
         assert compare_records(reference, outcome.result) is None
         assert reference["action_convention"]["rotation"] == "sxyz_axis_angle"

@@ -170,7 +170,7 @@ def test_camera_intrinsics_are_the_cameras_own_and_project_onto_the_rendered_obj
     rendered = np.array([cols.min(), rows.min(), cols.max(), rows.max()], dtype=np.float64)
     projected = np.r_[pixels.min(axis=0), pixels.max(axis=0)]
     # the collision hull is a little larger than what is drawn: it contains the pixels, centred on them
-    assert np.all(projected[:2] <= rendered[:2] + 1) and np.all(projected[2:] >= rendered[2:] - 1), (projected,
-                                                                                                   rendered)
+    inside = np.all(projected[:2] <= rendered[:2] + 1) and np.all(projected[2:] >= rendered[2:] - 1)
+    assert inside, (projected, rendered)
     centre = (projected[:2] + projected[2:]) / 2 - (rendered[:2] + rendered[2:]) / 2
     assert np.abs(centre).max() < 4.0, (projected, rendered)

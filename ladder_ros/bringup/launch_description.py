@@ -3,7 +3,7 @@
 The launch files under ``launch/`` are thin: they read the same graph description and params file
 as ``ladder-ros up`` through :func:`node_specs` and turn each entry into a ``launch_ros`` Node. This
 part is plain Python, so the tests check it where ``launch`` is not installed (PyPI has no
-``launch``/``launch_ros``; DESIGN.md section 4).
+``launch``/``launch_ros``; docs/dependencies.md).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class VerifierNode(Node):
     A query names the step it is about; the node answers from that step's observation (the
     oracle reads its privileged goal state, a VLM its camera image), waiting up to
     ``observation_wait_s`` for it to arrive. The backend runs in a worker thread, so a slow model
-    never blocks the subscriptions (CONVENTIONS.md 8); answers go out on ``verifier/result``. A
+    never blocks the subscriptions; answers go out on ``verifier/result``. A
     repeated query (the orchestrator resends unanswered ones) is answered again.
 
     At the start of an episode whose plan comes from the planner, a :class:`PlanRequestDoc` names

@@ -5,7 +5,7 @@ in CI, and nothing may be downloaded (no robot model packages). The stand-in is 
 slide joints and three hinges (roll, pitch, yaw, chained so the body rotation is
 ``Rx(roll) Ry(pitch) Rz(yaw)``) carry a palm with two slide fingers. Position servos track the
 controller target, so a step costs a few milliseconds. What the loop sees is the WidowX Bridge
-contract of SimplerEnv / ManiSkill3 (DESIGN.md §4), not the arm's dynamics:
+contract of SimplerEnv / ManiSkill3 (docs/conventions.md), not the arm's dynamics:
 
 * control at 5 Hz; 0.2 s of physics per step (ManiSkill3 Bridge: ``control_freq=5``);
 * the 7-D action ``[dx, dy, dz, droll, dpitch, dyaw, gripper]``: the translation (metres, base
@@ -87,7 +87,7 @@ from ladder_ros.sim.tabletop_scene import (  # noqa: E402
     sample_layout,
 )
 
-CONTROL_RATE_HZ = 5.0  # SimplerEnv / ManiSkill3 Bridge envs: control_freq=5 (DESIGN.md §4)
+CONTROL_RATE_HZ = 5.0  # SimplerEnv / ManiSkill3 Bridge envs: control_freq=5 (docs/dependencies.md)
 PHYSICS_TIMESTEP_S = 0.004  # 250 Hz; ManiSkill3 uses 500 Hz, this model is stable at 250 Hz and twice as fast
 SUBSTEPS = int(round(1.0 / (CONTROL_RATE_HZ * PHYSICS_TIMESTEP_S)))
 SETTLE_STEPS_AT_RESET = 75  # 0.3 s of physics so objects come to rest before step 0

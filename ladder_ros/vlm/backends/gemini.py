@@ -38,7 +38,7 @@ RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})  # the google-genai
 def _transport_errors() -> tuple[type[BaseException], ...]:
     """Transport exception classes of whichever HTTP stack google-genai uses (httpx or httpx2).
 
-    Timeouts surface as these, not as genai errors (DESIGN.md section 4).
+    Timeouts surface as these, not as genai errors (docs/dependencies.md).
     """
     classes: list[type[BaseException]] = []
     for module_name in ("httpx2", "httpx"):

@@ -56,6 +56,14 @@ def validate_action(action: np.ndarray) -> np.ndarray:
     return arr
 
 
+def _parse(cls, kind: str, name):
+    """The member of the string enum ``cls`` called ``name``; an unknown name lists the valid ones."""
+    try:
+        return cls(name)
+    except ValueError:
+        raise unknown_name(kind, str(name), [c.value for c in cls]) from None
+
+
 class RotationConvention(str, enum.Enum):
     """How a policy's three rotation numbers are meant."""
 
@@ -65,26 +73,23 @@ class RotationConvention(str, enum.Enum):
 
     @classmethod
     def parse(cls, name: "str | RotationConvention") -> "RotationConvention":
-        try:
-            return cls(name)
-        except ValueError:
-            raise unknown_name("rotation convention", str(name), [c.value for c in cls]) from None
+        return _parse(cls, "rotation convention", name)
 
     def to_matrix(self, angles: np.ndarray) -> np.ndarray:
         """The rotation a policy in this convention means by ``angles``."""
-        if self is RotationConvention.SXYZ_AXIS_ANGLE:
-            return sxyz_to_matrix(angles)
-        if self is RotationConvention.AXIS_ANGLE:
-            return axis_angle_to_matrix(angles)
-        return euler_xyz_to_matrix(angles)
+        return _READINGS[self][0](angles)
 
     def from_matrix(self, matrix: np.ndarray) -> np.ndarray:
         """The three numbers a policy in this convention gives for the rotation ``matrix``."""
-        if self is RotationConvention.SXYZ_AXIS_ANGLE:
-            return matrix_to_sxyz(matrix)
-        if self is RotationConvention.AXIS_ANGLE:
-            return matrix_to_axis_angle(matrix)
-        return matrix_to_euler_xyz(matrix)
+        return _READINGS[self][1](matrix)
+
+
+# Each rotation convention's reading of three numbers, and its inverse.
+_READINGS = {
+    RotationConvention.EULER_XYZ: (euler_xyz_to_matrix, matrix_to_euler_xyz),
+    RotationConvention.SXYZ_AXIS_ANGLE: (sxyz_to_matrix, matrix_to_sxyz),
+    RotationConvention.AXIS_ANGLE: (axis_angle_to_matrix, matrix_to_axis_angle),
+}
 
 
 class GripperConvention(str, enum.Enum):
@@ -95,10 +100,7 @@ class GripperConvention(str, enum.Enum):
 
     @classmethod
     def parse(cls, name: "str | GripperConvention") -> "GripperConvention":
-        try:
-            return cls(name)
-        except ValueError:
-            raise unknown_name("gripper convention", str(name), [c.value for c in cls]) from None
+        return _parse(cls, "gripper convention", name)
 
 
 def binarize_gripper(open_fraction: float) -> float:

@@ -53,6 +53,8 @@ from ladder_ros.policies.observation import ObservationBundle  # noqa: E402
 from ladder_ros.policies.openpi_remote import OpenPISource  # noqa: E402
 from ladder_ros.sim.base import Observation  # noqa: E402
 
+IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])  # an end-effector orientation (w, x, y, z)
+
 CAMERA = (480, 640)  # SimplerEnv's 3rd_view_camera
 PRIORITY = 10  # the policy node's default control_priority (SCHED_FIFO where granted); --priority changes it
 
@@ -289,7 +291,7 @@ def part_two(latency: float, seconds: float) -> None:
                 stamp = self.get_clock().now().nanoseconds
                 self.image.publish(image_to_msg(self.frame, stamp, "camera"))
                 self.joints.publish(joint_state_to_msg(("waist",), np.zeros(1), 1.0, stamp, "gripper_aperture"))
-                self.pose.publish(pose_to_msg(np.array([0.3, 0.0, 0.1]), np.zeros(3), stamp, "base_link"))
+                self.pose.publish(pose_to_msg(np.array([0.3, 0.0, 0.1]), IDENTITY, stamp, "base_link"))
 
             def on_tag(self, msg):
                 tag = decode(msg.data, ActionTagDoc)

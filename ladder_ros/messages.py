@@ -3,7 +3,7 @@
 Standard message types carry everything they can (images, joint states, poses, actions). What no
 standard type carries — episode commands and status, gripper events, privileged simulator state,
 verification requests and results, orchestrator decisions and events, operator labels — goes as one JSON document
-per message (DESIGN.md section 1). Each document here is a dataclass with a ``doc`` name and a
+per message (docs/graph.md, "Nodes"). Each document here is a dataclass with a ``doc`` name and a
 ``schema_version``; :func:`decode` is strict: it rejects another document kind, an unknown schema
 version, a missing field and an unknown field, each with an error that names it. The payloads reuse
 the core's own ``to_dict``/``from_dict`` forms (events, gripper events, goal states, verification

@@ -3,16 +3,16 @@
 Every conversion here has an inverse and a round-trip test (tests/test_ros_conversions.py). Values
 that the lockstep parity depends on travel bit-exactly: float64 fields of standard messages and
 JSON floats (written with ``repr``) both read back identically; orientation is the one exception
-(a quaternion read back as Euler angles differs in the last bits), which is why the simulator's
-exact Euler angles ride along in the privileged state document in simulation.
+(``ee_pose`` carries the base-frame quaternion, and Euler angles read back from it differ in the
+last bits), which is why the simulator's exact ``ee_euler`` rides along in the privileged state
+document in simulation.
 
 Images: ``msg.data = array.tobytes()`` (assigning an ndarray to ``data`` costs ~54 ms per 640x480
-frame with these wheels; DESIGN.md section 4).
+frame with the PyPI ROS wheels; docs/dependencies.md).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Sequence, TypeVar
 
 import numpy as np
@@ -27,7 +27,7 @@ from ladder_ros.camera.model import CameraIntrinsics
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.safety import ACTION_AXES
 from ladder_ros.messages import Document, PrivilegedStateDoc, decode, encode
-from ladder_ros.robots.kinematics import quaternion_to_rotation, rotation_to_quaternion
+from ladder_ros.core.rotations import matrix_to_euler_xyz, matrix_to_quaternion, quaternion_to_matrix
 from ladder_ros.sim.base import ACTION_DIM, Observation, validate_action
 
 # The action axes (ladder_ros.core.safety.ACTION_AXES), in the order of the 7-D action of
@@ -214,38 +214,21 @@ def joint_state_from_msg(msg: JointState, aperture_joint: str) -> tuple[tuple[st
 
 
 # ------------------------------------------------------------------------------ poses
-def euler_xyz_to_quaternion(euler: np.ndarray) -> np.ndarray:
-    """(w, x, y, z) of the rotation R = Rz(yaw) Ry(pitch) Rx(roll) (extrinsic XYZ, as the simulators use)."""
-    roll, pitch, yaw = (float(v) for v in euler)
-    cr, sr = math.cos(roll / 2), math.sin(roll / 2)
-    cp, sp = math.cos(pitch / 2), math.sin(pitch / 2)
-    cy, sy = math.cos(yaw / 2), math.sin(yaw / 2)
-    return np.array([cr * cp * cy + sr * sp * sy,
-                     sr * cp * cy - cr * sp * sy,
-                     cr * sp * cy + sr * cp * sy,
-                     cr * cp * sy - sr * sp * cy])
-
-
-def quaternion_to_euler_xyz(q: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`euler_xyz_to_quaternion` (pitch in [-pi/2, pi/2])."""
-    w, x, y, z = (float(v) for v in q)
-    norm = math.sqrt(w * w + x * x + y * y + z * z)
-    if norm == 0.0:
+def pose_to_msg(position: np.ndarray, quaternion: np.ndarray, stamp_ns: int, frame_id: str) -> PoseStamped:
+    """A pose in ``frame_id``: position (m) and orientation as a unit quaternion (w, x, y, z)."""
+    p = np.asarray(position, dtype=np.float64).ravel()
+    q = np.asarray(quaternion, dtype=np.float64).ravel()
+    if p.shape != (3,) or q.shape != (4,) or not (np.all(np.isfinite(p)) and np.all(np.isfinite(q))):
+        raise InvalidInputError(f"a pose is a finite position (3) and quaternion (4), got {p.tolist()} and "
+                                f"{q.tolist()}")
+    norm = float(np.linalg.norm(q))
+    if norm < 1e-9:
         raise InvalidInputError("a zero quaternion has no orientation")
-    w, x, y, z = w / norm, x / norm, y / norm, z / norm
-    roll = math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
-    pitch = math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x))))
-    yaw = math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-    return np.array([roll, pitch, yaw])
-
-
-def pose_to_msg(position: np.ndarray, euler: np.ndarray, stamp_ns: int, frame_id: str) -> PoseStamped:
+    q = q / norm
     msg = PoseStamped()
     msg.header.stamp = ns_to_stamp(stamp_ns)
     msg.header.frame_id = frame_id
-    p = np.asarray(position, dtype=np.float64)
     msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = float(p[0]), float(p[1]), float(p[2])
-    q = euler_xyz_to_quaternion(euler)
     o = msg.pose.orientation
     o.w, o.x, o.y, o.z = (float(v) for v in q)
     return msg
@@ -256,29 +239,26 @@ def pose_matrix_to_msg(pose: np.ndarray, stamp_ns: int, frame_id: str) -> PoseSt
     t = np.asarray(pose, dtype=np.float64)
     if t.shape != (4, 4) or not np.all(np.isfinite(t)):
         raise InvalidInputError(f"a pose is a finite 4x4 matrix, got shape {t.shape}")
-    msg = PoseStamped()
-    msg.header.stamp = ns_to_stamp(stamp_ns)
-    msg.header.frame_id = frame_id
-    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in t[:3, 3])
-    o = msg.pose.orientation
-    o.w, o.x, o.y, o.z = (float(v) for v in rotation_to_quaternion(t[:3, :3]))
-    return msg
+    return pose_to_msg(t[:3, 3], matrix_to_quaternion(t[:3, :3]), stamp_ns, frame_id)
 
 
 def pose_matrix_from_msg(msg: PoseStamped) -> np.ndarray:
     """The 4x4 pose of a PoseStamped (inverse of :func:`pose_matrix_to_msg`)."""
-    p, o = msg.pose.position, msg.pose.orientation
+    position, quaternion = pose_from_msg(msg)
     t = np.eye(4)
-    t[:3, :3] = quaternion_to_rotation(np.array([o.w, o.x, o.y, o.z]))
-    t[:3, 3] = [p.x, p.y, p.z]
+    t[:3, :3] = quaternion_to_matrix(quaternion)
+    t[:3, 3] = position
     return t
 
 
 def pose_from_msg(msg: PoseStamped) -> tuple[np.ndarray, np.ndarray]:
-    """(position (m), Euler XYZ (rad)) of a pose."""
+    """(position (m), unit quaternion (w, x, y, z)) of a pose."""
     p, o = msg.pose.position, msg.pose.orientation
-    return (np.array([p.x, p.y, p.z], dtype=np.float64),
-            quaternion_to_euler_xyz(np.array([o.w, o.x, o.y, o.z])))
+    q = np.array([o.w, o.x, o.y, o.z], dtype=np.float64)
+    norm = float(np.linalg.norm(q))
+    if not np.isfinite(norm) or norm < 1e-9:
+        raise InvalidInputError(f"pose orientation is not a rotation: {q.tolist()}")
+    return np.array([p.x, p.y, p.z], dtype=np.float64), q / norm
 
 
 # ------------------------------------------------------------------------------ actions
@@ -322,7 +302,10 @@ def observation_from_msgs(step: int, joint_state: JointState, ee_pose: PoseStamp
     controller target, so the rebuilt observation equals the simulator's field for field.
     """
     names, positions, aperture = joint_state_from_msg(joint_state, aperture_joint)
-    position, euler = pose_from_msg(ee_pose)
+    position, quaternion = pose_from_msg(ee_pose)
+    # On a robot, ee_euler reads the base-frame orientation itself as Euler XYZ angles
+    # (docs/conventions.md); in simulation the simulator's own ee_euler replaces it.
+    euler = matrix_to_euler_xyz(quaternion_to_matrix(quaternion))
     target = None
     state = None
     if privileged is not None:
@@ -333,37 +316,4 @@ def observation_from_msgs(step: int, joint_state: JointState, ee_pose: PoseStamp
         state = privileged.privileged_state()
     return Observation(step=step, image=None if image is None else image_from_msg(image), aperture=aperture,
                        ee_position=position, ee_euler=euler, joint_names=names, joint_positions=positions,
-                       target_position=target, privileged=state)
-
-
-# ------------------------------------------------------------------------------ diagnostics
-def key_values(values: Mapping[str, Any]) -> list[KeyValue]:
-    """Diagnostic key/values: numbers with 6 significant digits, None empty, nested mappings as ``outer.inner``."""
-    flat: list[tuple[str, Any]] = []
-    for key, value in values.items():
-        if isinstance(value, Mapping):
-            flat.extend((f"{key}.{k}", v) for k, v in value.items())
-        else:
-            flat.append((key, value))
-    return [KeyValue(key=str(key), value="" if value is None else f"{value:.6g}" if isinstance(value, float)
-                     else str(value)) for key, value in flat]
-
-
-def diagnostic_status(name: str, hardware_id: str, level: Any, message: str,
-                      values: Mapping[str, Any]) -> DiagnosticStatus:
-    """One status with its values; ``level`` is one of the message's constants (OK, WARN, ERROR, STALE)."""
-    if level not in (DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR, DiagnosticStatus.STALE):
-        raise InvalidInputError(f"diagnostic level must be DiagnosticStatus.OK, WARN, ERROR or STALE, got {level!r}")
-    return DiagnosticStatus(level=level, name=name, hardware_id=hardware_id, message=message,
-                            values=key_values(values))
-
-
-def diagnostic_array(statuses: Sequence[DiagnosticStatus], stamp_ns: int) -> DiagnosticArray:
-    msg = DiagnosticArray()
-    msg.header.stamp = ns_to_stamp(stamp_ns)
-    msg.status = list(statuses)
-    return msg
-
-
-def diagnostic_values(status: DiagnosticStatus) -> dict[str, str]:
-    return {kv.key: kv.value for kv in status.values}
+                       target_position=target, privileged=state, ee_quaternion=quaternion)

@@ -2,7 +2,7 @@
 
 With the PyPI ROS 2 wheels, ``ROS_LOCALHOST_ONLY=1`` is silently ignored; without
 ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` Fast DDS announces itself by multicast on every network
-the machine has (DESIGN.md section 4). So before any rclpy use, tests, CI, demos, benchmarks and
+the machine has (docs/dependencies.md, "Network safety"). So before any rclpy use, tests, CI, demos, benchmarks and
 ``ladder-ros up`` set:
 
 * ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` (ROS 2 Iron and newer) and ``ROS_LOCALHOST_ONLY=1``

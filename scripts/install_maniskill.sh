@@ -4,7 +4,7 @@
 #   1. libvulkan1 (the Vulkan loader) from Debian's own archive, if it is missing;
 #   2. a software Vulkan driver: Mesa 25 lavapipe from bookworm-backports, unpacked privately into
 #      $LADDER_LVP_DIR (default /opt/lvp) with its ICD json. Debian 12's own Mesa 22.3.6 lavapipe
-#      fails in SAPIEN 3 with "failed to find a rendering device" (DESIGN.md §4);
+#      fails in SAPIEN 3 with "failed to find a rendering device" (docs/dependencies.md);
 #   3. the Python dependencies from requirements/maniskill.txt, after torch==2.13.0 (CPU): installed
 #      later, pytorch_kinematics would pull a multi-GB CUDA torch.
 #
@@ -34,7 +34,7 @@ DO_DRIVER=1
 MESA_VERSION="25.0.7-2~bpo12+1"
 LIBDRM_VERSION="2.4.123-1~bpo12+1"
 LVP_API_VERSION="1.4.305"  # Vulkan API version Mesa 25.0.7 lavapipe reports
-TORCH_VERSION="2.13.0"     # DESIGN.md §4: CPU torch, installed before mani-skill
+TORCH_VERSION="2.13.0"     # docs/dependencies.md: CPU torch, installed before mani-skill
 
 while [[ $# -gt 0 ]]; do
   case "$1" in

@@ -46,7 +46,7 @@ PY=.venv/bin/python
 "$PY" -m pip install -q --upgrade pip
 
 # CPU torch first: later requirements ask for an unpinned torch and would otherwise pull a CUDA build
-# of several GB (DESIGN.md §4).
+# of several GB (docs/dependencies.md).
 echo "[setup] torch (CPU)"
 "$PY" -m pip install -q torch==2.13.0
 echo "[setup] core, ROS 2 wheels, VLM clients, cameras, operator panel (Qt), test tools"

@@ -3,7 +3,7 @@
 Before any test module can import rclpy, the session environment gets
 ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, ``ROS_LOCALHOST_ONLY=1``, a ``ROS_DOMAIN_ID`` claimed
 for this test process alone (two test runs side by side never see each other), and the loopback-only
-Fast DDS profile ``config/fastdds_localhost.xml`` (DESIGN.md section 4). Graph processes that tests
+Fast DDS profile ``config/fastdds_localhost.xml`` (docs/dependencies.md, "Network safety"). Graph processes that tests
 start inherit this environment. See :mod:`ladder_ros.ros_env`.
 """
 

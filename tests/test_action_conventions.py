@@ -1,7 +1,8 @@
-"""The one conversion between Bridge policy actions and ManiSkill3's WidowX controller.
+"""The conversions between a policy's own action convention and the project's action contract.
 
-Where the two rotation conventions agree and where they differ is shown here, numerically, so a
-policy trained on the old SimplerEnv (axis-angle) is converted knowingly, not by accident.
+Where the rotation conventions agree and where they differ is shown here, numerically, so a policy
+trained on the old SimplerEnv (axis-angle) or through SimplerEnv's Bridge wrappers (static sxyz
+angles turned into an axis-angle) is converted knowingly, not by accident.
 """
 
 from __future__ import annotations
@@ -12,19 +13,31 @@ import numpy as np
 import pytest
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
-from ladder_ros.sim.action_conventions import (
+from ladder_ros.core.action_conventions import (
     ActionConvention,
     GripperConvention,
     RotationConvention,
+    binarize_gripper,
+    canonical_action,
+    policy_convention,
+)
+from ladder_ros.core.rotations import (
     axis_angle_to_euler_xyz,
     axis_angle_to_matrix,
-    binarize_gripper,
     euler_xyz_to_axis_angle,
     euler_xyz_to_matrix,
     matrix_to_axis_angle,
     matrix_to_euler_xyz,
-    to_maniskill_action,
+    matrix_to_quaternion,
+    matrix_to_sxyz,
+    quaternion_multiply,
+    quaternion_to_matrix,
+    rotation_angle_between,
+    sxyz_to_axis_angle,
+    sxyz_to_matrix,
 )
+
+to_canonical = ActionConvention().to_canonical
 
 RNG = np.random.default_rng(20261129)
 
@@ -120,29 +133,111 @@ def test_binarisation_rejects_nan():
         binarize_gripper(float("nan"))
 
 
-def test_default_convention_passes_the_project_contract_through():
+def test_default_convention_passes_the_project_contract_through_bit_exactly():
     action = np.array([0.02, -0.01, 0.005, 0.1, -0.2, 0.3, -1.0])
-    np.testing.assert_array_equal(to_maniskill_action(action), action)
-    clipped = to_maniskill_action(np.array([0, 0, 0, 0, 0, 0, 3.0]))
+    np.testing.assert_array_equal(to_canonical(action), action)
+    clipped = ActionConvention.parse("sxyz_axis_angle").to_canonical(np.array([0, 0, 0, 0, 0, 0, 3.0]))
     assert clipped[6] == 1.0
 
 
 def test_old_simplerenv_convention_converts_rotation_and_gripper_only():
     action = np.array([0.02, -0.01, 0.005, 0.4, 0.5, 0.0, 0.8])
-    out = to_maniskill_action(action, ActionConvention.parse("axis_angle", "open_fraction"))
+    out = ActionConvention.parse("axis_angle", "open_fraction").to_canonical(action)
     np.testing.assert_array_equal(out[:3], action[:3])
     np.testing.assert_allclose(euler_xyz_to_matrix(out[3:6]), axis_angle_to_matrix(action[3:6]), atol=1e-12)
     assert out[6] == 1.0
-    assert to_maniskill_action(np.r_[action[:6], 0.3], ActionConvention(RotationConvention.AXIS_ANGLE,
-                                                                        GripperConvention.OPEN_FRACTION))[6] == -1.0
+    assert ActionConvention(RotationConvention.AXIS_ANGLE, GripperConvention.OPEN_FRACTION).to_canonical(
+        np.r_[action[:6], 0.3])[6] == -1.0
 
 
 def test_bad_actions_and_conventions_are_named():
     with pytest.raises(InvalidInputError, match="shape"):
-        to_maniskill_action(np.zeros(6))
+        to_canonical(np.zeros(6))
     with pytest.raises(InvalidInputError, match="non-finite"):
-        to_maniskill_action(np.array([0, 0, np.nan, 0, 0, 0, 1.0]))
-    with pytest.raises(ConfigError, match="axis_angle.*euler_xyz"):
+        to_canonical(np.array([0, 0, np.nan, 0, 0, 0, 1.0]))
+    with pytest.raises(ConfigError, match="axis_angle, euler_xyz, sxyz_axis_angle"):
         ActionConvention.parse("quaternion")
     with pytest.raises(ConfigError, match="open_fraction.*signed"):
         ActionConvention.parse("euler_xyz", "sticky")
+
+
+# ------------------------------------------------------------------ sxyz (SimplerEnv's Bridge wrappers)
+def test_sxyz_is_static_x_then_y_then_z():
+    roll, pitch, yaw = 0.3, -0.7, 1.1
+    expected = _elementary(2, yaw) @ _elementary(1, pitch) @ _elementary(0, roll)
+    np.testing.assert_allclose(sxyz_to_matrix([roll, pitch, yaw]), expected, atol=1e-12)
+    rotation = pytest.importorskip("scipy.spatial.transform").Rotation
+    np.testing.assert_allclose(sxyz_to_matrix([roll, pitch, yaw]),
+                               rotation.from_euler("xyz", [roll, pitch, yaw]).as_matrix(), atol=1e-12)
+
+
+@pytest.mark.parametrize("trial", range(25))
+def test_sxyz_to_axis_angle_equals_the_wrappers_transforms3d_call(trial):
+    # SimplerEnv's Octo and RT-1 wrappers: ax, angle = euler2axangle(roll, pitch, yaw); ax * angle
+    euler = pytest.importorskip("transforms3d.euler")
+    angles = RNG.uniform([-3.0, -1.5, -3.0], [3.0, 1.5, 3.0])
+    axis, angle = euler.euler2axangle(*angles)
+    np.testing.assert_allclose(axis_angle_to_matrix(sxyz_to_axis_angle(angles)),
+                               axis_angle_to_matrix(np.asarray(axis) * angle), atol=1e-9)
+    np.testing.assert_allclose(sxyz_to_matrix(angles), euler.euler2mat(*angles, "sxyz"), atol=1e-12)
+    np.testing.assert_allclose(sxyz_to_matrix(matrix_to_sxyz(sxyz_to_matrix(angles))), sxyz_to_matrix(angles),
+                               atol=1e-9)
+
+
+def test_sxyz_and_euler_xyz_differ_by_6_degrees_at_a_typical_three_axis_turn():
+    angles = np.array([0.3, 0.2, 0.25])
+    apart = np.degrees(rotation_angle_between(sxyz_to_matrix(angles), euler_xyz_to_matrix(angles)))
+    assert apart == pytest.approx(6.14, abs=0.01)
+    converted = ActionConvention.parse("sxyz_axis_angle").to_canonical(np.r_[0.0, 0.0, 0.0, angles, 1.0])
+    assert rotation_angle_between(euler_xyz_to_matrix(converted[3:6]), sxyz_to_matrix(angles)) < 1e-9
+
+
+@pytest.mark.parametrize("name", [c.value for c in RotationConvention])
+def test_every_convention_round_trips_through_the_contract(name):
+    convention = ActionConvention.parse(name, "open_fraction")
+    for _ in range(10):
+        canonical = np.r_[RNG.normal(scale=0.02, size=3), RNG.uniform(-0.8, 0.8, 3), RNG.choice([-1.0, 1.0])]
+        own = convention.from_canonical(canonical)
+        assert own[6] in (0.0, 1.0)
+        back = convention.to_canonical(own)
+        np.testing.assert_array_equal(back[:3], canonical[:3])
+        assert back[6] == canonical[6]
+        assert rotation_angle_between(euler_xyz_to_matrix(back[3:6]), euler_xyz_to_matrix(canonical[3:6])) < 1e-9
+        # and the policy's numbers mean the rotation the contract's numbers mean
+        assert rotation_angle_between(convention.rotation.to_matrix(own[3:6]),
+                                      euler_xyz_to_matrix(canonical[3:6])) < 1e-9
+
+
+def test_policies_declare_their_convention_and_the_default_is_the_contract():
+    class Plain:
+        name = "plain"
+
+    class Wrapped:
+        name = "wrapped"
+        action_convention = ActionConvention.parse("sxyz_axis_angle")
+
+    class Broken:
+        name = "broken"
+        action_convention = "sxyz_axis_angle"
+
+    assert policy_convention(Plain()).is_canonical
+    action = np.array([0.0, 0.0, 0.0, 0.3, 0.2, 0.25, 1.0])
+    np.testing.assert_array_equal(canonical_action(Plain(), action), action)
+    moved = canonical_action(Wrapped(), action)
+    assert rotation_angle_between(euler_xyz_to_matrix(moved[3:6]), sxyz_to_matrix(action[3:6])) < 1e-9
+    with pytest.raises(ConfigError, match="broken"):
+        canonical_action(Broken(), action)
+
+
+@pytest.mark.parametrize("trial", range(10))
+def test_quaternions_match_matrices(trial):
+    rotation = pytest.importorskip("scipy.spatial.transform").Rotation
+    matrix = rotation.random(random_state=int(RNG.integers(1 << 30))).as_matrix()
+    q = matrix_to_quaternion(matrix)
+    assert q[0] >= 0 and abs(np.linalg.norm(q) - 1) < 1e-12
+    np.testing.assert_allclose(quaternion_to_matrix(q), matrix, atol=1e-12)
+    other = rotation.random(random_state=int(RNG.integers(1 << 30))).as_matrix()
+    np.testing.assert_allclose(quaternion_to_matrix(quaternion_multiply(matrix_to_quaternion(other), q)),
+                               other @ matrix, atol=1e-12)
+    with pytest.raises(ValueError):
+        quaternion_to_matrix(np.zeros(4))

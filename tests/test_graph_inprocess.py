@@ -1,6 +1,6 @@
 """The graph in one process (all nodes in one executor) against the in-process reference loop.
 
-Tier two of CONVENTIONS.md 13: the real nodes with parameter overrides and an episode client in one
+The second tier of the project's tests: the real nodes with parameter overrides and an episode client in one
 executor, spun until each episode is over (bounded by a timeout). Every variant on the toy world
 of tests/fakes.py, and more tasks of the built-in MuJoCo tabletop with the scripted expert and the
 oracle verifier than the process-level parity check runs. Episodes must be identical step for step.

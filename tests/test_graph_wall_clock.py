@@ -62,7 +62,7 @@ class StandInDriver(Node):
         aperture = 0.1 if (self.tick // 10) % 2 == 1 else 1.0
         self.tick += 1
         self.joints.publish(joint_state_to_msg(("waist",), np.zeros(1), aperture, stamp, "gripper_aperture"))
-        self.pose.publish(pose_to_msg(np.array([0.3, 0.0, 0.1]), np.zeros(3), stamp, "base_link"))
+        self.pose.publish(pose_to_msg(np.array([0.3, 0.0, 0.1]), np.array([1.0, 0.0, 0.0, 0.0]), stamp, "base_link"))
 
 
 def test_wall_clock_graph_advances_on_gripper_releases_and_holds_still_without_input():
@@ -71,7 +71,9 @@ def test_wall_clock_graph_advances_on_gripper_releases_and_holds_still_without_i
     try:
         driver = StandInDriver()
         nodes = [GripperTriggerNode(namespace=NS, parameter_overrides=wall),
-                 OrchestratorNode(namespace=NS, parameter_overrides=wall),
+                 # ends the episode after the last subgoal's release, so it ends well before the budget
+                 OrchestratorNode(namespace=NS, parameter_overrides=wall + [
+                     Parameter("preset_options", value=["after_last_subgoal=end"])]),
                  PolicyNode(namespace=NS, parameter_overrides=wall, reads=frozenset(),
                             policy_factory=lambda task, seed: ToyPolicy(task, seed))]
         client = EpisodeClient(namespace=NS)

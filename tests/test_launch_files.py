@@ -284,7 +284,7 @@ class StandInDriver:
         height = 0.1 + (self.lift_m * phase / self.closed_s if closed else 0.0)
         self.joints.publish(joint_state_to_msg(("waist",), np.zeros(1), 0.1 if closed else 1.0, stamp,
                                                "gripper_aperture"))
-        self.pose.publish(pose_to_msg(np.array([0.3, 0.0, height]), np.zeros(3), stamp, "base_link"))
+        self.pose.publish(pose_to_msg(np.array([0.3, 0.0, height]), np.array([1.0, 0.0, 0.0, 0.0]), stamp, "base_link"))
 
 
 def run_robot_graph(tmp_path, launch_file, namespace, driver, run_episode, *args, refusing=("policy",)):

@@ -142,16 +142,12 @@ def test_gripper_minus_one_closes_and_plus_one_opens(backend):
 
 
 def test_bridge_open_fraction_convention_closes_below_one_half(backend):
-    backend.reset(SUITE.task("carrot_on_plate_1"), layout=0, seed=0)
-    previous = backend.convention
-    try:
-        from ladder_ros.sim.action_conventions import ActionConvention
+    from ladder_ros.core.action_conventions import ActionConvention
 
-        backend.convention = ActionConvention.parse("euler_xyz", "open_fraction")
-        assert _hold(backend, 0.3, 5).aperture < 0.05  # 2 * (0.3 > 0.5) - 1 = -1: closed
-        assert _hold(backend, 0.7, 5).aperture > 0.95
-    finally:
-        backend.convention = previous
+    backend.reset(SUITE.task("carrot_on_plate_1"), layout=0, seed=0)
+    bridge = ActionConvention.parse("euler_xyz", "open_fraction")
+    assert _hold(backend, bridge.to_canonical(np.r_[np.zeros(6), 0.3])[6], 5).aperture < 0.05  # 2*(0.3>0.5)-1
+    assert _hold(backend, bridge.to_canonical(np.r_[np.zeros(6), 0.7])[6], 5).aperture > 0.95
 
 
 def test_placing_the_carrot_flips_the_predicate_like_the_env_success_check(backend):

@@ -63,7 +63,7 @@ def test_periodic_trigger_advances_every_27_steps_and_stays_on_the_last():
 
 
 def test_proprio_trigger_advances_without_verifying_and_ends_after_the_last():
-    o = orch("proprio_trigger", [CARROT, SPOON])
+    o = orch("proprio_trigger", [CARROT, SPOON], preset=WIDOWX.with_options({"after_last_subgoal": "end"}))
     trace = [O, C, C, C, O] + [O] * 10 + [C, C, C, O] + [O] * 50
     ds = run(o, trace)
     assert ds[3].instruction == CARROT.text

@@ -12,7 +12,7 @@ from ladder_ros.policies.actions import ActionProcessor, InvalidActionError
 from ladder_ros.policies.chunked import ChunkedPolicy, noise_seed
 from ladder_ros.policies.executor import ChunkExecutor
 from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder, resize_image
-from ladder_ros.sim.action_conventions import axis_angle_to_euler_xyz
+from ladder_ros.core.rotations import axis_angle_to_euler_xyz
 from tests.policy_fixtures import ExecutorSimulation, ScriptedSource, bundle, make_config, observation
 
 

@@ -28,6 +28,8 @@ from tests.policy_models import tiny_pi0_policy
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 pytest.importorskip("transformers", reason="needs transformers (requirements/vlm.txt)")
 
+IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])  # an end-effector orientation (w, x, y, z)
+
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -124,7 +126,7 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
             stamp = self.get_clock().now().nanoseconds
             self.image.publish(image_to_msg(self.frame, stamp, "camera"))
             self.joints.publish(joint_state_to_msg(("waist",), np.zeros(1), 1.0, stamp, "gripper_aperture"))
-            self.pose.publish(pose_to_msg(np.array([0.3, 0.0, 0.1]), np.zeros(3), stamp, "base_link"))
+            self.pose.publish(pose_to_msg(np.array([0.3, 0.0, 0.1]), IDENTITY, stamp, "base_link"))
 
     try:
         driver, client = StandInDriver(), EpisodeClient(namespace="widowx")

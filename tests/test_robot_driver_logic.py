@@ -11,7 +11,7 @@ from ladder_ros.robots.ee_target import BridgeTarget
 from ladder_ros.robots.franka import MODELS, get_model, waypoint_velocity
 from ladder_ros.robots.gripper import DROID_AXIS, SIGNED_AXIS, ApertureRange, commanded_aperture
 from ladder_ros.robots.timing import ControlTiming
-from ladder_ros.sim.action_conventions import euler_xyz_to_matrix
+from ladder_ros.core.rotations import euler_xyz_to_matrix
 
 BOX = WorkspaceBox((0.1, -0.3, 0.0), (0.5, 0.3, 0.4))
 

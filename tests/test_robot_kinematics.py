@@ -5,14 +5,8 @@ import pytest
 
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.robots import wx250s
-from ladder_ros.robots.kinematics import (
-    joint_path,
-    quaternion_to_rotation,
-    rotation_to_quaternion,
-    transform_inverse,
-    transform_log,
-    screw_exp,
-)
+from ladder_ros.core.rotations import matrix_to_quaternion, quaternion_to_matrix
+from ladder_ros.robots.kinematics import joint_path, screw_exp, transform_inverse, transform_log
 
 mr = pytest.importorskip("modern_robotics", reason="modern-robotics is a test requirement (requirements/test.txt)")
 
@@ -78,11 +72,11 @@ def test_quaternions_round_trip_for_every_rotation_branch():
     rotations = [np.diag([1.0, -1.0, -1.0]), np.diag([-1.0, 1.0, -1.0]), np.diag([-1.0, -1.0, 1.0]), np.eye(3)]
     for _ in range(30):
         q = rng.normal(size=4)
-        rotations.append(quaternion_to_rotation(q))
+        rotations.append(quaternion_to_matrix(q))
     for r in rotations:
-        q = rotation_to_quaternion(r)
+        q = matrix_to_quaternion(r)
         assert q[0] >= 0 and np.isclose(np.linalg.norm(q), 1.0)
-        assert np.allclose(quaternion_to_rotation(q), r, atol=1e-12)
+        assert np.allclose(quaternion_to_matrix(q), r, atol=1e-12)
 
 
 def test_joint_path_is_even_and_never_steps_further_than_allowed():

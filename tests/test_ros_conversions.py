@@ -9,6 +9,14 @@ from sensor_msgs.msg import Image, JointState  # noqa: E402
 
 from ladder_ros.core.errors import InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalState  # noqa: E402
+from ladder_ros.core.rotations import (  # noqa: E402
+    euler_xyz_to_matrix,
+    matrix_to_euler_xyz,
+    matrix_to_quaternion,
+    quaternion_to_matrix,
+    rotation_angle_between,
+    sxyz_to_matrix,
+)
 from ladder_ros.messages import EpisodeCommand, PrivilegedStateDoc  # noqa: E402
 from ladder_ros.ros_conversions import (  # noqa: E402
     ACTION_AXES,
@@ -16,7 +24,6 @@ from ladder_ros.ros_conversions import (  # noqa: E402
     action_to_msg,
     document_from_msg,
     document_to_msg,
-    euler_xyz_to_quaternion,
     image_from_msg,
     image_to_msg,
     joint_state_from_msg,
@@ -25,12 +32,13 @@ from ladder_ros.ros_conversions import (  # noqa: E402
     observation_from_msgs,
     pose_from_msg,
     pose_to_msg,
-    quaternion_to_euler_xyz,
     stamp_to_ns,
 )
 from ladder_ros.sim.base import ObjectPose, PrivilegedState  # noqa: E402
 
 pytestmark = pytest.mark.ros
+
+IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])  # (w, x, y, z)
 
 
 def test_stamps():
@@ -60,17 +68,24 @@ def test_joint_state_carries_the_aperture_entry():
         joint_state_from_msg(msg, "finger")
 
 
-def test_pose_and_euler_conventions():
-    rng = np.random.default_rng(2)
-    for _ in range(50):
-        euler = rng.uniform([-3, -1.5, -3], [3, 1.5, 3])
-        assert np.allclose(quaternion_to_euler_xyz(euler_xyz_to_quaternion(euler)), euler, atol=1e-12)
-    # The same convention as the simulators: R = Rz(yaw) Ry(pitch) Rx(roll).
-    q = euler_xyz_to_quaternion(np.array([0.0, 0.0, np.pi / 2]))
-    assert np.allclose(q, [np.cos(np.pi / 4), 0, 0, np.sin(np.pi / 4)])
+def test_pose_carries_a_multi_axis_orientation_as_the_simulators_compose_it():
+    # A rotation about all three axes at once, where Rx Ry Rz (the simulators, ManiSkill's "XYZ") and
+    # Rz Ry Rx differ by 6.1 degrees: the message must carry the first.
+    euler = np.array([0.3, 0.2, 0.25])
+    rotation = euler_xyz_to_matrix(euler)
+    assert rotation_angle_between(rotation, sxyz_to_matrix(euler)) > np.radians(6.0)
     position = np.array([0.3, -0.1, 0.12])
-    back_position, back_euler = pose_from_msg(pose_to_msg(position, np.array([0.1, 0.2, 0.3]), 0, "base"))
-    assert np.array_equal(back_position, position) and np.allclose(back_euler, [0.1, 0.2, 0.3], atol=1e-12)
+    msg = pose_to_msg(position, matrix_to_quaternion(rotation), 0, "base")
+    o = msg.pose.orientation
+    scipy_rotation = pytest.importorskip("scipy.spatial.transform").Rotation
+    expected = scipy_rotation.from_euler("XYZ", euler).as_quat()  # (x, y, z, w)
+    assert np.allclose([o.x, o.y, o.z, o.w], expected, atol=1e-12) or \
+        np.allclose([o.x, o.y, o.z, o.w], -expected, atol=1e-12)
+    back_position, back_q = pose_from_msg(msg)
+    assert np.array_equal(back_position, position)
+    assert rotation_angle_between(quaternion_to_matrix(back_q), rotation) < 1e-9
+    with pytest.raises(InvalidInputError, match="zero quaternion"):
+        pose_to_msg(position, np.zeros(4), 0, "base")
 
 
 def test_action_round_trip_and_validation():
@@ -97,12 +112,15 @@ def test_observation_rebuilt_exactly_with_the_privileged_document():
                                  objects={"carrot_0": ObjectPose("carrot", rng.normal(size=3), rng.normal(size=4))})
     doc = PrivilegedStateDoc.of("e", 4, 9, privileged, (True,), euler, target)
     joints = joint_state_to_msg(("j",), np.array([0.5]), 0.25, 9, "gripper_aperture")
-    pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), euler, 9, "base")
+    pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), matrix_to_quaternion(euler_xyz_to_matrix(euler)), 9, "base")
     obs = observation_from_msgs(4, joints, pose, "gripper_aperture", privileged=doc)
     assert np.array_equal(obs.ee_euler, euler) and np.array_equal(obs.target_position, target)
     assert obs.aperture == 0.25 and obs.step == 4 and obs.privileged.goal == privileged.goal
     robot = observation_from_msgs(4, joints, pose, "gripper_aperture")
-    assert robot.privileged is None and np.allclose(robot.ee_euler, euler, atol=1e-12)
+    assert robot.privileged is None
+    # on a robot, ee_euler is the Euler XYZ reading of the base-frame orientation the pose carries
+    assert rotation_angle_between(euler_xyz_to_matrix(robot.ee_euler), euler_xyz_to_matrix(euler)) < 1e-9
+    assert rotation_angle_between(quaternion_to_matrix(robot.ee_quaternion), euler_xyz_to_matrix(euler)) < 1e-9
 
 
 def test_image_rows_padded_past_the_pixels_are_read_by_their_step():
@@ -170,15 +188,16 @@ def test_joint_state_message_fields_and_refusals():
 
 
 def test_pose_message_fields():
-    msg = pose_to_msg(np.array([0.3, -0.1, 0.12]), np.zeros(3), 4_000_000_005, "base_link")
+    msg = pose_to_msg(np.array([0.3, -0.1, 0.12]), IDENTITY, 4_000_000_005, "base_link")
     assert (msg.header.frame_id, msg.header.stamp.sec, msg.header.stamp.nanosec) == ("base_link", 4, 5)
     p, o = msg.pose.position, msg.pose.orientation
     assert (p.x, p.y, p.z) == (0.3, -0.1, 0.12) and (o.w, o.x, o.y, o.z) == (1.0, 0.0, 0.0, 0.0)
     with pytest.raises(InvalidInputError, match="^a zero quaternion has no orientation$"):
-        quaternion_to_euler_xyz(np.zeros(4))
-    # an unnormalised quaternion reads as the same rotation
-    assert np.allclose(quaternion_to_euler_xyz(2.0 * euler_xyz_to_quaternion(np.array([0.1, 0.2, 0.3]))),
-                       [0.1, 0.2, 0.3], atol=1e-12)
+        pose_to_msg(np.zeros(3), np.zeros(4), 0, "base_link")
+    # an unnormalised quaternion is sent as the same rotation, normalised
+    q = matrix_to_quaternion(euler_xyz_to_matrix([0.1, 0.2, 0.3]))
+    _, back = pose_from_msg(pose_to_msg(np.zeros(3), 2.0 * q, 0, "base_link"))
+    assert np.allclose(back, q, atol=1e-15)
 
 
 def test_action_message_is_one_point_at_time_zero():
@@ -194,7 +213,7 @@ def test_action_message_is_one_point_at_time_zero():
 def test_observation_with_an_image_and_without_privileged_extras():
     image = np.arange(2 * 2 * 3, dtype=np.uint8).reshape(2, 2, 3)
     joints = joint_state_to_msg(("j",), np.array([0.5]), 0.25, 9, "gripper_aperture")
-    pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), np.array([0.0, 0.0, 0.5]), 9, "base")
+    pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), matrix_to_quaternion(euler_xyz_to_matrix([0.0, 0.0, 0.5])), 9, "base")
     privileged = PrivilegedStateDoc.of("e", 4, 9, PrivilegedState(goal=GoalState()), (False,), None, None)
     obs = observation_from_msgs(4, joints, pose, "gripper_aperture", image=image_to_msg(image, 9, "cam"),
                                 privileged=privileged)
@@ -213,12 +232,12 @@ def test_stamps_near_the_top_of_the_range_stay_exact():
 def test_a_pitch_of_ninety_degrees_reads_back():
     # 2(wy - zx) rounds to just beyond +-1 for these: the reading is clamped into asin's domain
     for euler in ([0.1, np.pi / 2, 0.2], [0.05, -np.pi / 2, 0.2]):
-        back = quaternion_to_euler_xyz(euler_xyz_to_quaternion(np.array(euler)))
+        back = matrix_to_euler_xyz(quaternion_to_matrix(matrix_to_quaternion(euler_xyz_to_matrix(euler))))
         assert back[1] == pytest.approx(euler[1])
 
 
 def test_a_robot_observation_has_no_controller_target():
     joints = joint_state_to_msg(("j",), np.array([0.5]), 0.25, 9, "gripper_aperture")
-    pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), np.zeros(3), 9, "base")
+    pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), IDENTITY, 9, "base")
     robot = observation_from_msgs(4, joints, pose, "gripper_aperture")
     assert robot.target_position is None and robot.privileged is None

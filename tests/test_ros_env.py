@@ -1,4 +1,4 @@
-"""The network-safe environment every graph runs in (DESIGN.md section 4)."""
+"""The network-safe environment every graph runs in (docs/dependencies.md, "Network safety")."""
 
 import os
 import subprocess

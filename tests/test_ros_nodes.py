@@ -112,7 +112,7 @@ class FrankaDriverProbe(Node):
     def publish_step(self, step, aperture, z):
         stamp = stamp_of_step(ORIGIN_NS, FRANKA_RATE_HZ, step)
         self.joints.publish(joint_state_to_msg(("j1",), np.zeros(1), aperture, stamp, "gripper_aperture"))
-        self.pose.publish(pose_to_msg(np.array([0.4, 0.0, z]), np.zeros(3), stamp, "base"))
+        self.pose.publish(pose_to_msg(np.array([0.4, 0.0, z]), np.array([1.0, 0.0, 0.0, 0.0]), stamp, "base"))
 
 
 def test_franka_trigger_node_ends_an_attempt_on_a_21_step_close_with_a_3cm_lift(ros):

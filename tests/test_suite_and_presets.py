@@ -96,7 +96,8 @@ FULL_TASK = {"task_id": "kitchen_exclusion_2", "scene": "kitchen", "category": "
              "instruction": "put everything except the eggplant on the plate",
              "subgoals": [{"object": "carrot", "destination": "plate", "text": "put the carrot on the plate"},
                           {"object": "spoon", "destination": "plate", "text": "put the spoon on the plate"}],
-             "distractors": ["eggplant"], "suite": "tabletop", "ladder": "kitchen/exclusion", "layouts": 8}
+             "distractors": ["eggplant"], "suite": "tabletop", "ladder": "kitchen/exclusion", "layouts": 8,
+             "success_rule": "ladder", "budget_steps": None}
 
 
 def test_a_task_travels_as_a_dict_with_every_field():
@@ -178,7 +179,7 @@ def test_edge_values_of_the_loop_parameters_are_valid():
     assert replace(WIDOWX, control_rate_hz=0.5).control_rate_hz == 0.5  # a slow arm is still a rate
     with pytest.raises(ConfigError, match="horizon must be a positive integer, got 0"):
         WIDOWX.budget.steps_for(0)
-    with pytest.raises(ConfigError, match=r"no step budget for horizon 11; the table covers \[1, 2, 3"):
+    with pytest.raises(ConfigError, match=r"no step budget for horizon 11; the table covers horizons \[1, 2, 3"):
         FRANKA.budget.steps_for(11)
 
 

@@ -3,7 +3,7 @@
 A backend (:class:`CameraBackend`) does one thing: ``read`` blocks until the device's next frame.
 :class:`CaptureLoop` wraps any backend in a thread that keeps reading, counts the frames the device
 skipped (gaps in its frame counter) and the frames that were overwritten before anyone took them
-(newest frame only: a slow consumer never makes capture wait, CONVENTIONS.md 9), and tells its
+(newest frame only: a slow consumer never makes capture wait), and tells its
 owner that a frame is ready. No rclpy here.
 """
 

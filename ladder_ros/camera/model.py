@@ -90,6 +90,16 @@ class CameraIntrinsics:
     def has_distortion(self) -> bool:
         return any(v != 0.0 for v in self.distortion)
 
+    def project(self, point: Sequence[float]) -> np.ndarray:
+        """Pixel (u, v) of a point in the optical frame (z > 0) through the ideal pinhole; a camera with
+        lens distortion goes through ``cv2.projectPoints`` instead (ladder_ros.camera.charuco.project)."""
+        if self.has_distortion:
+            raise InvalidInputError("project() is the ideal pinhole; this camera has lens distortion")
+        x, y, z = (float(v) for v in point)
+        if not z > 0.0:
+            raise InvalidInputError(f"a point behind or on the camera plane has no pixel (z = {z})")
+        return np.array([self.fx * x / z + self.cx, self.fy * y / z + self.cy])
+
     def scaled(self, width: int, height: int) -> "CameraIntrinsics":
         """The same camera at another resolution (a resize of the whole image; pixel centres kept)."""
         sx, sy = width / self.width, height / self.height

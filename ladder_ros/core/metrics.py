@@ -1,6 +1,8 @@
 """Scoring an episode and summarising many (Section 3, Section 5.2, Appendix F of the paper).
 
-* Task Success Rate: the share of episodes in which every subgoal and constraint holds at the end.
+* Task Success Rate: the share of episodes in which every subgoal and constraint holds at the end
+  (the LADDER rule); a stock SimplerEnv task (``success_rule: simplerenv``) takes its env's own
+  ``evaluate()["success"]`` at the end instead, so its numbers compare with SimplerEnv's.
 * Subgoal Progress: the share of required subgoals completed, pooled over episodes.
 * Failure cause for every subgoal not done at the end (Section 5.2, Figure 6):
   ``completed_then_undone`` (it held at some step, not at the end);
@@ -22,7 +24,8 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from ladder_ros.core.goals import GoalTracker
-from ladder_ros.core.task import Subgoal, Task
+from ladder_ros.core.errors import InvalidInputError
+from ladder_ros.core.task import LADDER_RULE, SIMPLERENV_RULE, Subgoal, Task
 
 COMPLETED_THEN_UNDONE = "completed_then_undone"
 ADVANCED_BEFORE_COMPLETION = "advanced_before_completion"
@@ -74,11 +77,14 @@ def map_plan_to_task(plan: Sequence[Subgoal], task: Task) -> dict[int, int | Non
     return mapping
 
 
-def score_episode(task: Task, tracker: GoalTracker, orchestration: Mapping) -> EpisodeScore:
+def score_episode(task: Task, tracker: GoalTracker, orchestration: Mapping,
+                  env_success: bool | None = None) -> EpisodeScore:
     """Score the end of an episode from the privileged tracker and the orchestrator's summary.
 
     ``orchestration`` is :meth:`Orchestrator.summary` (plan, completed, advanced, pending,
-    ever_current, variant).
+    ever_current, variant). ``env_success`` is the stock env's own success check at the last
+    step; a ``success_rule: simplerenv`` task is scored by it (and needs it), while subgoal
+    progress and failure causes still come from the tracker.
     """
     plan = [Subgoal.from_dict(s) for s in orchestration.get("plan", [])] or list(task.subgoals)
     mapping = map_plan_to_task(plan, task)
@@ -115,6 +121,16 @@ def score_episode(task: Task, tracker: GoalTracker, orchestration: Mapping) -> E
     if tracker.distractors_placed():
         violations.append(DISTRACTOR_MOVED)
     success = all(o.done for o in outcomes) and not violations
+    if task.success_rule == SIMPLERENV_RULE:
+        if not isinstance(env_success, bool):
+            raise InvalidInputError(f"task {task.task_id} is scored by its env's own success check "
+                                    "(success_rule simplerenv), but the simulator reported none")
+        # the env's check decides the task and its one subgoal alike, so progress agrees with success
+        only = outcomes[0]
+        cause = None if env_success else (only.cause or ATTEMPTED_NEVER_COMPLETED)
+        outcomes = [SubgoalOutcome(index=only.index, text=only.text, done=env_success, cause=cause,
+                                   first_done_step=only.first_done_step)]
+        success = env_success
     return EpisodeScore(success=success, outcomes=tuple(outcomes), violations=tuple(violations))
 
 
@@ -200,6 +216,7 @@ def summarize_episodes(records: Iterable[Mapping]) -> dict:
             "violations": dict(sorted(violations.items())),
             "mean_steps_used": float(np.mean([r["steps_used"] for r in recs])) if recs else 0.0,
             "verification_queries": sum(r.get("verification_queries", 0) for r in recs),
+            "success_rules": dict(sorted(Counter(r.get("success_rule", LADDER_RULE) for r in recs).items())),
         }
     return summary
 

@@ -16,14 +16,16 @@ Variants (Section 4, Appendix B):
 ``low_level_policy``     the full instruction for the whole budget, no plan.
 ``periodic_trigger``     advance every ``periodic_interval_steps``; stays on the last subgoal.
 ``proprio_trigger``      advance when the gripper trigger ends an attempt, without verifying;
-                         after the last subgoal the episode ends, or (RoboLab-Long) the plan
-                         restarts from its first subgoal.
+                         on the last subgoal it stays there (WidowX), or the plan restarts from
+                         its first subgoal (RoboLab-Long), or, as a preset option, the episode
+                         ends (``after_last_subgoal``).
 ``proprio_verifier``     count query after a release or a release-less stretch; complete once
                          the count reaches the required number; otherwise retry in place, or move
                          interchangeable duplicates to the end of the queue (RoboLab-Long).
 ``privileged_verifier``  the simulator's predicate for the current subgoal held for the settle
                          window with the gripper open; RoboLab-Long sets a subgoal aside after
-                         600 steps and returns to it later, except on ordered tasks.
+                         600 steps and returns to it later, except on ordered tasks
+                         (``set_aside_exempt``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Sequence
 from ladder_ros.core import events as ev
 from ladder_ros.core.errors import InvalidInputError, unknown_name
 from ladder_ros.core.events import Event
-from ladder_ros.core.presets import EmbodimentPreset
+from ladder_ros.core.presets import END, RESTART, EmbodimentPreset
 from ladder_ros.core.queue import SubgoalQueue
 from ladder_ros.core.task import Subgoal, TaskCategory
 from ladder_ros.core.triggers import GripperEvents, PeriodicTrigger
@@ -303,10 +305,13 @@ class ProprioTriggerOrchestrator(Orchestrator):
         if ended is None:
             return
         self._emit(inp.step, ev.ATTEMPT_ENDED, **ended.to_dict())
+        after_last = self.preset.after_last_subgoal
+        if len(self.queue.pending) == 1 and after_last not in (END, RESTART):
+            return  # nothing to advance to: stay on the last subgoal, as the periodic trigger does
         index = self.queue.advance_current()
         self._emit(inp.step, ev.SUBGOAL_ADVANCED, plan_index=index, verified=False)
         if self.queue.current is None:
-            if not self.preset.restart_plan_after_last:
+            if after_last == END:
                 self._finish(inp.step, "plan_exhausted")
                 return
             self.queue.restart()
@@ -395,8 +400,7 @@ class PrivilegedVerifierOrchestrator(Orchestrator):
                                     f"got {len(inp.goal_states)}")
 
     def _set_aside_allowed(self) -> bool:
-        ordered = self.category is not None and self.category.is_order_constrained
-        return self.preset.privileged_set_aside_steps is not None and not ordered and len(self.queue.pending) > 1
+        return self.preset.set_aside_allowed(self.category) and len(self.queue.pending) > 1
 
     def _on_step(self, inp: StepInput) -> None:
         index = self.queue.current

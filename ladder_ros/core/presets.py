@@ -1,17 +1,48 @@
 """The loop's parameters per embodiment, exactly as the LADDER paper gives them.
 
-Every number cites its place in the paper (seed 002, LADDER): Appendix B for triggers, verifier
-timing and the privileged verifier; Appendix A for control rates; Section 3 and Appendix D for
-step budgets; Section 5 ('Experimental setup') for the periodic interval.
+Every number cites its place in the LADDER paper: Appendix B for triggers, verifier timing and the
+privileged verifier; Appendix A for control rates; Section 3 and Appendix D for step budgets;
+Section 5 ('Experimental setup') for the periodic interval.
+
+Two rules are readings where the paper leaves room (docs/decisions.md gives the evidence); each is a
+*preset option* with the default the paper's words support and the alternative kept selectable
+(:func:`get_preset` with ``options``, ``sim-eval --preset-option``, the orchestrator node's
+``preset_options``):
+
+``after_last_subgoal``  what the proprioceptive trigger does when an attempt ends on the last
+                        subgoal: ``stay`` on it (WidowX), ``restart`` the plan (Franka, Appendix B)
+                        or ``end`` the episode.
+``set_aside_exempt``    which tasks the privileged verifier never sets a subgoal aside on:
+                        ``ordered`` (the paper's words) or ``order_constrained`` (ordered, relay and
+                        revisit).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Mapping
 
 from ladder_ros.core.errors import ConfigError, unknown_name
 from ladder_ros.core.safety import ActionLimits, GripperDomain
+from ladder_ros.core.task import Task, TaskCategory
+
+# After an attempt ends on the last subgoal, the proprioceptive trigger ...
+STAY = "stay"  # ... stays on it until the budget ends, as the periodic trigger does (Appendix B)
+RESTART = "restart"  # ... starts the plan over from its first subgoal (RoboLab-Long, Appendix B)
+END = "end"  # ... ends the episode (finish reason plan_exhausted)
+AFTER_LAST_SUBGOAL = (STAY, RESTART, END)
+
+# The privileged verifier never sets a subgoal aside on ...
+ORDERED_ONLY = "ordered"  # ... ordered tasks (Appendix B: 'except on ordered tasks')
+ORDER_CONSTRAINED = "order_constrained"  # ... ordered, relay and revisit tasks
+SET_ASIDE_EXEMPT = (ORDERED_ONLY, ORDER_CONSTRAINED)
+
+# The preset fields a user may choose (readings of the paper), with their valid values.
+PRESET_OPTIONS: dict[str, tuple[str, ...]] = {
+    "after_last_subgoal": AFTER_LAST_SUBGOAL,
+    "set_aside_exempt": SET_ASIDE_EXEMPT,
+}
 
 
 def _positive_int(name: str, value: int) -> None:
@@ -62,7 +93,9 @@ class StepBudget:
     """Simulated steps an episode may use, by horizon (Section 3, Appendix D).
 
     Either ``per_subgoal`` steps for every subgoal (WidowX suites: 100), or a table from horizon
-    to steps (RoboLab-Long). Horizons above the table's largest use its largest entry's rule.
+    to steps (RoboLab-Long, 1 to 10 subgoals). A horizon the table does not list is an error that
+    names the horizons it covers: the paper gives no rule beyond them, so a longer task states its
+    own budget (``budget_steps`` of the task in its suite file).
     """
 
     per_subgoal: int | None = None
@@ -76,6 +109,9 @@ class StepBudget:
         for horizon, steps in self.table:
             _positive_int("budget horizon", horizon)
             _positive_int("budget steps", steps)
+        horizons = [horizon for horizon, _ in self.table]
+        if len(set(horizons)) != len(horizons):
+            raise ConfigError(f"a budget table lists each horizon once, got horizons {horizons}")
 
     def steps_for(self, horizon: int) -> int:
         _positive_int("horizon", horizon)
@@ -84,7 +120,8 @@ class StepBudget:
         known = dict(self.table)
         if horizon in known:
             return known[horizon]
-        raise ConfigError(f"no step budget for horizon {horizon}; the table covers {sorted(known)}")
+        raise ConfigError(f"no step budget for horizon {horizon}; the table covers horizons {sorted(known)} "
+                          "(give the task its own budget_steps in the suite file)")
 
 
 @dataclass(frozen=True)
@@ -99,10 +136,11 @@ class EmbodimentPreset:
     verifier_timing: VerifierTimingParams
     privileged_settle_steps: int
     privileged_set_aside_steps: int | None
-    restart_plan_after_last: bool
+    after_last_subgoal: str
     move_incomplete_duplicates_to_end: bool
     budget: StepBudget = field(default_factory=lambda: StepBudget(per_subgoal=100))
     action_limits: ActionLimits | None = None  # the safety filter's bounds per control step (core/safety.py)
+    set_aside_exempt: str = ORDERED_ONLY
 
     def __post_init__(self) -> None:
         if not (self.control_rate_hz > 0) or math.isinf(self.control_rate_hz):
@@ -113,6 +151,37 @@ class EmbodimentPreset:
         _positive_int("privileged_settle_steps", self.privileged_settle_steps)
         if self.privileged_set_aside_steps is not None:
             _positive_int("privileged_set_aside_steps", self.privileged_set_aside_steps)
+        for option, valid in PRESET_OPTIONS.items():
+            if getattr(self, option) not in valid:
+                raise unknown_name(f"value of preset option {option}", str(getattr(self, option)), valid)
+
+    def budget_for(self, task: Task) -> int:
+        """The task's step budget: its own ``budget_steps`` (stock SimplerEnv envs), else this preset's."""
+        return task.budget_steps if task.budget_steps is not None else self.budget.steps_for(task.horizon)
+
+    def set_aside_allowed(self, category: TaskCategory | None) -> bool:
+        """Whether the privileged verifier may set a subgoal of a ``category`` task aside at all."""
+        if self.privileged_set_aside_steps is None:
+            return False
+        if category is None:
+            return True
+        if self.set_aside_exempt == ORDERED_ONLY:
+            return category is not TaskCategory.ORDERED
+        return not category.is_order_constrained
+
+    @property
+    def options(self) -> dict[str, str]:
+        """The preset options in force (recorded with every result)."""
+        return {option: getattr(self, option) for option in PRESET_OPTIONS}
+
+    def with_options(self, options: Mapping[str, str]) -> "EmbodimentPreset":
+        """This preset with some options changed; an unknown option or value lists the valid ones."""
+        for option, value in options.items():
+            if option not in PRESET_OPTIONS:
+                raise unknown_name("preset option", str(option), list(PRESET_OPTIONS))
+            if value not in PRESET_OPTIONS[option]:
+                raise unknown_name(f"value of preset option {option}", str(value), PRESET_OPTIONS[option])
+        return replace(self, **dict(options)) if options else self
 
     @property
     def release_detector(self) -> GripperTriggerParams:
@@ -154,7 +223,9 @@ WIDOWX = EmbodimentPreset(
                                          query_without_release_steps=45),  # Appendix B
     privileged_settle_steps=3,  # Appendix B: 3 steps on SimplerEnv-Long
     privileged_set_aside_steps=None,  # Appendix B: on the WidowX suites retried until the budget ends
-    restart_plan_after_last=False,  # Appendix B: 'The WidowX suites have no such limit'
+    # Appendix B: the periodic trigger 'stays on the last subgoal', and nothing is said of a
+    # restart on the WidowX suites; the proprioceptive trigger stays too (docs/decisions.md).
+    after_last_subgoal=STAY,
     move_incomplete_duplicates_to_end=False,  # Appendix B: retried in place
     budget=StepBudget(per_subgoal=100),  # Section 3: 100 steps (20 s at 5 Hz) per subgoal
     action_limits=WIDOWX_ACTION_LIMITS,
@@ -169,7 +240,7 @@ WIDOWX_ROBOTARENA = EmbodimentPreset(
     verifier_timing=WIDOWX.verifier_timing,
     privileged_settle_steps=10,  # Appendix B: 10 on RobotArena-Long
     privileged_set_aside_steps=None,
-    restart_plan_after_last=False,
+    after_last_subgoal=WIDOWX.after_last_subgoal,
     move_incomplete_duplicates_to_end=False,
     budget=WIDOWX.budget,
     action_limits=WIDOWX.action_limits,
@@ -186,19 +257,37 @@ FRANKA = EmbodimentPreset(
                                          query_without_release_steps=300),  # Appendix B
     privileged_settle_steps=120,  # Appendix B: 120 on RoboLab-Long (contact chatter on rims)
     privileged_set_aside_steps=600,  # Appendix B: not completed within 600 steps -> set aside
-    restart_plan_after_last=True,  # Appendix B: the plan restarts from its first subgoal
+    after_last_subgoal=RESTART,  # Appendix B: 'the plan restarts from its first subgoal after the last'
     move_incomplete_duplicates_to_end=True,  # Appendix B: interchangeable duplicates move to the end
     budget=StepBudget(table=((1, 900), (2, 1350), (3, 2700), (4, 2700), (5, 2700), (6, 2700),
                              (7, 3600), (8, 4050), (9, 4500), (10, 4950))),  # Appendix D
     action_limits=FRANKA_ACTION_LIMITS,
+    set_aside_exempt=ORDERED_ONLY,  # Appendix B: set aside 'except on ordered tasks'
 )
 
 PRESETS: dict[str, EmbodimentPreset] = {p.name: p for p in (WIDOWX, WIDOWX_ROBOTARENA, FRANKA)}
 
 
-def get_preset(name: str) -> EmbodimentPreset:
-    """The preset called ``name``; an unknown name lists the valid ones."""
+def get_preset(name: str, options: Mapping[str, str] | None = None) -> EmbodimentPreset:
+    """The preset called ``name`` with ``options`` changed; an unknown name lists the valid ones."""
     try:
-        return PRESETS[name]
+        preset = PRESETS[name]
     except KeyError:
         raise unknown_name("preset", name, list(PRESETS)) from None
+    return preset.with_options(options or {})
+
+
+def parse_preset_options(items: "list[str] | tuple[str, ...]") -> dict[str, str]:
+    """``["after_last_subgoal=end", ...]`` (CLI flags, ROS parameters) as a mapping, checked."""
+    options: dict[str, str] = {}
+    for item in items:
+        option, sep, value = str(item).partition("=")
+        option, value = option.strip(), value.strip()
+        if not sep or not option or not value:
+            raise ConfigError(f"a preset option is NAME=VALUE, got {item!r}; options: "
+                              + "; ".join(f"{k}={'|'.join(v)}" for k, v in PRESET_OPTIONS.items()))
+        if option in options and options[option] != value:
+            raise ConfigError(f"preset option {option} given twice: {options[option]!r} and {value!r}")
+        options[option] = value
+    WIDOWX.with_options(options)  # validates names and values
+    return options

@@ -14,6 +14,8 @@ from typing import Any, Mapping
 from ladder_ros.core.events import VERIFICATION_REQUESTED
 
 RECORD_SCHEMA_VERSION = 1
+REFERENCE, PLANNER = "reference", "planner"  # where an episode's plan comes from
+PLAN_SOURCES = (REFERENCE, PLANNER)
 
 
 @dataclass
@@ -42,6 +44,11 @@ class EpisodeRecord:
     final_goal: dict
     orchestration: dict
     wall_s: float = 0.0
+    success_rule: str = "ladder"
+    preset: str = ""
+    preset_options: dict = field(default_factory=dict)
+    plan: dict = field(default_factory=lambda: {"source": REFERENCE})
+    action_convention: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -53,7 +60,8 @@ class EpisodeRecord:
 
 def graph_record(status: Mapping[str, Any], *, events: list[dict], orchestration: Mapping[str, Any],
                  finish_reason: str | None, last_step: int, score: Mapping[str, Any] | None, wall_s: float,
-                 extra: Mapping[str, Any] | None = None) -> dict:
+                 preset: str = "", preset_options: Mapping[str, str] | None = None,
+                 plan: Mapping[str, Any] | None = None, extra: Mapping[str, Any] | None = None) -> dict:
     """The record of an episode run by the graph, from its status (``EpisodeStatus.to_dict``) and events.
 
     ``score`` is the sim bridge's privileged score (None on a robot, or when none came); without it
@@ -72,6 +80,8 @@ def graph_record(status: Mapping[str, Any], *, events: list[dict], orchestration
         events=list(events), verification_queries=sum(1 for e in events if e.get("kind") == VERIFICATION_REQUESTED),
         verifier=None, policy="", simulator=str(score.get("simulator", "")) if score else "",
         final_goal=dict(score["final_goal"]) if score else {}, orchestration=dict(orchestration), wall_s=wall_s,
+        success_rule=str(task.get("success_rule", "ladder")), preset=preset, preset_options=dict(preset_options or {}),
+        plan=dict(plan) if plan is not None else {"source": REFERENCE},
         extra={"episode_id": str(status.get("episode_id", "")), "scored": score is not None,
                "safety": dict(score["safety"]) if score and "safety" in score else {},
                "bridge": {k: score[k] for k in ("bridge_timing_s", "steps_taken") if k in score} if score else {},

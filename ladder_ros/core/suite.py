@@ -18,6 +18,7 @@ object and destination a task names exists in its scene)::
         instruction: put the carrot on the plate
         subgoals:
           - {object: carrot, destination: plate, text: put the carrot on the plate}
+        # optional: success_rule (ladder | simplerenv), budget_steps (replaces the preset's budget)
 
 Every error names the file and the key path (``tasks[3].subgoals[1].destination``).
 """
@@ -32,11 +33,12 @@ from typing import Any
 
 from ladder_ros.core.errors import ConfigError, check_keys, read_yaml, unknown_name
 from ladder_ros.core.presets import PRESETS
-from ladder_ros.core.task import Subgoal, Task, TaskCategory
+from ladder_ros.core.task import LADDER_RULE, SUCCESS_RULES, Subgoal, Task, TaskCategory
 
 SUITE_SCHEMA_VERSION = 1
 SUITE_KEYS = ("schema_version", "suite", "description", "embodiment", "scenes", "tasks")
-TASK_KEYS = ("id", "scene", "category", "ladder", "instruction", "subgoals", "distractors", "layouts")
+TASK_KEYS = ("id", "scene", "category", "ladder", "instruction", "subgoals", "distractors", "layouts",
+             "success_rule", "budget_steps")
 SUBGOAL_KEYS = ("object", "destination", "text")
 
 
@@ -150,11 +152,21 @@ def parse_suite(data: Any, source: str = "<suite>") -> TaskSuite:
             raise ConfigError(f"layouts must be a positive integer, got {layouts!r}", source=source,
                               key=f"{where}.layouts")
         instruction = str(_require(raw, "instruction", where, source, str))
+        budget_steps = raw.get("budget_steps")
+        if budget_steps is not None and (isinstance(budget_steps, bool) or not isinstance(budget_steps, int)
+                                         or budget_steps < 1):
+            raise ConfigError(f"budget_steps must be a positive integer, got {budget_steps!r}", source=source,
+                              key=f"{where}.budget_steps")
+        success_rule = raw.get("success_rule", LADDER_RULE)
+        if success_rule not in SUCCESS_RULES:
+            raise ConfigError(f"unknown success_rule {success_rule!r}; valid: {', '.join(SUCCESS_RULES)}",
+                              source=source, key=f"{where}.success_rule")
         try:
             tasks.append(Task(
                 task_id=task_id, scene=scene, category=category, instruction=instruction,
                 subgoals=tuple(subgoals), distractors=tuple(str(d) for d in distractors),
                 suite=name, ladder=str(raw.get("ladder", f"{scene}/{category.value}")), layouts=layouts,
+                success_rule=success_rule, budget_steps=budget_steps,
             ))
         except ConfigError as exc:
             raise ConfigError(str(exc), source=source) from None

@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 from ladder_ros.core.errors import ConfigError, unknown_name
 
 
+# How an episode's task success is decided (Section 3; docs/decisions.md, "Stock SimplerEnv tasks").
+LADDER_RULE = "ladder"  # every subgoal's predicate holds at the end, objects released, no constraint broken
+SIMPLERENV_RULE = "simplerenv"  # the stock env's own env.evaluate()["success"] at the end of the episode
+SUCCESS_RULES = (LADDER_RULE, SIMPLERENV_RULE)
+
+
 class TaskCategory(str, enum.Enum):
     """The eight spatial and logical task structures of Section 3."""
 
@@ -87,6 +93,8 @@ class Task:
     suite: str = ""
     ladder: str = ""
     layouts: int = 24  # SimplerEnv-Long draws 24 seeded layouts per task (Appendix D)
+    success_rule: str = LADDER_RULE
+    budget_steps: int | None = None  # None: the preset's budget for the horizon (Section 3, Appendix D)
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -94,6 +102,16 @@ class Task:
             raise ConfigError("a task needs at least one subgoal", key=f"{self.task_id}.subgoals")
         if self.layouts < 1:
             raise ConfigError(f"layouts must be >= 1, got {self.layouts}", key=f"{self.task_id}.layouts")
+        if self.success_rule not in SUCCESS_RULES:
+            raise ConfigError(f"unknown success_rule {self.success_rule!r}; valid: {', '.join(SUCCESS_RULES)}",
+                              key=f"{self.task_id}.success_rule")
+        if self.success_rule == SIMPLERENV_RULE and len(self.subgoals) != 1:
+            raise ConfigError("success_rule simplerenv scores SimplerEnv's single-subgoal envs only; this task has "
+                              f"{len(self.subgoals)} subgoals", key=f"{self.task_id}.success_rule")
+        if self.budget_steps is not None and (isinstance(self.budget_steps, bool)
+                                              or not isinstance(self.budget_steps, int) or self.budget_steps < 1):
+            raise ConfigError(f"budget_steps must be a positive integer or absent, got {self.budget_steps!r}",
+                              key=f"{self.task_id}.budget_steps")
         if self.category is TaskCategory.EXCLUSION and not self.distractors:
             raise ConfigError("an exclusion task names its distractors", key=f"{self.task_id}.distractors")
         moved = {s.object for s in self.subgoals}
@@ -137,6 +155,8 @@ class Task:
             "suite": self.suite,
             "ladder": self.ladder,
             "layouts": self.layouts,
+            "success_rule": self.success_rule,
+            "budget_steps": self.budget_steps,
         }
 
     @classmethod
@@ -151,4 +171,6 @@ class Task:
             suite=data.get("suite", ""),
             ladder=data.get("ladder", ""),
             layouts=int(data.get("layouts", 24)),
+            success_rule=str(data.get("success_rule", LADDER_RULE)),
+            budget_steps=data.get("budget_steps"),
         )

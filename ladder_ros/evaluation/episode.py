@@ -17,19 +17,35 @@ Per step ``t`` (``t = 0`` is the reset observation):
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable, Protocol
 
+from ladder_ros.core.action_conventions import canonical_action, policy_convention
 from ladder_ros.core.goals import GoalTracker
 from ladder_ros.core.metrics import score_episode
 from ladder_ros.core.orchestrator import Decision, Orchestrator, StepInput, Variant, make_orchestrator
 from ladder_ros.core.presets import EmbodimentPreset
-from ladder_ros.core.record import EpisodeRecord
+from ladder_ros.core.record import PLAN_SOURCES, PLANNER, REFERENCE, EpisodeRecord  # noqa: F401  (re-exported)
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.task import Subgoal, Task
 from ladder_ros.core.triggers import GripperMonitor
 from ladder_ros.core.verification import CountVerifier
 from ladder_ros.policies.base import LowLevelPolicy
 from ladder_ros.sim.base import Observation, SimulatorBackend
+
+
+class EpisodePlanner(Protocol):
+    """What plans an episode from its first frame (``ladder_ros.vlm.components.Planner``)."""
+
+    name: str
+
+    def plan(self, instruction: str, frame: Observation) -> Any:
+        """A result with ``subgoals`` (None when there is no plan), ``error`` and ``to_dict()``."""
+
+
+def uses_plan(variant: Variant) -> bool:
+    """Whether a variant follows a plan a planner may make: the privileged verifier takes the
+    ground-truth subgoals and the low-level policy none (Section 4, 'Subgoal planning')."""
+    return variant not in (Variant.LOW_LEVEL_POLICY, Variant.PRIVILEGED_VERIFIER)
 
 
 def step_input(variant: Variant, observation: Observation, monitor: GripperMonitor,
@@ -42,32 +58,49 @@ def step_input(variant: Variant, observation: Observation, monitor: GripperMonit
 
 def run_episode(simulator: SimulatorBackend, policy: LowLevelPolicy, task: Task, variant: "str | Variant",
                 preset: EmbodimentPreset, *, layout: int, seed: int, verifier: CountVerifier | None = None,
-                plan: list[Subgoal] | None = None,
+                plan: list[Subgoal] | None = None, planner: EpisodePlanner | None = None,
                 on_step: Callable[[Observation, Decision], None] | None = None) -> EpisodeRecord:
     """Run one episode in lockstep and score it.
 
-    ``plan`` defaults to the task's reference subgoals (the paper's cached plans; the privileged
-    verifier always uses them). ``verifier`` answers count queries (``proprio_verifier`` only).
+    The plan is the task's reference subgoals (the paper's cached plans) unless ``plan`` is given,
+    or ``planner`` plans it from the reset frame, as the graph's ``plan_source: planner`` does; the
+    privileged verifier always takes the reference and the low-level policy follows none. A
+    planner that gives no plan ends the episode at once (``aborted: planner failed: …``) with its
+    reply in the record. ``verifier`` answers count queries (``proprio_verifier`` only). Each of
+    the policy's actions is converted from its own convention to the action contract.
     """
     variant = Variant.parse(variant)
     if variant.needs_verifier and verifier is None:
         raise InvalidInputError(f"variant {variant.value} needs a verifier")
-    if variant is Variant.PRIVILEGED_VERIFIER or plan is None:
+    if not uses_plan(variant) or plan is None:
         plan = list(task.subgoals)
-    budget = preset.budget.steps_for(task.horizon)
-    orchestrator: Orchestrator = make_orchestrator(variant, preset, plan, instruction=task.instruction,
-                                                   budget_steps=budget, category=task.category)
+    convention = policy_convention(policy)
+    budget = preset.budget_for(task)
     tracker = GoalTracker(task)
     monitor = GripperMonitor.for_preset(preset)
     started = time.perf_counter()
     observation = simulator.reset(task, layout, seed)
+    plan_record: dict = {"source": REFERENCE}
+    plan_error = None
+    if planner is not None and uses_plan(variant):
+        result = planner.plan(task.instruction, observation)
+        plan_record = {"source": PLANNER, "planner": planner.name, **result.to_dict()}
+        if result.subgoals:
+            plan = list(result.subgoals)
+        else:
+            plan_error = result.error or "the planner returned an empty plan"
+    orchestrator: Orchestrator = make_orchestrator(variant, preset, plan, instruction=task.instruction,
+                                                   budget_steps=budget, category=task.category)
     instruction: str | None = None
     queries = 0
     while True:
         if observation.privileged is None:
             raise InvalidInputError(f"simulator {simulator.name} returned no privileged state")
         goal_states = tracker.update(observation.privileged.goal, observation.step)
-        decision = orchestrator.observe(step_input(variant, observation, monitor, goal_states))
+        if plan_error is not None:  # nothing to follow: the episode ends before the first action
+            decision = orchestrator.abort(f"planner failed: {plan_error}")
+        else:
+            decision = orchestrator.observe(step_input(variant, observation, monitor, goal_states))
         if decision.request is not None:
             queries += 1
             decision = orchestrator.resolve(verifier.verify(decision.request, observation))
@@ -78,8 +111,8 @@ def run_episode(simulator: SimulatorBackend, policy: LowLevelPolicy, task: Task,
         if decision.instruction != instruction:
             instruction = decision.instruction
             policy.reset(instruction)
-        observation = simulator.step(policy.act(observation, instruction))
-    score = score_episode(task, tracker, orchestrator.summary())
+        observation = simulator.step(canonical_action(policy, policy.act(observation, instruction)))
+    score = score_episode(task, tracker, orchestrator.summary(), observation.privileged.env_success)
     return EpisodeRecord(
         task_id=task.task_id, suite=task.suite, category=task.category.value, horizon=task.horizon,
         variant=variant.value, layout=layout, seed=seed, success=score.success,
@@ -89,4 +122,6 @@ def run_episode(simulator: SimulatorBackend, policy: LowLevelPolicy, task: Task,
         verification_queries=queries, verifier=getattr(verifier, "name", None) if variant.needs_verifier else None,
         policy=policy.name, simulator=simulator.name, final_goal=observation.privileged.goal.to_dict(),
         orchestration=orchestrator.summary(), wall_s=time.perf_counter() - started,
+        success_rule=task.success_rule, preset=preset.name, preset_options=preset.options, plan=plan_record,
+        action_convention=(getattr(policy, "declared_convention", None) or convention).to_dict(),
     )

@@ -24,7 +24,7 @@ from typing import Any
 from ladder_ros.bringup.graph import GraphDescription
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.orchestrator import Variant
-from ladder_ros.core.presets import get_preset
+from ladder_ros.core.presets import get_preset, parse_preset_options
 from ladder_ros.core.suite import TaskSuite, load_suite
 
 # What must be identical; the rest (wall time, names of components) may differ.
@@ -116,7 +116,8 @@ class ReferenceRunner:
         bridge = params["sim_bridge"]
         self.params = params
         self.suite = suite
-        self.preset = get_preset(params["orchestrator"]["preset"])
+        orchestrator = params["orchestrator"]
+        self.preset = get_preset(orchestrator["preset"], parse_preset_options(orchestrator.get("preset_options", [])))
         self.simulator = make_simulator(bridge["simulator"], suite, **simulator_options(bridge))
         self._verifier = None
 
@@ -137,7 +138,8 @@ class ReferenceRunner:
 
         task = self.suite.task(episode.task_id)
         policy_params = self.params["policy"]
-        policy = make_policy(policy_params["policy"], task, episode.seed, policy_params["noise"])
+        policy = make_policy(policy_params["policy"], task, episode.seed, policy_params["noise"],
+                             policy_params.get("rotation_convention") or None)
         verifier = self.verifier() if Variant.parse(episode.variant).needs_verifier else None
         return run_episode(self.simulator, policy, task, episode.variant, self.preset, layout=episode.layout,
                            seed=episode.seed, verifier=verifier).to_dict()

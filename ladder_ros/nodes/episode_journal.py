@@ -39,9 +39,10 @@ class EpisodeJournal:
         self.error: str | None = None  # the last write error (the node logs it)
 
     def write(self, status: Mapping[str, Any], events: list[dict], orchestration: Mapping[str, Any],
-              started_wall_s: float) -> bool:
+              started_wall_s: float, plan: Mapping[str, Any] | None = None) -> bool:
         data = {"journal_version": JOURNAL_VERSION, "status": dict(status), "events": list(events),
-                "orchestration": dict(orchestration), "started_wall_s": started_wall_s}
+                "orchestration": dict(orchestration), "started_wall_s": started_wall_s,
+                "plan": dict(plan) if plan is not None else None}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_name(self.path.name + ".tmp")

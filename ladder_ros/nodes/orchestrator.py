@@ -17,8 +17,8 @@ from trajectory_msgs.msg import JointTrajectory
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.orchestrator import Decision, Orchestrator, StepInput, Variant, make_orchestrator
-from ladder_ros.core.presets import get_preset
-from ladder_ros.core.record import graph_record, interrupted_reason
+from ladder_ros.core.presets import get_preset, parse_preset_options
+from ladder_ros.core.record import PLANNER, REFERENCE, graph_record, interrupted_reason
 from ladder_ros.core.suite import TaskSuite, load_suite
 from ladder_ros.core.task import Task
 from ladder_ros.messages import (
@@ -107,16 +107,16 @@ class OrchestratorNode(Node):
     ``orchestrator/decision``, ``orchestrator/events``, ``orchestrator/current_subgoal`` (latched),
     ``verifier/request``, ``planner/request``, ``episode/status`` (latched),
     ``episode/command_reply``. Services: ``episode/stop``, ``episode/abort``. Parameters: preset,
-    clock_mode, suite (path), variant, plan_source, planner_timeout_s (s), verifier_retry_s (s),
-    verifier_abort_after_s (s), decision_resend_s (s), score_timeout_s (s), stall_warn_s (s),
-    stall_abort_s (s), state_dir.
+    clock_mode, suite (path), variant, preset_options, plan_source, planner_timeout_s (s),
+    verifier_retry_s (s), verifier_abort_after_s (s), decision_resend_s (s), score_timeout_s (s),
+    stall_warn_s (s), stall_abort_s (s), state_dir.
     """
 
     def __init__(self, *, suite: TaskSuite | None = None, node_name: str = "orchestrator", **node_options):
         """``suite`` replaces the configured suite file (tests)."""
         super().__init__(node_name, **node_options)
         self.params = declare_parameters(self, ORCHESTRATOR)
-        self.preset = get_preset(self.params["preset"])
+        self.preset = get_preset(self.params["preset"], parse_preset_options(self.params["preset_options"]))
         self.lockstep = self.params["clock_mode"] == LOCKSTEP
         self.suite = suite if suite is not None else load_suite(resolve_share_file(self.params["suite"]))
         self._status_pub = publisher(self, String, topics.EPISODE_STATUS)
@@ -159,7 +159,7 @@ class OrchestratorNode(Node):
         self._planning: PlanRequestDoc | None = None  # the plan this episode waits for
         self._planning_since = 0.0
         self._planning_sent = 0.0
-        self._plan_record: dict = {"source": "reference"}
+        self._plan_record: dict = {"source": REFERENCE}
         self.stall = StallWatch(self.params["stall_warn_s"], self.params["stall_abort_s"])
         self._safety_counts: dict = {}  # the latest counts of the episode's safety interventions
         self._interrupted = False
@@ -231,7 +231,7 @@ class OrchestratorNode(Node):
             if command.layout >= task.layouts:
                 raise LadderError(f"layout {command.layout} is out of range: task {task.task_id} has "
                                   f"{task.layouts} layouts")
-            budget = self.preset.budget.steps_for(task.horizon)
+            budget = self.preset.budget_for(task)
             # The privileged verifier takes the ground-truth subgoals and the low-level policy no plan
             # (Section 4): only the other variants ask the planner.
             use_planner = self.params["plan_source"] == "planner" and variant not in (
@@ -250,7 +250,7 @@ class OrchestratorNode(Node):
         episode_id = command.episode_id or self._fresh_id(task.task_id)
         self._used_ids.add(episode_id)
         self.task, self.orchestrator, self._variant = task, orchestrator, variant
-        self._plan_record = {"source": "planner" if orchestrator is None else "reference"}
+        self._plan_record = {"source": PLANNER if orchestrator is None else REFERENCE}
         self._event_index = 0
         self._last_decision = None
         self._awaiting = None
@@ -298,7 +298,7 @@ class OrchestratorNode(Node):
         doc = received_document(self, msg, PlanResultDoc, "plan result")
         if doc is None or self._planning is None or doc.episode_id != self._planning.episode_id:
             return
-        self._plan_record = {"source": "planner", "planner": doc.source, "error": doc.error,
+        self._plan_record = {"source": PLANNER, "planner": doc.source, "error": doc.error,
                              "raw_reply": doc.raw_reply, "latency_ms": doc.latency_ms, "usage": doc.usage}
         try:
             plan = doc.plan()
@@ -527,7 +527,8 @@ class OrchestratorNode(Node):
             self.status.to_dict(), events=[e.to_dict() for e in orchestrator.events],
             orchestration=orchestrator.summary(), finish_reason=orchestrator.finish_reason,
             last_step=orchestrator.last_step, score=score, wall_s=time.monotonic() - self._started_wall,
-            extra={"plan": self._plan_record, "safety": safety, "interrupted": self._interrupted})
+            preset=self.preset.name, preset_options=self.preset.options, plan=self._plan_record,
+            extra={"safety": safety, "interrupted": self._interrupted})
         self._publish_status(self._replace_status(state=self._end_state, finish_reason=orchestrator.finish_reason,
                                                   result=record, step=orchestrator.last_step, instruction=None,
                                                   pending_request=None))
@@ -555,6 +556,7 @@ class OrchestratorNode(Node):
         return {"status": self.status.to_dict(),
                 "events": [e.to_dict() for e in orchestrator.events] if orchestrator is not None else [],
                 "orchestration": orchestrator.summary() if orchestrator is not None else {},
+                "plan": self._plan_record,
                 "started_wall_s": time.time() - (time.monotonic() - self._started_wall)}
 
     def _write_journal(self) -> None:
@@ -591,6 +593,8 @@ class OrchestratorNode(Node):
                               orchestration=dict(data.get("orchestration") or {}), finish_reason=reason,
                               last_step=status.step, score=None,
                               wall_s=max(0.0, time.time() - float(data.get("started_wall_s") or time.time())),
+                              preset=self.preset.name, preset_options=self.preset.options,
+                              plan=data["plan"] if isinstance(data.get("plan"), dict) else None,
                               extra={"interrupted": True})
         final = EpisodeStatus.from_dict({**status.to_dict(), "state": ABORTED, "seq": status.seq + 1,
                                          "finish_reason": reason, "result": record, "instruction": None,

@@ -1,7 +1,7 @@
 """Every ROS parameter of every ladder_ros node, declared once, as plain data.
 
 Nodes declare these with descriptors (description, range, read-only) at startup, so a bad value
-fails with its name before the node does anything (CONVENTIONS.md 5). ``ladder-ros up`` and the
+fails with its name before the node does anything (docs/graph.md). ``ladder-ros up`` and the
 launch files check a params file against the same specs before any process starts, so a typo or an
 out-of-range value is one error line naming the node and the parameter, and nothing is left running.
 This module does not import rclpy.
@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ladder_ros.core.action_conventions import RotationConvention
 from ladder_ros.core.errors import ConfigError, did_you_mean
 from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.presets import PRESETS
@@ -176,6 +177,10 @@ POLICY = COMMON + (
               "instrument that reads privileged state) or a path to a policy YAML (ladder_ros/policies/config.py)"),
     ParamSpec("noise", STR, "bridge_like", "Scripted expert execution noise preset "
               "(ladder_ros/policies/scripted_expert.py ExpertNoise)", choices=("off", "bridge_like")),
+    ParamSpec("rotation_convention", STR, "", "How the policy's rotation numbers are meant, replacing the "
+              "convention the policy declares (empty: the policy's own); its actions are converted to the "
+              "Euler XYZ of policy/action (ladder_ros/core/action_conventions.py)",
+              choices=("",) + tuple(c.value for c in RotationConvention)),
     ParamSpec("aperture_joint", STR, "gripper_aperture", "JointState entry with the normalised gripper aperture"),
     ParamSpec("control_priority", INT, 10, "Wall clock: real-time (SCHED_FIFO) priority of the control thread "
               "where the system grants it (an rtprio limit), 0 for normal scheduling; refused, the node runs at "
@@ -214,6 +219,9 @@ ORCHESTRATOR = COMMON + (
     ParamSpec("plan_source", STR, "reference", "Where an episode's plan comes from: the task's reference "
               "subgoals (the paper's cached plans) or the VLM planner of the vlm_verifier node, asked with the "
               "first frame (the privileged verifier always uses the reference)", choices=("reference", "planner")),
+    ParamSpec("preset_options", STR_LIST, [], "Readings of the paper that differ from the preset's, as NAME=VALUE "
+              "(after_last_subgoal=stay|restart|end, set_aside_exempt=ordered|order_constrained; "
+              "ladder_ros/core/presets.py, docs/decisions.md)"),
     ParamSpec("planner_timeout_s", FLOAT, 120.0, "Abort the episode when no plan came within this long (s); "
               "with plan_source planner and a VLM backend it must exceed the vlm_verifier's observation_wait_s + "
               "call_deadline_s", min=0.1, max=3600.0),

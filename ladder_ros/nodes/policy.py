@@ -106,8 +106,10 @@ class PolicyNode(Node):
     (``camera/image_raw``), ``sim/privileged_state`` (lockstep), ``orchestrator/decision``,
     ``episode/status``; publishes ``policy/action`` (trajectory_msgs/JointTrajectory), its
     ``policy/action_tag`` and ``/diagnostics`` (1 Hz).
+    Every end-effector action is converted from the policy's own convention (its config's, or
+    ``rotation_convention`` when set) to the graph's contract.
     Parameters: preset, clock_mode, policy (config name or path), noise (scripted expert),
-    aperture_joint, control_priority (SCHED_FIFO priority of the control thread, 0 normal),
+    rotation_convention, aperture_joint, control_priority (SCHED_FIFO priority of the control thread, 0 normal),
     max_observation_age_s (s).
     """
 
@@ -121,9 +123,11 @@ class PolicyNode(Node):
         self.lockstep = self.params["clock_mode"] == LOCKSTEP
         preset = get_preset(self.params["preset"])
         if policy_factory is not None:
-            self.provider = PolicyProvider.from_factory(policy_factory, preset.name)
+            self.provider = PolicyProvider.from_factory(policy_factory, preset.name,
+                                                        rotation_convention=self.params["rotation_convention"])
         else:
-            self.provider = provider or PolicyProvider.load(self.params["policy"], self.params["noise"])
+            self.provider = provider or PolicyProvider.load(self.params["policy"], self.params["noise"],
+                                                            self.params["rotation_convention"])
         self.config = self.provider.config
         self._check_config(preset)
         config = self.config

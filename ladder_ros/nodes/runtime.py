@@ -71,7 +71,7 @@ def received_document(node: Node, msg: String, cls: type, what: str):
 
 
 def qos(kind: str) -> QoSProfile:
-    """The QoS profile of a topic kind (DESIGN.md section 3)."""
+    """The QoS profile of a topic kind (docs/graph.md, "QoS")."""
     depth = topics.QOS_DEPTH[kind]
     if kind == topics.SENSOR:
         return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.BEST_EFFORT,
@@ -96,7 +96,7 @@ def _quiet(spec: topics.TopicSpec, callbacks_type):
 
 
 def publisher(node: Node, msg_type, spec: topics.TopicSpec):
-    """A publisher on ``spec``'s topic with its QoS (DESIGN.md section 3)."""
+    """A publisher on ``spec``'s topic with its QoS (docs/graph.md, "QoS")."""
     return node.create_publisher(msg_type, spec.name, qos(spec.qos),
                                  event_callbacks=_quiet(spec, PublisherEventCallbacks))
 

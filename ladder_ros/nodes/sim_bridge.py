@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
@@ -48,6 +48,7 @@ from ladder_ros.nodes.runtime import (
 )
 from ladder_ros.paths import resolve_share_file
 from ladder_ros.ros_conversions import (
+    camera_info_to_msg,
     depth_to_msg,
     document_to_msg,
     image_to_msg,
@@ -89,13 +90,14 @@ class SimBridgeNode(Node):
 
     Topics (relative to the graph namespace):
       publishes ``/clock`` (rosgraph_msgs/Clock), ``camera/image_raw`` (sensor_msgs/Image, sensor
-      data QoS), ``joint_states`` (sensor_msgs/JointState: arm joints in rad/m plus
-      ``gripper_aperture`` in [0, 1]), ``ee_pose`` (geometry_msgs/PoseStamped, base frame, m),
-      ``sim/privileged_state``, ``sim/episode_score``, ``safety/interventions`` (std_msgs/String
-      JSON) and ``episode/command`` (only to end an episode it cannot serve), and with
-      ``publish_depth`` the simulator's exact depth on ``camera/aligned_depth_to_color/image_raw``
-      (32FC1, m), where a camera's measured depth goes on a robot, so estimated depth can be scored
-      against the truth.
+      data QoS), ``camera/camera_info`` (sensor_msgs/CameraInfo: the simulator camera's own
+      intrinsics, with every image), ``joint_states`` (sensor_msgs/JointState: arm joints in rad/m
+      plus ``gripper_aperture`` in [0, 1]), ``ee_pose`` (geometry_msgs/PoseStamped: position (m) and
+      true orientation in the base frame), ``sim/privileged_state``, ``sim/episode_score``,
+      ``safety/interventions`` (std_msgs/String JSON) and ``episode/command`` (only to end an episode
+      it cannot serve), and with ``publish_depth`` the simulator's exact depth on
+      ``camera/aligned_depth_to_color/image_raw`` (32FC1, m), where a camera's measured depth goes on
+      a robot, so estimated depth can be scored against the truth.
       subscribes ``policy/action`` (trajectory_msgs/JointTrajectory, the 7-D action),
       ``orchestrator/decision``, ``episode/status``.
     Parameters: see ``SIM_BRIDGE`` in :mod:`ladder_ros.nodes.parameters` (simulator, suite, render,
@@ -128,6 +130,8 @@ class SimBridgeNode(Node):
         self._clock_pub = publisher(self, Clock, topics.CLOCK)
         self._image_pub = publisher(self, Image, topics.IMAGE)
         self._depth_pub = publisher(self, Image, topics.SENSOR_DEPTH) if self.params["publish_depth"] else None
+        self._camera_info_pub = publisher(self, CameraInfo, topics.CAMERA_INFO)
+        self._intrinsics = None  # the simulator camera's, read at each episode's reset
         self._joint_pub = publisher(self, JointState, topics.JOINT_STATES)
         self._pose_pub = publisher(self, PoseStamped, topics.EE_POSE)
         self._privileged_pub = publisher(self, String, topics.PRIVILEGED)
@@ -158,6 +162,7 @@ class SimBridgeNode(Node):
             started = time.perf_counter()
             observation = self.simulator.reset(task, status.layout, status.seed)
             self.timing["sim_s"] += time.perf_counter() - started
+            self._intrinsics = self.simulator.camera_intrinsics() if observation.image is not None else None
         except (LadderError, KeyError, TypeError, ValueError) as exc:
             self._done = True
             self.episodes.request_abort(status.episode_id, f"sim_bridge cannot reset the simulator: {exc}")
@@ -282,10 +287,12 @@ class SimBridgeNode(Node):
         self._joint_pub.publish(joint_state_to_msg(observation.joint_names, observation.joint_positions,
                                                    observation.aperture, stamp, self.params["aperture_joint"]))
         self._privileged_pub.publish(document_to_msg(self._privileged_doc))
-        self._pose_pub.publish(pose_to_msg(observation.ee_position, observation.ee_euler, stamp,
+        self._pose_pub.publish(pose_to_msg(observation.ee_position, observation.base_orientation(), stamp,
                                            self.params["base_frame"]))
         if observation.image is not None:
             self._image_pub.publish(image_to_msg(observation.image, stamp, self.params["camera_frame"]))
+            if self._intrinsics is not None:
+                self._camera_info_pub.publish(camera_info_to_msg(self._intrinsics, stamp, self.params["camera_frame"]))
         if self._depth_pub is not None and observation.depth is not None:
             self._depth_pub.publish(depth_to_msg(observation.depth, stamp, self.params["camera_frame"]))
 
@@ -302,13 +309,19 @@ class SimBridgeNode(Node):
         assert self.task is not None and self.tracker is not None and self.observation is not None
         self._done = True
         summary = decision.summary or {}
-        score = score_episode(self.task, self.tracker, summary)
         privileged = self.observation.privileged
+        try:
+            score = score_episode(self.task, self.tracker, summary,
+                                  privileged.env_success if privileged is not None else None)
+        except LadderError as exc:
+            self.get_logger().error(f"episode {decision.episode_id}: cannot score it: {exc}")
+            return
         doc = EpisodeScoreDoc(episode_id=decision.episode_id, step=self.observation.step, score={
             "success": score.success, "subgoals_done": score.subgoals_done,
             "subgoals": [o.to_dict() for o in score.outcomes], "violations": list(score.violations),
             "final_goal": privileged.goal.to_dict() if privileged is not None else {},
             "steps_used": self.observation.step, "simulator": self.simulator.name,
+            "success_rule": self.task.success_rule,
             "bridge_timing_s": dict(self.timing), "steps_taken": self.steps_taken,
             "safety": self.safety.summary(),
         })

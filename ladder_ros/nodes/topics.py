@@ -1,11 +1,11 @@
 """Every topic of the ladder_ros graph: name, type, QoS, rate, who publishes and who listens.
 
-Names are relative, so a graph's namespace (``/widowx``) prefixes them all. The QoS kinds follow
-DESIGN.md section 3: images best-effort sensor data; commands, per-step streams and events reliable;
-latched state (episode status, current subgoal) reliable + transient-local depth 1, so a node that
-starts late or restarts gets it at once. The README's topic table is generated from this module
-(``python -m ladder_ros.nodes.topics``). No rclpy here: QoS objects are built in
-:mod:`ladder_ros.nodes.runtime`.
+Names are relative, so a graph's namespace (``/widowx``) prefixes them all. The QoS kinds
+(docs/graph.md, "QoS"): images and their camera info best-effort sensor data; commands, per-step
+streams and events reliable; latched state (episode status, current subgoal) reliable +
+transient-local depth 1, so a node that starts late or restarts gets it at once. The README's topic
+table is generated from this module (``python -m ladder_ros.nodes.topics``). No rclpy here: QoS
+objects are built in :mod:`ladder_ros.nodes.runtime`.
 """
 
 from __future__ import annotations
@@ -45,8 +45,10 @@ IMAGE = TopicSpec("camera/image_raw", "sensor_msgs/msg/Image", SENSOR, "control 
                   "sim_bridge (robot: camera)", ("policy", "vlm_verifier", "depth", "episode_recorder"),
                   "RGB camera image (rgb8); stamp = the step's time (robot: the device's capture time)", external=True)
 CAMERA_INFO = TopicSpec("camera/camera_info", "sensor_msgs/msg/CameraInfo", SENSOR, "with each image",
-                        "camera (robot, from calibration/<robot>_<camera>.yaml)", ("depth",),
-                        "Intrinsics of camera/image_raw (K, D, R, P), same stamp as the image", external=True)
+                        "sim_bridge (the simulator camera's own intrinsics) / camera (robot, from "
+                        "calibration/<robot>_<camera>.yaml)", ("depth", "episode_recorder"),
+                        "Intrinsics of camera/image_raw (K, D, R, P; simulators: plumb_bob, no distortion), same "
+                        "stamp and frame as the image", external=True)
 SENSOR_DEPTH = TopicSpec("camera/aligned_depth_to_color/image_raw", "sensor_msgs/msg/Image", SENSOR, "with each image",
                          "camera (RealSense depth) / sim_bridge (publish_depth: the simulator's exact depth)",
                          ("depth", "episode_recorder"),

@@ -8,7 +8,7 @@ model is a symptom worth stopping for.
 
 End-effector delta actions are then converted to the graph's action contract (``policy/action``:
 metres, Euler XYZ radians, gripper +1 open / -1 closed) by the project's one conversion module
-(:mod:`ladder_ros.sim.action_conventions`), from the rotation and gripper conventions the config
+(:mod:`ladder_ros.core.action_conventions`), from the rotation and gripper conventions the config
 names: the policy knows how it was trained, so every consumer of ``policy/action`` reads one
 convention. Joint-position actions pass through with the config's axis names.
 """
@@ -19,7 +19,7 @@ import numpy as np
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.policies.config import EE_DELTA, PolicyConfig
-from ladder_ros.sim.action_conventions import GRIPPER_OPEN_THRESHOLD, ActionConvention, to_maniskill_action
+from ladder_ros.core.action_conventions import GRIPPER_OPEN_THRESHOLD, ActionConvention
 from ladder_ros.sim.base import Observation
 
 
@@ -77,7 +77,7 @@ class ActionProcessor:
         """One checked action as the graph's command (see the module docstring)."""
         if self.convention is None:
             return np.asarray(action, dtype=np.float64).copy()
-        return to_maniskill_action(action, self.convention)
+        return self.convention.to_canonical(action)
 
     def hold_command(self, observation: Observation) -> np.ndarray:
         """The command that keeps the arm where it is: no motion, the gripper as it is now (or joints in place)."""

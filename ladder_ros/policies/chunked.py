@@ -24,6 +24,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from ladder_ros.core.action_conventions import ActionConvention
 from ladder_ros.policies.actions import ActionProcessor, InvalidActionError
 from ladder_ros.policies.base import LowLevelPolicy
 from ladder_ros.policies.config import PolicyConfig
@@ -145,6 +146,11 @@ class ChunkedPolicy:
         self._queue: deque[TaggedAction] = deque()
         self.chunks = 0  # requests made this episode (the noise seed's index)
         self.holds = 0  # hold-still commands given instead of a rejected chunk's actions
+
+    @property
+    def declared_convention(self) -> ActionConvention | None:
+        """The convention the model acts in (its config's); what :meth:`act` returns is already the contract."""
+        return self.processor.convention
 
     def reset(self, instruction: str) -> None:
         self._queue.clear()

@@ -10,9 +10,11 @@ node all build policies through it, so a learned model runs the same code everyw
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
+from ladder_ros.core.action_conventions import ActionConvention, RotationConvention
 from ladder_ros.core.errors import ConfigError, unknown_name
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.task import Task
@@ -63,6 +65,24 @@ def load_policy(name_or_path: str) -> PolicyConfig:
     return load_policy_config(policy_config_path(name_or_path))
 
 
+def with_rotation(config: PolicyConfig, rotation_convention: str | None) -> PolicyConfig:
+    """``config`` with its rotation convention replaced by the user's choice (None or "": its own)."""
+    if not rotation_convention:
+        return config
+    rotation = RotationConvention.parse(rotation_convention)
+    if config.action.kind != EE_DELTA:
+        raise ConfigError(f"policy {config.name} acts in joint positions: a rotation convention does not apply",
+                          source=config.source, key="action.rotation")
+    return replace(config, action=replace(config.action, rotation=rotation.value))
+
+
+def action_convention(config: PolicyConfig) -> ActionConvention | None:
+    """The convention an end-effector delta policy acts in (None for joint-position policies)."""
+    if config.action.kind != EE_DELTA:
+        return None
+    return ActionConvention.parse(config.action.rotation, config.action.gripper)
+
+
 def per_step_config(name: str, embodiment: str) -> PolicyConfig:
     """The config of a per-step policy that already speaks the graph's action contract (chunks of one)."""
     axes = tuple(ActionAxis(n, u, -1e9, 1e9) for n, u in (
@@ -90,14 +110,17 @@ class PolicyProvider:
             expert_noise(noise)  # an unknown noise preset fails here, naming it
 
     @classmethod
-    def load(cls, name_or_path: str, noise: str = NOISE_DEFAULT) -> "PolicyProvider":
-        return cls(load_policy(name_or_path), noise=noise)
+    def load(cls, name_or_path: str, noise: str = NOISE_DEFAULT,
+             rotation_convention: str | None = None) -> "PolicyProvider":
+        """The provider of a config; ``rotation_convention`` (None or "": the config's) replaces its rotation."""
+        return cls(with_rotation(load_policy(name_or_path), rotation_convention), noise=noise)
 
     @classmethod
     def from_factory(cls, factory: Callable[[Task, int], LowLevelPolicy], embodiment: str,
-                     name: str = "per_step_policy") -> "PolicyProvider":
-        """A provider around a per-step policy factory (tests): chunks of one, in the graph's contract."""
-        return cls(per_step_config(name, embodiment), per_step=factory)
+                     name: str = "per_step_policy", rotation_convention: str | None = None) -> "PolicyProvider":
+        """A provider around a per-step policy factory (tests): chunks of one, in the graph's contract
+        unless a rotation convention is named."""
+        return cls(with_rotation(per_step_config(name, embodiment), rotation_convention), per_step=factory)
 
     @property
     def reads_privileged(self) -> bool:
@@ -132,7 +155,9 @@ class PolicyProvider:
             return PerStepSource(self._per_step(task, seed))
         from ladder_ros.policies.scripted_expert import ScriptedExpert, expert_noise
 
-        return PerStepSource(ScriptedExpert(task, seed, expert_noise(self.noise)))
+        # The expert acts in the config's convention, which the chunk's action processor converts back.
+        return PerStepSource(ScriptedExpert(task, seed, expert_noise(self.noise),
+                                            action_convention=action_convention(self.config)))
 
     def episode_source(self, task: Task, seed: int) -> ChunkSource:
         return self.per_step_source(task, seed) if self.per_episode else self.source()
@@ -147,23 +172,33 @@ class PolicyProvider:
             self._source = None
 
 
-_PROVIDERS: dict[tuple[str, float, str], PolicyProvider] = {}
+_PROVIDERS: dict[tuple[str, float, str, str], PolicyProvider] = {}
 
 
-def provider_for(name_or_path: str, noise: str = NOISE_DEFAULT) -> PolicyProvider:
-    """The process's provider for a config (cached: a model is loaded once per process)."""
+def provider_for(name_or_path: str, noise: str = NOISE_DEFAULT,
+                 rotation_convention: str | None = None) -> PolicyProvider:
+    """The process's provider for a config (cached: a model is loaded once per process); a rotation
+    convention, when given, replaces the config's."""
     path = policy_config_path(name_or_path).resolve()
-    key = (str(path), path.stat().st_mtime, noise)
+    key = (str(path), path.stat().st_mtime, noise, rotation_convention or "")
     if key not in _PROVIDERS:
-        _PROVIDERS[key] = PolicyProvider(load_policy_config(path), noise=noise)
+        _PROVIDERS[key] = PolicyProvider(with_rotation(load_policy_config(path), rotation_convention), noise=noise)
     return _PROVIDERS[key]
 
 
-def make_policy(name: str, task: Task, seed: int, noise: str = NOISE_DEFAULT) -> LowLevelPolicy:
+def make_policy(name: str, task: Task, seed: int, noise: str = NOISE_DEFAULT,
+                rotation_convention: str | None = None) -> LowLevelPolicy:
     """The policy of one episode (the reference loop, ``sim-eval``, ``parity``)."""
-    return provider_for(name, noise).episode_policy(task, seed)
+    return provider_for(name, noise, rotation_convention).episode_policy(task, seed)
 
 
-def check_policy(name: str, noise: str = NOISE_DEFAULT) -> None:
-    """Fail early, naming the file and field or the value, when a policy config or its noise model is bad."""
-    provider_for(name, noise)
+def check_policy(name: str, noise: str = NOISE_DEFAULT, rotation_convention: str | None = None) -> None:
+    """Fail early, naming the file and field or the value, when a policy config, its noise model or a
+    rotation convention is bad."""
+    provider_for(name, noise, rotation_convention)
+
+
+def policy_action_convention(name: str, rotation_convention: str | None = None) -> dict:
+    """The convention policy ``name`` acts in, as results record it ({} for joint-position policies)."""
+    convention = action_convention(provider_for(name, NOISE_DEFAULT, rotation_convention).config)
+    return {} if convention is None else convention.to_dict()

@@ -45,6 +45,7 @@ from typing import Generator, Iterable
 
 import numpy as np
 
+from ladder_ros.core.action_conventions import CANONICAL, ActionConvention
 from ladder_ros.core.errors import ConfigError, InvalidInputError, unknown_name
 from ladder_ros.core.task import Task
 from ladder_ros.sim.base import ContainerInfo, Observation, PrivilegedState
@@ -259,7 +260,8 @@ class ScriptedExpert:
 
     name = "scripted_expert"
 
-    def __init__(self, task: Task, seed: int = 0, noise: ExpertNoise | None = None, *, table_z: float = 0.0):
+    def __init__(self, task: Task, seed: int = 0, noise: ExpertNoise | None = None, *, table_z: float = 0.0,
+                 action_convention: ActionConvention | None = None):
         if not isinstance(task, Task):
             raise ConfigError(f"task must be a Task, got {type(task).__name__}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
@@ -269,9 +271,15 @@ class ScriptedExpert:
             raise ConfigError(f"noise must be an ExpertNoise, got {type(noise).__name__}")
         if not math.isfinite(table_z):
             raise ConfigError(f"table_z must be finite, got {table_z!r}")
+        if action_convention is not None and not isinstance(action_convention, ActionConvention):
+            raise ConfigError(f"action_convention must be an ActionConvention, got {type(action_convention).__name__}")
         self.task = task
         self.seed = int(seed)
         self.noise = noise
+        # The expert plans in the action contract (Euler XYZ); in another convention it gives the
+        # same motions in that convention's numbers, which the loop converts back: a test of each
+        # conversion end to end.
+        self.action_convention = action_convention if action_convention is not None else CANONICAL
         self.table_z = float(table_z)
         self._rng = np.random.default_rng(self.seed)
         self._instruction: str | None = None
@@ -291,7 +299,11 @@ class ScriptedExpert:
         self._plan = None
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
-        """The next 7-D action (translation delta, Euler XYZ delta, gripper +1 open / -1 closed)."""
+        """The next 7-D action in ``action_convention`` (by default the contract: translation delta,
+        Euler XYZ delta, gripper +1 open / -1 closed)."""
+        return self.action_convention.from_canonical(self._act(observation, instruction))
+
+    def _act(self, observation: Observation, instruction: str) -> np.ndarray:
         if observation.privileged is None:
             raise InvalidInputError(
                 "ScriptedExpert reads the simulator's privileged state (object poses), but the observation "

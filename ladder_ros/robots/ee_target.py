@@ -20,7 +20,7 @@ import numpy as np
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.safety import GRIPPER, ROTATION, TRANSLATION, WorkspaceBox
-from ladder_ros.sim.action_conventions import euler_xyz_to_matrix
+from ladder_ros.core.rotations import euler_xyz_to_matrix
 
 
 class BridgeTarget:

@@ -26,7 +26,7 @@ import numpy as np
 from ladder_ros.robots.franka import FrankaModel
 from ladder_ros.robots.gripper import ApertureRange
 from ladder_ros.robots.interbotix_arm import BackendUnavailable
-from ladder_ros.robots.kinematics import quaternion_to_rotation
+from ladder_ros.core.rotations import quaternion_to_matrix
 
 MISSING_FRANKY = ("the Franka driver needs franky (pip install franky-control==2.0.0, requirements/robots.txt; its "
                   "wheels bundle libfranka, which must match the robot's system version)")
@@ -134,7 +134,7 @@ class FrankyArm:
         pose = self.robot.current_cartesian_state.pose.end_effector_pose
         t = np.eye(4)
         x, y, z, w = (float(v) for v in np.asarray(pose.quaternion).ravel())
-        t[:3, :3] = quaternion_to_rotation(np.array([w, x, y, z]))
+        t[:3, :3] = quaternion_to_matrix(np.array([w, x, y, z]))
         t[:3, 3] = np.asarray(pose.translation, dtype=np.float64).ravel()
         latest = self.gripper.latest()
         if latest is None:

@@ -198,34 +198,6 @@ class ScrewChain:
         return IKResult(q, True, iterations, position_error, rotation_error)
 
 
-def rotation_to_quaternion(r: np.ndarray) -> np.ndarray:
-    """(w, x, y, z) of a rotation matrix, w >= 0 (Shepperd's method: stable for every rotation)."""
-    m = np.asarray(r, dtype=np.float64)
-    trace = np.trace(m)
-    if trace > 0:
-        s = 2.0 * np.sqrt(trace + 1.0)
-        q = np.array([0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s])
-    else:
-        i = int(np.argmax(np.diag(m)))
-        j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * np.sqrt(1.0 + m[i, i] - m[j, j] - m[k, k])
-        q = np.zeros(4)
-        q[0] = (m[k, j] - m[j, k]) / s
-        q[1 + i] = 0.25 * s
-        q[1 + j] = (m[j, i] + m[i, j]) / s
-        q[1 + k] = (m[k, i] + m[i, k]) / s
-    q /= np.linalg.norm(q)
-    return q if q[0] >= 0 else -q
-
-
-def quaternion_to_rotation(q: np.ndarray) -> np.ndarray:
-    """The rotation matrix of a (w, x, y, z) quaternion (normalised first)."""
-    w, x, y, z = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
 def joint_path(start: np.ndarray, goal: np.ndarray, max_step: np.ndarray) -> list[np.ndarray]:
     """Joint targets from ``start`` (excluded) to ``goal`` (included), no joint moving more than ``max_step`` a step.
 

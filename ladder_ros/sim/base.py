@@ -14,21 +14,12 @@ from typing import Mapping, Protocol, runtime_checkable
 
 import numpy as np
 
-from ladder_ros.core.errors import InvalidInputError
+# The action contract lives in the core (policies and drivers read it without a simulator).
+from ladder_ros.camera.model import CameraIntrinsics  # noqa: F401  (re-exported)
+from ladder_ros.core.action_conventions import ACTION_DIM, validate_action  # noqa: F401  (re-exported)
 from ladder_ros.core.goals import GoalState
+from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_quaternion
 from ladder_ros.core.task import Task
-
-ACTION_DIM = 7  # [dx, dy, dz (m), droll, dpitch, dyaw (rad, Euler XYZ), gripper (+1 open, -1 closed)]
-
-
-def validate_action(action: np.ndarray) -> np.ndarray:
-    """Return ``action`` as a float64 (7,) array, or raise naming what is wrong with it."""
-    arr = np.asarray(action, dtype=np.float64)
-    if arr.shape != (ACTION_DIM,):
-        raise InvalidInputError(f"action must have shape ({ACTION_DIM},), got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise InvalidInputError(f"action has non-finite entries: {arr.tolist()}")
-    return arr
 
 
 @dataclass(frozen=True)
@@ -58,6 +49,9 @@ class PrivilegedState:
     objects: Mapping[str, ObjectPose] = field(default_factory=dict)
     containers: Mapping[str, ContainerInfo] = field(default_factory=dict)
     grasped: tuple[str, ...] = ()  # instance names held between the fingers
+    # The stock env's own success check at this step (ManiSkill's env.evaluate()["success"]) on an
+    # episode scored by it (success_rule simplerenv); None otherwise.
+    env_success: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +60,10 @@ class Observation:
 
     ``step`` counts control steps since reset (0 = the reset observation). ``aperture`` is the
     gripper opening in [0, 1]. ``ee_position`` is the end-effector position in the robot base frame
-    (metres); ``ee_euler`` its orientation (roll, pitch, yaw, rad). ``target_position`` is the
+    (metres). ``ee_quaternion`` is the end effector's true orientation in the robot base frame
+    (w, x, y, z), what ``ee_pose`` publishes. ``ee_euler`` is its orientation relative to the
+    embodiment's top-down gripper pose as Euler XYZ angles (rad): (0, 0, yaw) for a gripper pointing
+    down, which is how the scripted expert steers (docs/conventions.md). ``target_position`` is the
     controller's target (deltas add to it). ``privileged`` is None on real robots. ``depth`` is
     the camera's exact depth (float32 metres, aligned to ``image``, NaN where nothing was hit)
     when the simulator was asked to render it.
@@ -82,6 +79,14 @@ class Observation:
     target_position: np.ndarray | None = None
     privileged: PrivilegedState | None = None
     depth: np.ndarray | None = None
+    ee_quaternion: np.ndarray | None = None
+
+    def base_orientation(self) -> np.ndarray:
+        """The base-frame orientation (w, x, y, z): ``ee_quaternion``, or, for a backend whose top-down
+        reference is the base frame itself and that gives no quaternion, the one of ``ee_euler``."""
+        if self.ee_quaternion is not None:
+            return np.asarray(self.ee_quaternion, dtype=np.float64)
+        return matrix_to_quaternion(euler_xyz_to_matrix(self.ee_euler))
 
 
 @runtime_checkable
@@ -96,6 +101,9 @@ class SimulatorBackend(Protocol):
 
     def step(self, action: np.ndarray) -> Observation:
         """Apply one 7-D action for one control period and return the next observation."""
+
+    def camera_intrinsics(self) -> CameraIntrinsics | None:
+        """The intrinsics of the camera whose images the observations carry (None: no camera)."""
 
     def close(self) -> None:
         """Free the simulator's resources."""

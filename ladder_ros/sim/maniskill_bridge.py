@@ -10,14 +10,20 @@ ManiSkill3 envs of mani-skill 3.0.1 on the CPU (PhysX CPU, SAPIEN rendering thro
   RNGs. By default every reset rebuilds the physics scene (``reconfiguration_freq=1``, ~0.3 s) so an
   episode's result does not depend on what ran before it in the process; parity checks compare two
   processes step by step and need that.
-* ``step(action)`` applies one 7-D action (metres in the robot base frame added to the previous
-  *target* pose, Euler XYZ rotation delta, gripper +1 open / -1 closed) for one 5 Hz control period.
-  :mod:`ladder_ros.sim.action_conventions` converts other conventions (axis-angle rotations, Bridge
-  "open" fractions) first.
+* ``step(action)`` applies one 7-D action in the project's contract (metres in the robot base frame
+  added to the previous *target* pose, Euler XYZ rotation delta, gripper +1 open / -1 closed) for one
+  5 Hz control period; a policy trained in another convention has its actions converted before
+  they get here (:mod:`ladder_ros.core.action_conventions`).
 * Observations carry the ``3rd_view_camera`` image (480x640x3 uint8), the gripper aperture from the
-  finger joints, the end-effector position and its controller target in the base frame, the
-  end-effector orientation relative to a top-down gripper (``TOP_DOWN_REFERENCE``), the 8 joint
-  positions, and the privileged state.
+  finger joints, the end-effector position, its true orientation (``ee_pose_at_base``) and its
+  controller target in the base frame, the orientation relative to a top-down gripper
+  (``TOP_DOWN_REFERENCE``) as ``ee_euler``, the 8 joint positions, and the privileged state.
+  ``camera_intrinsics()`` is the camera's own intrinsic matrix (fx = fy = 623.588, cx = 319.501,
+  cy = 239.545 at 640x480).
+* Stock tasks (``success_rule: simplerenv``) are SimplerEnv's own envs unchanged: the backend
+  refuses one whose instruction is not the env's ``get_language_instruction()`` or whose budget is not
+  the env's ``max_episode_steps``, and reports the env's own ``evaluate()["success"]`` every step
+  (``PrivilegedState.env_success``), which scores the episode.
 
 Frames: every position and orientation this backend reports (end effector, target, objects,
 containers) is in the **robot base frame**, the frame the actions are expressed in; ManiSkill's world
@@ -37,8 +43,7 @@ Options of ``make_backend`` (all optional): ``asset_dir`` (the folder holding ``
 ``$LADDER_LVP_DIR``, ``$VK_ICD_FILENAMES`` or ``/opt/lvp``), ``render`` (False skips the camera:
 observations then have ``image=None``), ``render_depth`` (also the camera's exact depth: ManiSkill's
 ``depth`` texture, int16 millimetres along the optical axis, as float32 metres; needs ``render``),
-``rotation_convention`` (``euler_xyz`` | ``axis_angle``), ``gripper_convention`` (``signed`` |
-``open_fraction``), ``reconfigure_each_episode``.
+``reconfigure_each_episode``.
 """
 
 from __future__ import annotations
@@ -51,12 +56,13 @@ from typing import Any
 
 import numpy as np
 
+from ladder_ros.core.action_conventions import validate_action
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.goals import GoalState
+from ladder_ros.core.rotations import matrix_to_euler_xyz, quaternion_multiply, quaternion_to_matrix
 from ladder_ros.core.suite import TaskSuite
-from ladder_ros.core.task import Task
-from ladder_ros.sim.base import ContainerInfo, Observation, ObjectPose, PrivilegedState
-from ladder_ros.sim.action_conventions import ActionConvention, matrix_to_euler_xyz, to_maniskill_action
+from ladder_ros.core.task import SIMPLERENV_RULE, Task
+from ladder_ros.sim.base import CameraIntrinsics, ContainerInfo, Observation, ObjectPose, PrivilegedState
 from ladder_ros.sim.maniskill_env import (
     ManiSkillSetupError,
     configure_current_process,
@@ -96,6 +102,16 @@ def aperture_from_fingers(finger_positions: np.ndarray) -> float:
     return float(np.clip((mean - FINGER_CLOSED_M) / (FINGER_OPEN_M - FINGER_CLOSED_M), 0.0, 1.0))
 
 
+def _success(info: dict) -> bool:
+    """The env's own ``success`` of its single sub-env (``evaluate()`` or a step's ``info``)."""
+    return bool(info["success"][0])
+
+
+def _unit_quaternion(q: np.ndarray) -> np.ndarray:
+    q = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
+    return q if q[0] >= 0 else -q
+
+
 def object_on_container(object_position: np.ndarray, container_position: np.ndarray,
                         object_half_height: float, container_half_extents: np.ndarray,
                         contact_force_n: float, container: BridgeItem) -> bool:
@@ -109,22 +125,6 @@ def object_on_container(object_position: np.ndarray, container_position: np.ndar
     return bool(xy_ok and z_ok and contact_ok)
 
 
-def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
-    w, x, y, z = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
-
-
-def _quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
-
-
 @dataclass(frozen=True)
 class RigidFrame:
     """A pose as position + unit quaternion (w, x, y, z); maps world coordinates into itself."""
@@ -133,11 +133,11 @@ class RigidFrame:
     quaternion: np.ndarray
 
     def to_local_point(self, point: np.ndarray) -> np.ndarray:
-        return _quat_to_matrix(self.quaternion).T @ (np.asarray(point, dtype=np.float64) - self.position)
+        return quaternion_to_matrix(self.quaternion).T @ (np.asarray(point, dtype=np.float64) - self.position)
 
     def to_local_quaternion(self, quaternion: np.ndarray) -> np.ndarray:
         w, x, y, z = self.quaternion
-        q = _quat_multiply(np.array([w, -x, -y, -z]), np.asarray(quaternion, dtype=np.float64))
+        q = quaternion_multiply(np.array([w, -x, -y, -z]), np.asarray(quaternion, dtype=np.float64))
         return q if q[0] >= 0 else -q
 
 
@@ -149,6 +149,8 @@ class _Episode:
     actors: dict[str, Any]  # item name -> ManiSkill Actor
     half_extents: dict[str, np.ndarray]  # item name -> |R0 @ bbox| / 2 (as in BaseBridgeEnv)
     base: RigidFrame
+    env_scored: bool = False  # report the env's own success check (success_rule simplerenv)
+    env_success: bool | None = None
     step: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
 
@@ -160,9 +162,7 @@ class ManiSkillBridgeBackend:
     control_rate_hz = CONTROL_RATE_HZ
 
     def __init__(self, suite: TaskSuite, asset_dir: str | Path | None = None, lvp_dir: str | Path | None = None,
-                 render: bool = True, rotation_convention: str = "euler_xyz",
-                 gripper_convention: str = "signed", reconfigure_each_episode: bool = True,
-                 render_depth: bool = False):
+                 render: bool = True, reconfigure_each_episode: bool = True, render_depth: bool = False):
         if render_depth and not render:
             raise ConfigError("render_depth needs render: ManiSkill renders depth with the camera image")
         self.suite = suite
@@ -173,6 +173,10 @@ class ManiSkillBridgeBackend:
                 raise ConfigError(f"task {task.task_id!r} asks for {task.layouts} layouts; scene "
                                   f"{scene.name!r} ({scene.env_id}) has {scene.layout_count}",
                                   source=suite.source, key=f"tasks.{task.task_id}.layouts")
+            if task.success_rule == SIMPLERENV_RULE and not scene.is_original:
+                raise ConfigError(f"task {task.task_id!r}: success_rule simplerenv needs one of SimplerEnv's own "
+                                  f"envs; scene {scene.name!r} is {scene.env_id}", source=suite.source,
+                                  key=f"tasks.{task.task_id}.success_rule")
         all_models = tuple(sorted({m for scene in self.scenes.values() for m in scene.model_ids}))
         all_files = tuple(dict.fromkeys(f for scene in self.scenes.values() for f in scene.asset_files))
         self.asset_dir = resolve_asset_dir(asset_dir, model_ids=all_models, files=all_files)
@@ -191,7 +195,6 @@ class ManiSkillBridgeBackend:
                 for m in scene.model_ids}
         self.render = bool(render)
         self.render_depth = bool(render_depth)
-        self.convention = ActionConvention.parse(rotation_convention, gripper_convention)
         self.reconfigure_each_episode = bool(reconfigure_each_episode)
         configure_current_process(self.asset_dir, self.driver)
         self._envs: dict[str, Any] = {}
@@ -241,22 +244,54 @@ class ManiSkillBridgeBackend:
             raise InvalidInputError(f"seed must be a non-negative integer, got {seed!r}")
         env = self._env_for(scene)
         unwrapped = env.unwrapped
+        env_scored = task.success_rule == SIMPLERENV_RULE
+        if env_scored:
+            self._check_stock_task(task, env)
         started = time.perf_counter()
-        obs, _ = unwrapped.reset(seed=int(seed), options={"episode_id": torch.tensor([int(layout)])})
+        obs, info = unwrapped.reset(seed=int(seed), options={"episode_id": torch.tensor([int(layout)])})
         reset_ms = (time.perf_counter() - started) * 1e3
         actors = {item.name: unwrapped.objs[item.model_id] for item in scene.items}
         half_extents = {}
         for item in scene.items:
             size = self._bboxes[scene.name][item.model_id]
-            rotation = _quat_to_matrix(actors[item.name].pose.q[0].cpu().numpy())
+            rotation = quaternion_to_matrix(actors[item.name].pose.q[0].cpu().numpy())
             # BaseBridgeEnv rotates the bbox size vector by the pose after settling; abs keeps the
             # half extents positive for any yaw (the env only ever uses norms and the z component).
             half_extents[item.name] = np.abs(rotation @ size) / 2.0
         base_pose = unwrapped.agent.robot.pose.raw_pose[0].cpu().numpy().astype(np.float64)
         self._episode = _Episode(scene=scene, actors=actors, half_extents=half_extents,
-                                 base=RigidFrame(base_pose[:3], base_pose[3:]))
+                                 base=RigidFrame(base_pose[:3], base_pose[3:]), env_scored=env_scored,
+                                 env_success=_success(info) if env_scored else None)
         self._episode.timings_ms["reset"] = reset_ms
         return self._observe(obs if self.render else None)
+
+    def _check_stock_task(self, task: Task, env) -> None:
+        """A stock task is the env unchanged: its own instruction and its own episode length."""
+        from mani_skill.utils.registration import REGISTERED_ENVS
+
+        env_id = self.scenes[task.scene].env_id
+        instruction = str(env.unwrapped.get_language_instruction()[0])
+        limit = REGISTERED_ENVS[env_id].max_episode_steps  # @register_env(max_episode_steps=...)
+        problems = []
+        if task.instruction != instruction:
+            problems.append(f"instruction {task.instruction!r} is not the env's {instruction!r}")
+        if limit is not None and task.budget_steps != limit:
+            problems.append(f"budget_steps {task.budget_steps} is not the env's max_episode_steps {limit}")
+        if problems:
+            raise ConfigError(f"task {task.task_id!r} is scored as SimplerEnv's {env_id} (success_rule simplerenv) "
+                              "but its " + " and its ".join(problems), source=self.suite.source,
+                              key=f"tasks.{task.task_id}")
+
+    def camera_intrinsics(self) -> CameraIntrinsics:
+        """The intrinsics of ``3rd_view_camera`` as the env's camera reports them (``intrinsic_cv``)."""
+        if not self._envs:
+            raise InvalidInputError("no env yet; call reset() first")
+        env = self.env if self._episode is not None else next(iter(self._envs.values()))
+        camera = env.unwrapped.scene.sensors[CAMERA_NAME]
+        matrix = camera.get_params()["intrinsic_cv"][0].cpu().numpy().astype(np.float64)
+        config = camera.config
+        return CameraIntrinsics(width=int(config.width), height=int(config.height), fx=float(matrix[0, 0]),
+                                fy=float(matrix[1, 1]), cx=float(matrix[0, 2]), cy=float(matrix[1, 2]))
 
     def step(self, action: np.ndarray) -> Observation:
         """One 5 Hz control period with one 7-D action (see the module docstring for its meaning)."""
@@ -264,17 +299,22 @@ class ManiSkillBridgeBackend:
 
         if self._episode is None:
             raise InvalidInputError("step() before reset()")
-        command = to_maniskill_action(action, self.convention)
+        command = validate_action(action).copy()
+        command[6] = float(np.clip(command[6], -1.0, 1.0))
         unwrapped = self.env.unwrapped
         started = time.perf_counter()
         tensor = torch.as_tensor(command, dtype=torch.float32)
         if self.render:
-            obs, *_ = unwrapped.step(tensor)
+            obs, _, _, _, info = unwrapped.step(tensor)
         else:
-            # The physics half of BaseEnv.step, without evaluate() and the camera render.
+            # The physics half of BaseEnv.step, without the camera render (and without evaluate()
+            # unless the env's own success check scores this episode).
             unwrapped._step_action(tensor)
             unwrapped._elapsed_steps += 1
             obs = None
+            info = unwrapped.evaluate() if self._episode.env_scored else None
+        if self._episode.env_scored:
+            self._episode.env_success = _success(info)
         self._episode.timings_ms["step"] = (time.perf_counter() - started) * 1e3
         self._episode.step += 1
         return self._observe(obs)
@@ -322,12 +362,13 @@ class ManiSkillBridgeBackend:
             image=image,
             aperture=aperture_from_fingers(qpos[6:8]),
             ee_position=ee_pose[:3].copy(),
-            ee_euler=matrix_to_euler_xyz(_quat_to_matrix(ee_pose[3:]) @ TOP_DOWN_REFERENCE.T),
+            ee_euler=matrix_to_euler_xyz(quaternion_to_matrix(ee_pose[3:]) @ TOP_DOWN_REFERENCE.T),
             joint_names=ARM_JOINTS + FINGER_JOINTS,
             joint_positions=qpos,
             target_position=target[:3].copy(),
             privileged=privileged,
             depth=depth,
+            ee_quaternion=_unit_quaternion(ee_pose[3:]),
         )
 
     def _privileged_state(self) -> PrivilegedState:
@@ -375,13 +416,12 @@ class ManiSkillBridgeBackend:
                 name=container.name, position=position, half_extents=half.copy(),
                 surface_z=float(position[2] + half[2]))
         return PrivilegedState(goal=GoalState(resting=resting, held=frozenset(held)), objects=objects,
-                               containers=containers, grasped=tuple(grasped))
+                               containers=containers, grasped=tuple(grasped), env_success=episode.env_success)
 
 
 def make_backend(suite: TaskSuite, **options: Any) -> ManiSkillBridgeBackend:
     """Factory named in :mod:`ladder_ros.sim.registry`; ``options`` are the constructor's keywords."""
-    known = {"asset_dir", "lvp_dir", "render", "rotation_convention", "gripper_convention",
-             "reconfigure_each_episode", "render_depth"}
+    known = {"asset_dir", "lvp_dir", "render", "reconfigure_each_episode", "render_depth"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise ConfigError(f"unknown maniskill_bridge options {unknown}; valid: {', '.join(sorted(known))}")

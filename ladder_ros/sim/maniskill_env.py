@@ -1,7 +1,7 @@
 """Where ManiSkill3 finds its assets and its software Vulkan driver, for this process or a child.
 
-ManiSkill3 (mani-skill 3.0.1) needs three things from the process environment (DESIGN.md §4,
-shared/assets/maniskill_bridge/README.md):
+ManiSkill3 (mani-skill 3.0.1) needs three things from the process environment (docs/dependencies.md,
+and the README of the asset folder):
 
 * ``MS_ASSET_DIR``: the folder that holds ``data/robots/widowx`` and
   ``data/tasks/bridge_v2_real2sim_dataset``. ManiSkill reads it once, when ``mani_skill`` is first

@@ -5,7 +5,7 @@ in CI, and nothing may be downloaded (no robot model packages). The stand-in is 
 slide joints and three hinges (roll, pitch, yaw, chained so the body rotation is
 ``Rx(roll) Ry(pitch) Rz(yaw)``) carry a palm with two slide fingers. Position servos track the
 controller target, so a step costs a few milliseconds. What the loop sees is the WidowX Bridge
-contract of SimplerEnv / ManiSkill3 (DESIGN.md §4), not the arm's dynamics:
+contract of SimplerEnv / ManiSkill3 (docs/conventions.md), not the arm's dynamics:
 
 * control at 5 Hz; 0.2 s of physics per step (ManiSkill3 Bridge: ``control_freq=5``);
 * the 7-D action ``[dx, dy, dz, droll, dpitch, dyaw, gripper]``: the translation (metres, base
@@ -59,16 +59,17 @@ import mujoco  # noqa: E402  (MUJOCO_GL must be set before the import)
 from ladder_ros.core.errors import ConfigError, InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalState  # noqa: E402
 from ladder_ros.core.suite import TaskSuite  # noqa: E402
-from ladder_ros.core.task import Task  # noqa: E402
+from ladder_ros.core.task import LADDER_RULE, Task  # noqa: E402
 from ladder_ros.sim.base import (  # noqa: E402
+    CameraIntrinsics,
     ContainerInfo,
     ObjectPose,
     Observation,
     PrivilegedState,
     validate_action,
 )
-# The one tested place for the Euler XYZ convention (plain numpy; it does not import ManiSkill).
-from ladder_ros.sim.action_conventions import euler_xyz_to_matrix, matrix_to_euler_xyz  # noqa: E402
+# The one tested place for the Euler XYZ convention (plain numpy).
+from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_euler_xyz, matrix_to_quaternion  # noqa: E402
 from ladder_ros.sim.tabletop_scene import (  # noqa: E402
     BIN_FLOOR_HALF_THICKNESS_M,
     BIN_WALL_HALF_THICKNESS_M,
@@ -86,7 +87,7 @@ from ladder_ros.sim.tabletop_scene import (  # noqa: E402
     sample_layout,
 )
 
-CONTROL_RATE_HZ = 5.0  # SimplerEnv / ManiSkill3 Bridge envs: control_freq=5 (DESIGN.md §4)
+CONTROL_RATE_HZ = 5.0  # SimplerEnv / ManiSkill3 Bridge envs: control_freq=5 (docs/dependencies.md)
 PHYSICS_TIMESTEP_S = 0.004  # 250 Hz; ManiSkill3 uses 500 Hz, this model is stable at 250 Hz and twice as fast
 SUBSTEPS = int(round(1.0 / (CONTROL_RATE_HZ * PHYSICS_TIMESTEP_S)))
 SETTLE_STEPS_AT_RESET = 75  # 0.3 s of physics so objects come to rest before step 0
@@ -111,7 +112,7 @@ PALM_CENTRE_Z = 0.040
 DEFAULT_IMAGE_SIZE = 256
 CAMERA_POSITION = np.array([0.02, -0.34, 0.42])  # behind and left of the base, like Bridge's 3rd view
 CAMERA_TARGET = np.array([0.33, 0.0, 0.0])
-CAMERA_FOVY_DEG = 55.0  # vertical field of view of the 3rd-view camera (MuJoCo cameras are ideal pinholes)
+CAMERA_FOVY_DEG = 55.0  # vertical field of view of the 3rd-view camera (MuJoCo cameras are ideal pinholes, fx = fy)
 
 
 # ----------------------------------------------------------------------------- camera
@@ -340,6 +341,11 @@ class MujocoTabletop:
                 raise ConfigError(f"{name} must be true or false, got {value!r}")
         if isinstance(image_size, bool) or not isinstance(image_size, int) or not 16 <= image_size <= 2048:
             raise ConfigError(f"image_size must be an integer in [16, 2048] pixels, got {image_size!r}")
+        stock = [t.task_id for t in suite.tasks if t.success_rule != LADDER_RULE]
+        if stock:
+            raise ConfigError(f"tasks {stock} are scored by a SimplerEnv env's own success check "
+                              "(success_rule simplerenv), which the MuJoCo tabletop does not have",
+                              source=suite.source)
         self.suite = suite
         self.scenes: dict[str, SceneSpec] = parse_scenes(suite.scenes)
         self.render = render
@@ -447,6 +453,17 @@ class MujocoTabletop:
             raise InvalidInputError("no scene is built yet; call reset() first")
         return self._data
 
+    def camera_intrinsics(self) -> CameraIntrinsics:
+        """The ``3rd_view`` camera: MuJoCo's vertical field of view spans the image height exactly.
+
+        ``f = (height / 2) / tan(fovy / 2)`` for both axes (square pixels) and the principal point at
+        the image centre, ``(size - 1) / 2`` in the pixel-centre convention of ``CameraInfo``.
+        """
+        size = self.image_size
+        focal = (size / 2.0) / math.tan(math.radians(CAMERA_FOVY_DEG) / 2.0)
+        centre = (size - 1) / 2.0
+        return CameraIntrinsics(width=size, height=size, fx=focal, fy=focal, cx=centre, cy=centre)
+
     def render_image(self) -> np.ndarray:
         """Render the camera now (also when ``render=False``, e.g. for a video of one episode)."""
         self._ensure_renderer(self.model)
@@ -518,12 +535,15 @@ class MujocoTabletop:
             image=image,
             aperture=aperture,
             ee_position=data.site_xpos[built.tcp_site].copy(),
+            # the base frame is the world frame, and the identity points the fingers down: the
+            # top-down reference of ee_euler is the base frame itself
             ee_euler=matrix_to_euler_xyz(data.site_xmat[built.tcp_site].reshape(3, 3)),
             joint_names=JOINT_NAMES,
             joint_positions=joints,
             target_position=self._target_pos.copy(),
             privileged=self._privileged(),
             depth=depth,
+            ee_quaternion=matrix_to_quaternion(data.site_xmat[built.tcp_site].reshape(3, 3)),
         )
 
     def _contacts(self) -> tuple[set[int], set[int], set[int]]:

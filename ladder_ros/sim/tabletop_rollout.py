@@ -68,7 +68,7 @@ def run_subgoal_sequence(backend: SimulatorBackend, task: Task, layout: int, pol
                          seed: int = 0, preset: EmbodimentPreset = WIDOWX,
                          budget: int | None = None) -> RolloutResult:
     """Feed the subgoal texts in order; advance when the predicate held ``settle`` steps, gripper open."""
-    budget = preset.budget.steps_for(task.horizon) if budget is None else budget
+    budget = preset.budget_for(task) if budget is None else budget
     settle = preset.privileged_settle_steps
     open_threshold = preset.trigger.open_threshold
     tracker = GoalTracker(task)
@@ -102,7 +102,7 @@ def run_full_instruction(backend: SimulatorBackend, task: Task, layout: int, pol
                          seed: int = 0, preset: EmbodimentPreset = WIDOWX,
                          budget: int | None = None) -> RolloutResult:
     """The no-orchestrator baseline: the full instruction for the whole budget, scored at the end."""
-    budget = preset.budget.steps_for(task.horizon) if budget is None else budget
+    budget = preset.budget_for(task) if budget is None else budget
     tracker = GoalTracker(task)
     obs = backend.reset(task, layout, seed)
     tracker.update(_privileged_goal(obs), obs.step)

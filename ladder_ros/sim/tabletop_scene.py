@@ -47,12 +47,12 @@ from ladder_ros.core.task import Task
 
 # Workspace of the WidowX stand-in (base frame, metres): the WidowX 250 reaches 650 mm
 # (Trossen Robotics WidowX 250 6DOF spec); Bridge setups keep the objects well inside it, in a
-# patch in front of the base. Targets are clipped to these bounds (Bridge practice, DESIGN.md §4).
+# patch in front of the base. Targets are clipped to these bounds (Bridge practice, docs/dependencies.md).
 WORKSPACE_LOW = np.array([0.12, -0.28, 0.010])
 WORKSPACE_HIGH = np.array([0.52, 0.28, 0.30])
 DEFAULT_REGION = ((0.15, 0.50), (-0.26, 0.26))
 
-# WidowX finger travel: 0.010-0.035 m per finger (Interbotix, DESIGN.md §4). The gripper closes to
+# WidowX finger travel: 0.010-0.035 m per finger (Interbotix, docs/dependencies.md). The gripper closes to
 # 2 x 0.010 m between the pads and opens to 2 x 0.035 m; a graspable width lies in between.
 FINGER_MIN_M = 0.010
 FINGER_MAX_M = 0.035

@@ -56,7 +56,7 @@ _BOTH_KEYS_WARNING = "Both GOOGLE_API_KEY and GEMINI_API_KEY are set"
 def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     """(transport, timeout) exception classes of whichever HTTP stack google-genai uses (httpx or httpx2).
 
-    Timeouts surface as these, not as genai errors.
+    Timeouts surface as these, not as genai errors (docs/dependencies.md).
     """
     transport: list[type[BaseException]] = []
     timeouts: list[type[BaseException]] = []

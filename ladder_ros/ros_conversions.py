@@ -156,9 +156,9 @@ DIAGNOSTIC_LEVELS = {"ok": DiagnosticStatus.OK, "warn": DiagnosticStatus.WARN, "
                      "stale": DiagnosticStatus.STALE}
 
 
-def diagnostics_to_msg(name: str, hardware_id: str, level: str, message: str, values: Mapping[str, Any],
-                       stamp_ns: int) -> DiagnosticArray:
-    """One ``diagnostic_msgs/DiagnosticStatus`` in an array; ``level`` is ok, warn, error or stale.
+def diagnostic_status(name: str, hardware_id: str, level: str, message: str,
+                      values: Mapping[str, Any]) -> DiagnosticStatus:
+    """One ``diagnostic_msgs/DiagnosticStatus``; ``level`` is ok, warn, error or stale.
 
     Values become text: numbers with 6 significant digits (milliseconds stay readable), None as an
     empty string, nested mappings flattened as ``outer.inner``; each key names its unit (``_ms``,
@@ -176,10 +176,21 @@ def diagnostics_to_msg(name: str, hardware_id: str, level: str, message: str, va
     for key, value in flat:
         text = "" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
         status.values.append(KeyValue(key=str(key), value=text))
+    return status
+
+
+def diagnostics_to_msg(name: str, hardware_id: str, level: str, message: str, values: Mapping[str, Any],
+                       stamp_ns: int) -> DiagnosticArray:
+    """One :func:`diagnostic_status` in a ``diagnostic_msgs/DiagnosticArray`` stamped ``stamp_ns``."""
     array = DiagnosticArray()
     array.header.stamp = ns_to_stamp(stamp_ns)
-    array.status = [status]
+    array.status = [diagnostic_status(name, hardware_id, level, message, values)]
     return array
+
+
+def diagnostic_values(status: DiagnosticStatus) -> dict[str, str]:
+    """The key/values of a status as a dict."""
+    return {kv.key: kv.value for kv in status.values}
 
 
 # ------------------------------------------------------------------------------ joint states

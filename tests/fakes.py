@@ -13,7 +13,7 @@ import numpy as np
 from ladder_ros.core.goals import GoalState
 from ladder_ros.core.task import Task
 from ladder_ros.core.verification import VerificationRequest, VerificationResult
-from ladder_ros.sim.base import Observation, PrivilegedState
+from ladder_ros.sim.base import CameraIntrinsics, Observation, PrivilegedState
 
 TOY_UNIT = 0.001  # metres per index: a toy action is a tiny, valid end-effector delta
 
@@ -40,6 +40,10 @@ class ToyWorld:
         self.aperture = 1.0
         self.step_count = 0
         return self._obs()
+
+    def camera_intrinsics(self) -> CameraIntrinsics | None:
+        """An ideal pinhole with a 60 degree vertical field of view (None without a camera)."""
+        return CameraIntrinsics.from_vertical_fov(60.0, self.image_px, self.image_px) if self.image_px else None
 
     def _goal(self) -> GoalState:
         resting: dict = {}

@@ -64,7 +64,7 @@ def test_each_kind_of_topic_has_the_qos_of_the_design():
 
 def test_the_readme_table_states_each_topics_qos():
     rows = {name: (text, rate) for name, text, rate in readme_topics()}
-    assert len(rows) == len(topics.TOPICS) == 16
+    assert set(rows) == {spec.name for spec in topics.TOPICS} and len(rows) == len(topics.TOPICS)
     reliability = {RELIABLE: "reliable", BEST_EFFORT: "best effort"}
     durability = {VOLATILE: "volatile", TRANSIENT_LOCAL: "transient local"}
     for spec in topics.TOPICS:
@@ -74,7 +74,7 @@ def test_the_readme_table_states_each_topics_qos():
     # one message per control step: everything but the camera image is reliable
     per_step = {name for name, (_, rate) in rows.items() if rate == "control rate"}
     assert per_step == {"camera/image_raw", "joint_states", "ee_pose", "sim/privileged_state", "gripper/events",
-                        "orchestrator/decision", "policy/action"}
+                        "orchestrator/decision", "policy/action", "policy/action_tag", "/clock"}
     assert {name for name in per_step if not rows[name][0].startswith("reliable")} == {"camera/image_raw"}
 
 
@@ -83,7 +83,7 @@ def test_the_recorder_listens_to_every_topic_of_the_readme_with_its_qos(ros, tmp
     try:
         heard = {s.topic_name: s.qos_profile for s in recorder.subscriptions}
         for name, text, _ in readme_topics():
-            profile = heard.get(f"/rec/{name}")
+            profile = heard.get(name if name.startswith("/") else f"/rec/{name}")
             assert profile is not None, f"the recorder does not record {name}"
             assert (profile.reliability == RELIABLE) == text.startswith("reliable"), name
             assert (profile.durability == TRANSIENT_LOCAL) == ("transient local" in text), name

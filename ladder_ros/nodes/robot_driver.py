@@ -43,15 +43,15 @@ from ladder_ros.nodes.runtime import ActionSource, EpisodeFollower, declare_para
 from ladder_ros.robots.kinematics import joint_path
 from ladder_ros.robots.timing import ControlTiming
 from ladder_ros.ros_conversions import (
-    diagnostic_array,
     diagnostic_status,
+    diagnostics_to_msg,
     document_to_msg,
     joint_state_to_msg,
     pose_matrix_to_msg,
     stamp_to_ns,
 )
 
-LEVELS = {0: DiagnosticStatus.OK, 1: DiagnosticStatus.WARN, 2: DiagnosticStatus.ERROR}
+LEVELS = {0: "ok", 1: "warn", 2: "error"}  # the supervisor's level (armed, dry run, e-stop) as a diagnostic level
 
 
 class ArmSnapshot:
@@ -392,9 +392,9 @@ class RobotDriverNode(Node):
             **self.arm_diagnostics()}
         problem = "e-stop latched" if self.supervisor.estopped else "" if self.supervisor.armed else "dry run"
         level = LEVELS[2 if self.supervisor.estopped else 0 if self.supervisor.armed else 1]
-        status = diagnostic_status(f"{self.get_fully_qualified_name()}: driver", self.hardware_id(), level,
-                                   problem or "armed", values)
-        self._diagnostics_pub.publish(diagnostic_array([status], self.get_clock().now().nanoseconds))
+        status_name = f"{self.get_fully_qualified_name()}: driver"
+        self._diagnostics_pub.publish(diagnostics_to_msg(status_name, self.hardware_id(), level, problem or "armed",
+                                                         values, self.get_clock().now().nanoseconds))
 
     def on_shutdown(self, executor) -> None:
         """Hold the arm before the process ends."""

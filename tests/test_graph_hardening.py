@@ -186,10 +186,11 @@ def test_item2_a_foreign_publisher_and_a_second_action_are_never_applied_and_are
         graph.executor.remove_node(rogue)
         rogue.destroy_node()
     outcome = client.wait_until_over(graph.executor, episode, 120)
-    targets = [graph.probe.targets[(episode, s)] for s in range(outcome.result["steps_used"] + 1)
-               if (episode, s) in graph.probe.targets]
+    steps = [s for s in range(outcome.result["steps_used"] + 1) if (episode, s) in graph.probe.targets]
     assert np.array_equal(graph.probe.targets[(episode, held + 1)], graph.probe.targets[(episode, held)])
-    assert max(np.abs(np.diff(targets, axis=0)).max(axis=1)) <= 0.05 + 1e-12  # no step moved beyond the bound
+    for a, b in zip(steps, steps[1:]):  # no step moved beyond the bound (a step the probe missed counts twice)
+        move = np.abs(graph.probe.targets[(episode, b)] - graph.probe.targets[(episode, a)]).max()
+        assert move <= 0.05 * (b - a) + 1e-12, (a, b, move)
     counts = outcome.result["safety"]["counts"]
     assert counts[FOREIGN_PUBLISHER] >= 1 and counts[DUPLICATE] >= 1
     assert outcome.result["safety"]["applied"] > 0  # the policy's own actions applied again once the rogue left

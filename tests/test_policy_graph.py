@@ -100,7 +100,9 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
     policy = write_config(tmp_path / "bridge.yaml", config_data(
         server={"host": "127.0.0.1", "port": server.port, "request_timeout_s": 2.0, "backoff_initial_s": 0.2,
                 "backoff_max_s": 0.4}))
-    process = subprocess.Popen([sys.executable, "-m", "ladder_ros.cli", "up", "widowx", "--mode", "real", "--set",
+    # The stand-in below is the robot's driver and camera: the graph's own are not started (--skip).
+    process = subprocess.Popen([sys.executable, "-m", "ladder_ros.cli", "up", "widowx", "--mode", "real",
+                                "--skip", "widowx_driver", "--skip", "camera", "--set",
                                 f"policy.policy={policy}", "--set", f"episode_recorder.output_dir={tmp_path / 'rec'}",
                                 "--log-dir", str(tmp_path / "logs")], cwd=REPO, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=dict(os.environ))

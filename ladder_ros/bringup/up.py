@@ -36,7 +36,7 @@ from ladder_ros.bringup.graph import (
     make_work_dir,
     parse_overrides,
 )
-from ladder_ros.core.errors import ConfigError, LadderError
+from ladder_ros.core.errors import ConfigError, LadderError, did_you_mean
 from ladder_ros.nodes.supervision import SUPERVISOR_PID_ENV
 from ladder_ros.ros_env import network_safe_environment
 
@@ -173,6 +173,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-network", action="store_true",
                    help="use this shell's ROS network settings instead of loopback only (multi-machine robot)")
     p.add_argument("--log-dir", default=None, help="write each node's output to DIR/NODE.log instead of here")
+    p.add_argument("--skip", action="append", default=[], metavar="NODE",
+                   help="do not start this node: it runs elsewhere (a driver on the robot's own computer, a camera "
+                        "node of another package); repeatable")
     p.add_argument("--stop-timeout", type=float, default=DEFAULT_STOP_TIMEOUT_S,
                    help="seconds nodes get to exit after Ctrl-C before they are killed")
     p.set_defaults(func=run)
@@ -188,8 +191,22 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
+def skip_nodes(graph: GraphDescription, mode: str, launches: list[NodeLaunch], skip: Sequence[str]) -> list[NodeLaunch]:
+    """``launches`` without the nodes named in ``skip`` (nodes that run elsewhere); an unknown name is an error."""
+    nodes = graph.mode(mode).nodes
+    for name in skip:
+        if name not in nodes:
+            raise ConfigError(f"--skip {name}: no node {name!r} in mode {mode} of graph {graph.name}"
+                              f"{did_you_mean(name, nodes)}; nodes: {', '.join(nodes)}")
+    kept = [launch for launch in launches if launch.name not in skip]
+    if not kept:
+        raise ConfigError(f"--skip leaves no node of graph {graph.name} to start")
+    return kept
+
+
 def _run(args: argparse.Namespace, work_dir: Path) -> int:
     graph, launches = prepare(args.graph, args.mode, args.params_file, args.overrides, args.namespace, work_dir)
+    launches = skip_nodes(graph, args.mode, launches, args.skip)
     env = dict(os.environ) if args.allow_network else network_safe_environment()
     requires = graph.mode(args.mode).requires
     print(f"ladder-ros up: graph {graph.name} ({args.mode}), namespace /{(args.namespace or graph.namespace)}, "

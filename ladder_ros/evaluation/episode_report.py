@@ -310,11 +310,11 @@ def thumbnails(episode: RecordedEpisode) -> list[str]:
     from PIL import Image
     from rosbags.highlevel import AnyReader
 
-    from ladder_ros.bringup.recording import _typestore
+    from ladder_ros.recording.bag import typestore
 
     frames = []
     try:
-        with AnyReader([episode.bag], default_typestore=_typestore()) as reader:
+        with AnyReader([episode.bag], default_typestore=typestore()) as reader:
             conns = [c for c in reader.connections if c.topic.endswith(IMAGE_SUFFIX)]
             first = last = None
             for connection, _, raw in reader.messages(connections=conns) if conns else ():

@@ -75,11 +75,11 @@ def read_bag_episode(path: Path) -> RecordedEpisode | None:
     """The episode a bag holds: its final record, newest labels and VLM calls (None: no episode status)."""
     from rosbags.highlevel import AnyReader
 
-    from ladder_ros.bringup.recording import _typestore
+    from ladder_ros.recording.bag import typestore
 
     status: EpisodeStatus | None = None
     episode = RecordedEpisode(episode_id="", bag=path, sources=[str(path)])
-    with AnyReader([path], default_typestore=_typestore()) as reader:
+    with AnyReader([path], default_typestore=typestore()) as reader:
         suffixes = (STATUS_SUFFIX, LABELS_SUFFIX, VERIFY_SUFFIX, PLAN_SUFFIX)
         wanted = [c for c in reader.connections if c.topic.endswith(suffixes)]
         for connection, _, raw in reader.messages(connections=wanted) if wanted else ():

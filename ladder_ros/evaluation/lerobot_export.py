@@ -68,14 +68,14 @@ def read_frames(episode: RecordedEpisode) -> EpisodeFrames | None:
     """Pair each recorded action with its step's image, joint state, pose and instruction by time stamp."""
     from rosbags.highlevel import AnyReader
 
-    from ladder_ros.bringup.recording import _typestore
+    from ladder_ros.recording.bag import typestore
 
     status: EpisodeStatus | None = None
     by_topic: dict[str, dict[int, Any]] = {"image": {}, "joints": {}, "pose": {}, "action": {}}
     decisions: dict[int, DecisionDoc] = {}
     suffixes = {"/camera/image_raw": "image", "/joint_states": "joints", "/ee_pose": "pose",
                 "/policy/action": "action"}
-    with AnyReader([episode.bag], default_typestore=_typestore()) as reader:
+    with AnyReader([episode.bag], default_typestore=typestore()) as reader:
         for connection, _, raw in reader.messages():
             topic = connection.topic
             if topic.endswith(("/episode/status", "/orchestrator/decision")):

@@ -14,14 +14,27 @@ import signal
 from typing import Callable
 
 
+_stop_requested = False
+
+
 def _stop_while_importing(signum: int, frame: object) -> None:
+    global _stop_requested
+    _stop_requested = True
     raise SystemExit(0)
 
 
 def _run(node: str) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _stop_while_importing)
-    return importlib.import_module(f"ladder_ros.nodes.{node}").main()
+    try:
+        module = importlib.import_module(f"ladder_ros.nodes.{node}")
+    except BaseException:
+        # A stop that lands inside a C extension's initialisation (rclpy's) comes out of the import as
+        # that extension's ImportError rather than as the SystemExit raised here: still a quiet stop.
+        if _stop_requested:
+            return 0
+        raise
+    return module.main()
 
 
 def _entry_point(node: str) -> Callable[[], int]:

@@ -40,7 +40,8 @@ _OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK = 0x03, 0x04, 0x05, 0x06  # MCAP
 
 
 @functools.lru_cache(maxsize=1)
-def _typestore():
+def typestore():
+    """The rosbags type store of the recordings' messages (ROS 2 Kilted, what the recorder writes)."""
     from rosbags.typesys import Stores, get_typestore
 
     return get_typestore(Stores.ROS2_KILTED)
@@ -51,7 +52,7 @@ def warm_up() -> None:
     from rosbags.rosbag2 import Writer  # noqa: F401
     from rosbags.rosbag2.metadata import parse_qos  # noqa: F401
 
-    _typestore()
+    typestore()
 
 
 def software_versions() -> dict[str, str]:
@@ -77,7 +78,7 @@ class EpisodeBag:
 
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._typestore = _typestore()
+        self._typestore = typestore()
         self._writer = Writer(self.path, version=BAG_VERSION, storage_plugin=StoragePlugin.MCAP)
         self._writer.open()
         self.custom_data: dict[str, str] = {}
@@ -163,7 +164,7 @@ def read_bag(path: str | Path, decode_topics: Iterable[str] = ()) -> tuple[BagSu
     path = Path(path)
     wanted = set(decode_topics)
     decoded: dict[str, list] = {t: [] for t in wanted}
-    with AnyReader([path], default_typestore=_typestore()) as reader:
+    with AnyReader([path], default_typestore=typestore()) as reader:
         counts = {c.topic: c.msgcount for c in reader.connections}
         custom = bag_custom_data(path)
         connections = [c for c in reader.connections if c.topic in wanted]

@@ -204,7 +204,9 @@ def parse_count(text: str | None) -> ParsedCount:
         return ParsedCount(None, f"the last JSON object has no 'count': {_short(obj)}")
     try:
         return ParsedCount(check_count(obj["count"]))
-    except (InvalidInputError, OverflowError, ValueError) as exc:
+    except InvalidInputError as exc:  # the message names the value
+        return ParsedCount(None, str(exc))
+    except (OverflowError, ValueError) as exc:  # int() of an infinity: the message does not
         return ParsedCount(None, f"count {_short(obj['count'])}: {exc}")
 
 

@@ -350,7 +350,8 @@ def test_widowx_robot_launch_runs_the_wall_clock_graph_on_a_stand_in_driver(ros,
     # ends the episode after it instead, so the test need not wait out the budget.
     launch, status, recording = run_robot_graph(
         tmp_path, "widowx_orchestrator.launch.py", "widowx", driver, episode, "use_sim:=false",
-        refusing=("policy", "widowx_driver"), overrides={"orchestrator": {"preset_options": ["after_last_subgoal=end"]}})
+        refusing=("policy", "widowx_driver"),
+        overrides={"orchestrator": {"preset_options": ["after_last_subgoal=end"]}})
     log = launch.log
     assert "graph widowx (real, wall_clock) in /widowx" in log and "this shell's ROS network settings" in log
     assert "sim_bridge" not in re.findall(r"\[INFO\] \[(\w+)-\d+\]: process started", log)

@@ -229,3 +229,22 @@ def test_a_scene_whose_assets_are_not_shipped_names_the_folder_and_files(tmp_pat
     message = str(err.value)
     assert str(assets) in message
     assert "baked_green_cube_3cm" in message and "info_bridge_custom_baked_tex_v0.json" in message
+
+
+def test_a_second_backend_in_the_process_keeps_the_asset_folder_mani_skill_was_imported_with(tmp_path, monkeypatch):
+    # mani_skill keeps $MS_ASSET_DIR/data as its ASSET_DIR: the same folder again is fine, another is refused.
+    import sys
+    import types
+
+    from ladder_ros.sim.maniskill_env import ManiSkillSetupError, VulkanDriver, configure_current_process
+
+    icd = tmp_path / "icd.json"
+    icd.write_text('{"ICD": {"library_path": "liblvp.so"}}')
+    driver = VulkanDriver(icd_file=icd, library_dir=tmp_path)
+    monkeypatch.setitem(sys.modules, "mani_skill", types.SimpleNamespace(ASSET_DIR=tmp_path / "assets" / "data"))
+    monkeypatch.delitem(sys.modules, "sapien", raising=False)
+    monkeypatch.setenv("MS_ASSET_DIR", str(tmp_path / "assets"))
+    monkeypatch.setenv("VK_ICD_FILENAMES", str(icd))
+    configure_current_process(tmp_path / "assets", driver)
+    with pytest.raises(ManiSkillSetupError, match="already imported with asset folder"):
+        configure_current_process(tmp_path / "other", driver)

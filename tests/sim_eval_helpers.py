@@ -23,5 +23,5 @@ def records_of(out: Path) -> dict:
     lines = raw_records(out)
     keys = Counter((r["task_id"], r["variant"], r["layout"], r["seed"]) for r in lines)
     assert not keys or max(keys.values()) == 1, f"episodes recorded twice: {[k for k, n in keys.items() if n > 1]}"
-    return {(r["task_id"], r["variant"], r["layout"], r["seed"]): {k: v for k, v in r.items()
-                                                                     if k not in TIMING_FIELDS} for r in lines}
+    return {(r["task_id"], r["variant"], r["layout"], r["seed"]): {k: v for k, v in r.items() if k not in TIMING_FIELDS}
+            for r in lines}

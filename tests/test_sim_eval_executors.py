@@ -20,7 +20,6 @@ from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.metrics import EPISODE_ERROR
 from ladder_ros.evaluation.executors import (
     ExecutorSettings,
-    Finished,
     InProcessExecutor,
     Lost,
     LocalProcessExecutor,
@@ -32,6 +31,7 @@ from ladder_ros.evaluation.executors import (
 from tests.sim_eval_helpers import SWEEP, raw_records, records_of
 
 pytest.importorskip("mujoco")
+
 
 class FlakyExecutor(InProcessExecutor):
     """Runs jobs in this process, but the first ``losses`` attempts of ``victim`` are lost."""

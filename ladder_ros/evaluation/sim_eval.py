@@ -221,7 +221,8 @@ def error_record(config: EvalConfig, suite: TaskSuite, job: EvalJob, error: dict
         task_id=task.task_id, suite=task.suite, category=task.category.value, horizon=task.horizon,
         variant=variant.value, layout=job.layout, seed=job.seed, success=False, subgoals_done=0, steps_used=0,
         budget_steps=preset.budget_for(task), finish_reason=ERROR_FINISH,
-        subgoals=[SubgoalOutcome(i, sg.text, False, EPISODE_ERROR, None).to_dict() for i, sg in enumerate(task.subgoals)],
+        subgoals=[SubgoalOutcome(i, sg.text, False, EPISODE_ERROR, None).to_dict()
+                  for i, sg in enumerate(task.subgoals)],
         violations=[], events=[], verification_queries=0,
         verifier=config.verifier if variant.needs_verifier else None, policy=config.policy,
         simulator=config.simulator, final_goal={}, orchestration={}, success_rule=task.success_rule,
@@ -247,8 +248,8 @@ def same_run_key(key: dict):
         if theirs == key:
             return None
         diffs = key_differences(theirs, key) if isinstance(theirs, dict) else ["no run key"]
-        return (f"computes another run key there ({'; '.join(diffs)}; 'there' is the worker, 'now' this driver); install the "
-                "same code and packages on every machine")
+        return (f"computes another run key there ({'; '.join(diffs)}; 'there' is the worker, 'now' this driver); "
+                "install the same code and packages on every machine")
     return check
 
 

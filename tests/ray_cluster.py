@@ -49,14 +49,20 @@ def _cmdline(pid: int) -> str:
 class LocalRayCluster:
     """``nodes`` Ray nodes with ``cpus_per_node`` CPUs each (the first is the head)."""
 
-    def __init__(self, nodes: int = 2, cpus_per_node: int = 1, start_timeout_s: float = 240.0):
+    def __init__(self, nodes: int = 2, cpus_per_node: int = 1, env: dict[str, str] | None = None,
+                 start_timeout_s: float = 240.0):
         self.nodes, self.cpus_per_node, self.start_timeout_s = nodes, cpus_per_node, start_timeout_s
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.temp_dir = Path(tempfile.mkdtemp(prefix="lrray", dir="/tmp"))  # short: Ray's socket paths
-        self.env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
-                    "RAY_USAGE_STATS_ENABLED": "0"}
+        self.env = dict(env or self.new_credentials())
         self.processes: list[subprocess.Popen] = []
+
+    @staticmethod
+    def new_credentials() -> dict[str, str]:
+        """A token of its own (nothing written under ~/.ray) and no usage statistics; a driver of the
+        cluster needs the same in its environment before it imports ray."""
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0"}
 
     def _ray(self) -> str:
         return str(Path(sys.executable).with_name("ray"))
@@ -96,7 +102,24 @@ class LocalRayCluster:
         """Worker processes running ``function`` now (Ray titles a busy worker ``ray::<function>``)."""
         return [pid for pid in self.pids() if _cmdline(pid).startswith(f"ray::{function}")]
 
-    def stop(self, timeout_s: float = 30.0) -> None:
+    def kill_busy_worker(self, function: str) -> int | None:
+        """SIGKILL one worker that is inside ``function`` now; its pid, or None when none is.
+
+        The worker is stopped first (SIGSTOP) and its title read again, so it is killed only if it was
+        still inside the function when it froze: it cannot have handed its result back.
+        """
+        for pid in self.busy_workers(function):
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                continue
+            if _cmdline(pid).startswith(f"ray::{function}"):
+                os.kill(pid, signal.SIGKILL)
+                return pid
+            os.kill(pid, signal.SIGCONT)
+        return None
+
+    def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM each ``ray start`` (it stops its node's processes), then SIGKILL whatever is left in
         the nodes' sessions; removes the temp folder."""
         for p in self.processes:

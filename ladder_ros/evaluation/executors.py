@@ -22,6 +22,7 @@ package installed, which is what running ``scripts/setup.sh`` on every machine o
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import sys
 from abc import ABC, abstractmethod
@@ -391,6 +392,11 @@ class RayExecutor(EpisodeExecutor):
     def _import_ray(self):
         # Ray reports usage statistics to its vendor unless told not to; nothing leaves the machine.
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        if self.settings.ray_address is None and not _has_ray_token():
+            # A private instance gets a token of its own in this process's environment (its processes
+            # inherit it) instead of one Ray would generate and save under ~/.ray for every later cluster.
+            os.environ.setdefault("RAY_AUTH_MODE", "token")
+            os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
         try:
             import ray
         except ImportError:
@@ -495,6 +501,11 @@ class RayExecutor(EpisodeExecutor):
             self._refs.clear()
             ray.shutdown()
             self._connected = False
+
+
+def _has_ray_token() -> bool:
+    return bool(os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+                or os.path.exists(os.path.expanduser("~/.ray/auth_token")))
 
 
 def _first_line(exc: BaseException) -> str:

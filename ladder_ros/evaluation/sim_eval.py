@@ -282,6 +282,10 @@ def _open_for_append(path: Path):
     return path.open("a", encoding="utf-8")
 
 
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
 def run_jobs(config: EvalConfig, jobs: list[EvalJob], out_file: Path, progress: bool = True,
              settings: ExecutorSettings | None = None, executor: EpisodeExecutor | None = None) -> dict:
     """Run ``jobs`` on the executor ``settings`` ask for (default: ``config.jobs`` local processes) and
@@ -306,7 +310,7 @@ def run_jobs(config: EvalConfig, jobs: list[EvalJob], out_file: Path, progress: 
         def finished(outcome: Finished, lost: list[str]) -> None:
             record = dict(outcome.payload)
             record["execution"] = {"executor": executor.name, **outcome.worker, "attempts": len(lost) + 1,
-                                   "lost": lost}
+                                   "lost": lost, "finished_at": _now()}
             if lost:
                 tqdm.write(f"sim-eval: {outcome.job.task_id} {outcome.job.variant} seed {outcome.job.seed} "
                            f"finished on attempt {len(lost) + 1}", file=sys.stderr)
@@ -316,7 +320,8 @@ def run_jobs(config: EvalConfig, jobs: list[EvalJob], out_file: Path, progress: 
             tqdm.write(f"sim-eval: {job.task_id} {job.variant} seed {job.seed}: its worker died {len(lost)} "
                        f"time(s) ({lost[-1]}); recorded as an error", file=sys.stderr)
             record = error_record(config, suite, job, {"kind": "worker_lost", "message": lost[-1]}, digest)
-            record["execution"] = {"executor": executor.name, "attempts": len(lost), "lost": lost}
+            record["execution"] = {"executor": executor.name, "attempts": len(lost), "lost": lost,
+                                   "finished_at": _now()}
             write(record)
 
         where = executor.start(work_spec(config), check=same_run_key(key))

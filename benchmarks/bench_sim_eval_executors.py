@@ -150,7 +150,8 @@ def main() -> int:
     parser.add_argument("--bridge-episodes", type=int, default=2, help="Bridge episodes per task (default 2)")
     parser.add_argument("--skip-bridge", action="store_true", help="skip the Bridge per-episode times")
     parser.add_argument("--steps-per-episode", type=int, default=DEFAULT_STEPS_PER_EPISODE,
-                        help=f"steps of an average paper episode for the estimate (default {DEFAULT_STEPS_PER_EPISODE})")
+                        help="steps of an average paper episode for the estimate "
+                             f"(default {DEFAULT_STEPS_PER_EPISODE})")
     args = parser.parse_args()
     reexec_in_loopback_namespace()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

@@ -35,7 +35,8 @@ if [name for _, name in socket.if_nameindex()] != ["lo"]:
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 EPISODE_FUNCTION = "run_in_worker"  # what a busy Ray worker is titled after (ray::run_in_worker)
-BRIDGE_SWEEP = ["--simulator", "maniskill_bridge", "--suite", str(repository_root() / "config" / "suites" / "bridge.yaml"),
+BRIDGE_SUITE = str(repository_root() / "config" / "suites" / "bridge.yaml")
+BRIDGE_SWEEP = ["--simulator", "maniskill_bridge", "--suite", BRIDGE_SUITE,
                 "--tasks", "carrot_on_plate_1", "--episodes", "2", "--variants", "privileged_verifier",
                 "--noise", "off", "--no-progress"]
 
@@ -118,8 +119,8 @@ def test_a_driver_killed_mid_sweep_resumes_from_its_output_folder(cluster, local
     ("MS_ASSET_DIR", "/nonexistent/maniskill_assets", "ManiSkill asset folder /nonexistent/maniskill_assets"),
     ("LADDER_LVP_DIR", "/nonexistent/lvp", "no software Vulkan driver in /nonexistent/lvp"),
 ])
-def test_a_worker_without_assets_or_vulkan_driver_is_named_in_one_line(cluster, tmp_path, capsys, variable, value,
-                                                                         message):
+def test_a_worker_without_assets_or_vulkan_driver_is_named_in_one_line(cluster, tmp_path, capsys,
+                                                                       variable, value, message):
     if variable == "LADDER_LVP_DIR" and missing_prerequisites() is not None:
         pytest.skip(f"the Vulkan check comes after the assets, which are missing here: {missing_prerequisites()}")
     code = main(["sim-eval", *BRIDGE_SWEEP, *on_ray(cluster, "--ray-env", f"{variable}={value}"),

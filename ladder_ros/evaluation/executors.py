@@ -249,9 +249,11 @@ class DriveReport:
 
 def drive(executor: EpisodeExecutor, jobs: list, *, max_attempts: int,
           on_finished: Callable[[Finished, list[str]], None],
-          on_given_up: Callable[[Any, list[str]], None]) -> DriveReport:
+          on_given_up: Callable[[Any, list[str]], None],
+          on_lost: Callable[[Lost, int], None] | None = None) -> DriveReport:
     """Run every job to an outcome. A lost job is rerun until it was tried ``max_attempts`` times;
-    ``on_finished(outcome, lost)`` and ``on_given_up(job, lost)`` get the reasons of every loss."""
+    ``on_finished(outcome, lost)`` and ``on_given_up(job, lost)`` get the reasons of every loss, and
+    ``on_lost(outcome, attempts so far)`` hears of each loss when it happens."""
     if max_attempts < 1:
         raise ConfigError(f"max_attempts must be >= 1, got {max_attempts}")
     pending = deque(jobs)
@@ -265,6 +267,8 @@ def drive(executor: EpisodeExecutor, jobs: list, *, max_attempts: int,
             reasons = losses.setdefault(outcome.job, [])
             reasons.append(outcome.reason)
             report.lost.append(outcome.reason)
+            if on_lost is not None:
+                on_lost(outcome, len(reasons))
             if len(reasons) < max_attempts:
                 report.retries += 1
                 pending.appendleft(outcome.job)

@@ -64,6 +64,7 @@ from ladder_ros.evaluation.executors import (
     EpisodeExecutor,
     ExecutorSettings,
     Finished,
+    Lost,
     WorkSpec,
     drive,
     make_executor,
@@ -235,10 +236,11 @@ def error_record(config: EvalConfig, suite: TaskSuite, job: EvalJob, error: dict
     return data
 
 
-def work_spec(config: EvalConfig) -> WorkSpec:
-    """What every worker runs for ``config``."""
-    return WorkSpec(setup=_init_worker, run=_run_job, config=config,
-                    key=hashlib.sha256(repr(config).encode()).hexdigest()[:16])
+def work_spec(config: EvalConfig, run_key_digest: str) -> WorkSpec:
+    """What every worker runs for ``config``; a worker that served another configuration, or this one
+    with another suite file or versions (another run key), sets up again."""
+    key = hashlib.sha256(f"{config!r} {run_key_digest}".encode()).hexdigest()[:16]
+    return WorkSpec(setup=_init_worker, run=_run_job, config=config, key=key)
 
 
 def same_run_key(key: dict):
@@ -316,17 +318,23 @@ def run_jobs(config: EvalConfig, jobs: list[EvalJob], out_file: Path, progress: 
                            f"finished on attempt {len(lost) + 1}", file=sys.stderr)
             write(record)
 
+        def announce_loss(outcome: Lost, attempts: int) -> None:
+            job = outcome.job
+            again = "rerunning it" if attempts < settings.max_attempts else "giving it up"
+            tqdm.write(f"sim-eval: {job.task_id} {job.variant} seed {job.seed}: attempt {attempts} lost "
+                       f"({outcome.reason}); {again}", file=sys.stderr)
+
         def given_up(job: EvalJob, lost: list[str]) -> None:
-            tqdm.write(f"sim-eval: {job.task_id} {job.variant} seed {job.seed}: its worker died {len(lost)} "
-                       f"time(s) ({lost[-1]}); recorded as an error", file=sys.stderr)
+            tqdm.write(f"sim-eval: {job.task_id} {job.variant} seed {job.seed}: recorded as an error after "
+                       f"{len(lost)} lost attempt(s)", file=sys.stderr)
             record = error_record(config, suite, job, {"kind": "worker_lost", "message": lost[-1]}, digest)
             record["execution"] = {"executor": executor.name, "attempts": len(lost), "lost": lost,
                                    "finished_at": _now()}
             write(record)
 
-        where = executor.start(work_spec(config), check=same_run_key(key))
+        where = executor.start(work_spec(config, digest), check=same_run_key(key))
         report = drive(executor, jobs, max_attempts=settings.max_attempts, on_finished=finished,
-                       on_given_up=given_up)
+                       on_given_up=given_up, on_lost=announce_loss)
     bar.close()
     return {**where, "retries": report.retries, "given_up": report.given_up}
 

@@ -134,7 +134,7 @@ def test_a_worker_without_assets_or_vulkan_driver_is_named_in_one_line(cluster, 
 
 def test_an_episode_that_no_node_can_hold_is_refused(cluster, tmp_path, capsys):
     assert main(["sim-eval", *SWEEP, *on_ray(cluster, "--gpus-per-episode", "0.25"), "--out", str(tmp_path)]) == 2
-    assert "no node of the Ray cluster has 1.0 CPU(s) and 0.25 GPU(s) free for an episode" in capsys.readouterr().err
+    assert "no node of the Ray cluster has 1.0 CPU(s) and 0.25 GPU(s) for an episode" in capsys.readouterr().err
 
 
 def _ray_children() -> list[str]:

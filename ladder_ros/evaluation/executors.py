@@ -446,7 +446,7 @@ class RayExecutor(EpisodeExecutor):
                 nodes.append({"id": node["NodeID"], "ip": node.get("NodeManagerAddress", "?"), "slots": slots})
         if not nodes:
             raise ConfigError(f"no node of the Ray cluster has {s.cpus_per_episode} CPU(s) and "
-                              f"{s.gpus_per_episode} GPU(s) free for an episode (cluster: "
+                              f"{s.gpus_per_episode} GPU(s) for an episode (cluster: "
                               f"{ray.cluster_resources()})")
         return nodes
 

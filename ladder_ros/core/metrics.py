@@ -9,7 +9,9 @@
   ``advanced_before_completion`` (the orchestrator left it, by a trigger or a wrong verdict, and
   never came back); ``attempted_never_completed`` (it was worked on and never held; for the
   low-level policy, which has no subgoals, its object was grasped); ``never_reached`` (the episode
-  never got to it); ``not_in_plan`` (the plan had no subgoal for it).
+  never got to it); ``not_in_plan`` (the plan had no subgoal for it); ``episode_error`` (the
+  episode produced no result: the simulator or a component raised, or its worker died past its
+  retries; such episodes stay in every denominator as failures and are counted as ``errors``).
 * 95 % Wilson intervals over episodes; a paired bootstrap over tasks, resampled within each suite
   (10,000 draws), for differences between systems (Appendix F).
 """
@@ -32,8 +34,9 @@ ADVANCED_BEFORE_COMPLETION = "advanced_before_completion"
 ATTEMPTED_NEVER_COMPLETED = "attempted_never_completed"
 NEVER_REACHED = "never_reached"
 NOT_IN_PLAN = "not_in_plan"
+EPISODE_ERROR = "episode_error"
 FAILURE_CAUSES = (COMPLETED_THEN_UNDONE, ADVANCED_BEFORE_COMPLETION, ATTEMPTED_NEVER_COMPLETED,
-                  NEVER_REACHED, NOT_IN_PLAN)
+                  NEVER_REACHED, NOT_IN_PLAN, EPISODE_ERROR)
 
 ORDER_VIOLATED = "order_violated"
 DISTRACTOR_MOVED = "distractor_moved"
@@ -205,6 +208,7 @@ def summarize_episodes(records: Iterable[Mapping]) -> dict:
         violations = Counter(v for r in recs for v in r.get("violations", []))
         summary[variant] = {
             "episodes": n,
+            "errors": sum(1 for r in recs if r.get("error")),
             "task_success_rate": wins / n if n else 0.0,
             "ci95": [lo, hi],
             "subgoal_progress": done / total if total else 0.0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ladder_ros.core.metrics import FAILURE_CAUSES
+from ladder_ros.core.metrics import EPISODE_ERROR, FAILURE_CAUSES
 
 # The order the paper lists its learned-policy variants in (Table 2).
 VARIANT_ORDER = ("low_level_policy", "periodic_trigger", "proprio_trigger", "proprio_verifier",
@@ -42,17 +42,20 @@ def format_table(summary: Mapping[str, Mapping], labels: Mapping[str, str] | Non
 
 
 def format_failure_causes(summary: Mapping[str, Mapping]) -> str:
-    """Share of unfinished subgoals per failure cause (Section 5.2, Figure 6)."""
+    """Share of unfinished subgoals per failure cause (Section 5.2, Figure 6); the column of episodes
+    that produced no result only when there are some."""
     variants = ordered_variants(summary)
-    short = {c: c.replace("_", " ") for c in FAILURE_CAUSES}
+    causes_shown = [c for c in FAILURE_CAUSES if c != EPISODE_ERROR
+                    or any(summary[v]["failure_causes"].get(c, 0) for v in variants)]
+    short = {c: c.replace("_", " ") for c in causes_shown}
     name_w = max(len("variant"), *(len(v) for v in variants))
-    head = f"{'variant':<{name_w}}  " + "  ".join(f"{short[c]:>26}" for c in FAILURE_CAUSES)
+    head = f"{'variant':<{name_w}}  " + "  ".join(f"{short[c]:>26}" for c in causes_shown)
     lines = [head, "-" * len(head)]
     for v in variants:
         causes = summary[v]["failure_causes"]
         total = sum(causes.values()) or 1
         lines.append(f"{v:<{name_w}}  " + "  ".join(
-            f"{causes.get(c, 0):>6} ({100 * causes.get(c, 0) / total:5.1f} %)".rjust(26) for c in FAILURE_CAUSES))
+            f"{causes.get(c, 0):>6} ({100 * causes.get(c, 0) / total:5.1f} %)".rjust(26) for c in causes_shown))
     return "\n".join(lines)
 
 

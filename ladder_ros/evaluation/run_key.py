@@ -17,6 +17,7 @@ Interface (also for other executors of the same runs)::
     key = run_key(suite_path=..., simulator=..., ...)   # a plain JSON-able dict
     claim_output(out_dir, key)                          # raises RunKeyMismatch, or writes the key
     episode_key(record)                                 # (task_id, variant, layout, seed)
+    key_differences(a, b)                               # the fields that differ, one phrase each
 """
 
 from __future__ import annotations
@@ -99,14 +100,15 @@ def key_digest(key: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(_plain(key), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+def key_differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """One phrase per field that differs between two keys: ``name "old" there, "new" now``."""
     diffs = []
     for name in sorted(set(old) | set(new)):
         a, b = old.get(name), new.get(name)
         if a == b:
             continue
         if isinstance(a, Mapping) and isinstance(b, Mapping):
-            diffs += _differences(a, b, f"{prefix}{name}.")
+            diffs += key_differences(a, b, f"{prefix}{name}.")
         else:
             diffs.append(f"{prefix}{name} {json.dumps(a)} there, {json.dumps(b)} now")
     return diffs
@@ -127,7 +129,7 @@ def claim_output(out: str | Path, key: Mapping[str, Any]) -> None:
         except (OSError, json.JSONDecodeError) as exc:
             raise RunKeyMismatch(f"{key_file} is unreadable ({exc}); use another output folder") from None
         if old != key:
-            diffs = _differences(old, key) if isinstance(old, Mapping) else ["the whole key"]
+            diffs = key_differences(old, key) if isinstance(old, Mapping) else ["the whole key"]
             raise RunKeyMismatch(f"{out} holds episodes of another configuration ({'; '.join(diffs)}); "
                                  "use another output folder")
         return

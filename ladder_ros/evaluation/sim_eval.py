@@ -10,23 +10,34 @@ otherwise it is refused, naming what differs). Every table, summary and plot say
 came from (the task's reference subgoals, or a VLM planner asked with the first frame, as the
 paper's variants do), which success rule scored each task, and whether the proprioceptive
 verifier's counts came from the oracle (simulator state, not a VLM).
+
+Episodes run in local processes (``--jobs``) or, with ``--executor ray``, one Ray task per episode
+on a Ray cluster (:mod:`ladder_ros.evaluation.executors`); the records are the same either way,
+apart from ``wall_s`` and ``execution`` (where and after how many attempts an episode ran). An
+episode that raises, or whose worker died more often than ``--max-retries`` allows, is written as an
+error record (``error``, every subgoal ``episode_error``) that counts as a failure in every rate.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ladder_ros import __version__
 from ladder_ros.core.errors import ConfigError, unknown_name
-from ladder_ros.core.metrics import paired_task_bootstrap, per_task_counts, summarize_episodes
+from ladder_ros.core.metrics import (
+    EPISODE_ERROR,
+    SubgoalOutcome,
+    paired_task_bootstrap,
+    per_task_counts,
+    summarize_episodes,
+)
 from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.presets import PRESET_OPTIONS, EmbodimentPreset, get_preset, parse_preset_options
 from ladder_ros.core.suite import TaskSuite, load_suite
@@ -46,10 +57,24 @@ from ladder_ros.evaluation.components import (
     policy_action_convention,
     verifier_label,
 )
-from ladder_ros.evaluation.episode import PLAN_SOURCES, PLANNER, REFERENCE, run_episode, uses_plan
-from ladder_ros.evaluation.run_key import claim_output, episode_key, key_digest, run_key
+from ladder_ros.evaluation.episode import PLAN_SOURCES, PLANNER, REFERENCE, EpisodeRecord, run_episode, uses_plan
+from ladder_ros.evaluation.executors import (
+    DEFAULT_MAX_RETRIES,
+    EXECUTORS,
+    EpisodeExecutor,
+    ExecutorSettings,
+    Finished,
+    Lost,
+    WorkSpec,
+    drive,
+    make_executor,
+    parse_env_vars,
+)
+from ladder_ros.evaluation.run_key import claim_output, episode_key, key_differences, key_digest, run_key
 from ladder_ros.paths import share_path
 from ladder_ros.sim.registry import BACKENDS, make_simulator
+
+ERROR_FINISH = "error"  # finish_reason of an episode that produced no result (error record)
 
 # Differences the paper draws between the learned-policy variants (Appendix F).
 PAIRED_COMPARISONS = (("privileged_verifier", "proprio_verifier"), ("proprio_verifier", "proprio_trigger"),
@@ -151,28 +176,83 @@ def plan_jobs(suite: TaskSuite, config: EvalConfig) -> list[EvalJob]:
 _WORKER: dict = {}
 
 
-def _init_worker(config: EvalConfig) -> None:
-    suite = load_suite(config.suite_path)
+def _init_worker(config: EvalConfig) -> dict:
+    """Set this process up for ``config``; returns the run key as computed here (the driver compares
+    it with its own: a worker with other code or simulator versions is named and refused)."""
+    previous = _WORKER.get("simulator")
     _WORKER.clear()
+    if previous is not None:
+        previous.close()
+    suite = load_suite(config.suite_path)
     preset = config.preset_for(suite)
-    _WORKER.update(config=config, suite=suite, preset=preset, key_digest=key_digest(config.key(suite)),
+    key = config.key(suite)
+    _WORKER.update(config=config, suite=suite, preset=preset, key_digest=key_digest(key),
                    simulator=make_simulator(config.simulator, suite, **config.simulator_options()),
                    planner=make_planner(config.planner_config, preset.name) if config.planner_config else None)
+    return {"run_key": key}
 
 
 def _run_job(job: EvalJob) -> dict:
+    """One episode's record; an episode that raises gets an error record (it stays in the denominator)."""
     config: EvalConfig = _WORKER["config"]
     suite: TaskSuite = _WORKER["suite"]
     task = suite.task(job.task_id)
-    policy = make_policy(config.policy, task, job.seed, config.noise, config.rotation_convention)
-    variant = Variant.parse(job.variant)
-    verifier = make_verifier(config.verifier) if variant.needs_verifier else None
-    record = run_episode(_WORKER["simulator"], policy, task, variant, _WORKER["preset"], layout=job.layout,
-                         seed=job.seed, verifier=verifier, planner=_WORKER["planner"])
+    try:
+        policy = make_policy(config.policy, task, job.seed, config.noise, config.rotation_convention)
+        variant = Variant.parse(job.variant)
+        verifier = make_verifier(config.verifier) if variant.needs_verifier else None
+        record = run_episode(_WORKER["simulator"], policy, task, variant, _WORKER["preset"], layout=job.layout,
+                             seed=job.seed, verifier=verifier, planner=_WORKER["planner"])
+    except Exception as exc:  # noqa: BLE001 - recorded, never dropped (errors stay in the denominator)
+        return error_record(config, suite, job, {"kind": "exception", "type": type(exc).__name__,
+                                                 "message": str(exc)}, _WORKER["key_digest"])
     data = record.to_dict()
     data["noise"] = config.noise
     data["run_key"] = _WORKER["key_digest"]
     return data
+
+
+def error_record(config: EvalConfig, suite: TaskSuite, job: EvalJob, error: dict, run_key_digest: str) -> dict:
+    """The record of an episode that produced no result: a failure with every subgoal undone
+    (cause ``episode_error``), counted in every rate like any other episode, with ``error`` saying why."""
+    task = suite.task(job.task_id)
+    preset = config.preset_for(suite)
+    variant = Variant.parse(job.variant)
+    record = EpisodeRecord(
+        task_id=task.task_id, suite=task.suite, category=task.category.value, horizon=task.horizon,
+        variant=variant.value, layout=job.layout, seed=job.seed, success=False, subgoals_done=0, steps_used=0,
+        budget_steps=preset.budget_for(task), finish_reason=ERROR_FINISH,
+        subgoals=[SubgoalOutcome(i, sg.text, False, EPISODE_ERROR, None).to_dict()
+                  for i, sg in enumerate(task.subgoals)],
+        violations=[], events=[], verification_queries=0,
+        verifier=config.verifier if variant.needs_verifier else None, policy=config.policy,
+        simulator=config.simulator, final_goal={}, orchestration={}, success_rule=task.success_rule,
+        preset=preset.name, preset_options=preset.options,
+        plan={"source": config.plan_source if uses_plan(variant) else REFERENCE},
+        action_convention=config.action_convention(), extra={"error": error})
+    data = record.to_dict()
+    data["noise"] = config.noise
+    data["run_key"] = run_key_digest
+    return data
+
+
+def work_spec(config: EvalConfig, run_key_digest: str) -> WorkSpec:
+    """What every worker runs for ``config``; a worker that served another configuration, or this one
+    with another suite file or versions (another run key), sets up again."""
+    key = hashlib.sha256(f"{config!r} {run_key_digest}".encode()).hexdigest()[:16]
+    return WorkSpec(setup=_init_worker, run=_run_job, config=config, key=key)
+
+
+def same_run_key(key: dict):
+    """The driver's check of a worker's setup report: it computed the same run ``key`` there."""
+    def check(report: dict) -> str | None:
+        theirs = report.get("run_key")
+        if theirs == key:
+            return None
+        diffs = key_differences(theirs, key) if isinstance(theirs, dict) else ["no run key"]
+        return (f"computes another run key there ({'; '.join(diffs)}; 'there' is the worker, 'now' this driver); "
+                "install the same code and packages on every machine")
+    return check
 
 
 # ---------------------------------------------------------------- driver side
@@ -191,30 +271,72 @@ def read_records(path: Path) -> list[dict]:
     return records
 
 
-def run_jobs(config: EvalConfig, jobs: list[EvalJob], out_file: Path, progress: bool = True) -> None:
-    """Run ``jobs`` (in ``config.jobs`` processes) and append each record to ``out_file`` as it finishes."""
+def _open_for_append(path: Path):
+    """``path`` opened for appending whole lines: a last line cut short by a killed run is ended first,
+    so the next record starts on a line of its own."""
+    if path.exists() and path.stat().st_size > 0:
+        with path.open("rb") as f:
+            f.seek(-1, 2)
+            cut = f.read(1) != b"\n"
+        if cut:
+            with path.open("a", encoding="utf-8") as f:
+                f.write("\n")
+    return path.open("a", encoding="utf-8")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def run_jobs(config: EvalConfig, jobs: list[EvalJob], out_file: Path, progress: bool = True,
+             settings: ExecutorSettings | None = None, executor: EpisodeExecutor | None = None) -> dict:
+    """Run ``jobs`` on the executor ``settings`` ask for (default: ``config.jobs`` local processes) and
+    append each record to ``out_file`` as it finishes, in whatever order. An episode whose worker died is
+    rerun up to ``settings.max_retries`` times, then recorded as an error; every record says where it
+    ran and after how many attempts (``execution``). Returns where the episodes ran."""
     from tqdm import tqdm
 
+    settings = settings or ExecutorSettings(jobs=config.jobs)
+    executor = executor or make_executor(settings)
+    suite = load_suite(config.suite_path)
+    key = config.key(suite)
+    digest = key_digest(key)
     bar = tqdm(total=len(jobs), desc="sim-eval", unit="ep", disable=not progress, file=sys.stderr, mininterval=1.0)
-    with out_file.open("a", encoding="utf-8") as sink:
+    with _open_for_append(out_file) as sink, executor:
         def write(record: dict) -> None:
             sink.write(json.dumps(record) + "\n")
             sink.flush()
             bar.set_postfix_str(f"{record['variant']} {record['task_id']}", refresh=False)
             bar.update(1)
 
-        if config.jobs == 1:
-            _init_worker(config)
-            for job in jobs:
-                write(_run_job(job))
-        else:
-            ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-            with ProcessPoolExecutor(max_workers=config.jobs, mp_context=ctx, initializer=_init_worker,
-                                     initargs=(config,)) as pool:
-                futures = [pool.submit(_run_job, job) for job in jobs]
-                for future in as_completed(futures):
-                    write(future.result())
+        def finished(outcome: Finished, lost: list[str]) -> None:
+            record = dict(outcome.payload)
+            record["execution"] = {"executor": executor.name, **outcome.worker, "attempts": len(lost) + 1,
+                                   "lost": lost, "finished_at": _now()}
+            if lost:
+                tqdm.write(f"sim-eval: {outcome.job.task_id} {outcome.job.variant} seed {outcome.job.seed} "
+                           f"finished on attempt {len(lost) + 1}", file=sys.stderr)
+            write(record)
+
+        def announce_loss(outcome: Lost, attempts: int) -> None:
+            job = outcome.job
+            again = "rerunning it" if attempts < settings.max_attempts else "giving it up"
+            tqdm.write(f"sim-eval: {job.task_id} {job.variant} seed {job.seed}: attempt {attempts} lost "
+                       f"({outcome.reason}); {again}", file=sys.stderr)
+
+        def given_up(job: EvalJob, lost: list[str]) -> None:
+            tqdm.write(f"sim-eval: {job.task_id} {job.variant} seed {job.seed}: recorded as an error after "
+                       f"{len(lost)} lost attempt(s)", file=sys.stderr)
+            record = error_record(config, suite, job, {"kind": "worker_lost", "message": lost[-1]}, digest)
+            record["execution"] = {"executor": executor.name, "attempts": len(lost), "lost": lost,
+                                   "finished_at": _now()}
+            write(record)
+
+        where = executor.start(work_spec(config, digest), check=same_run_key(key))
+        report = drive(executor, jobs, max_attempts=settings.max_attempts, on_finished=finished,
+                       on_given_up=given_up, on_lost=announce_loss)
     bar.close()
+    return {**where, "retries": report.retries, "given_up": report.given_up}
 
 
 def paired_differences(records: list[dict], suite: TaskSuite) -> list[dict]:
@@ -243,7 +365,8 @@ def success_rule_note(suite: TaskSuite, records: list[dict]) -> str:
     return "success: " + "; ".join(parts)
 
 
-def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out: Path) -> dict:
+def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out: Path,
+                  execution: dict | None = None) -> dict:
     summary = summarize_episodes(records)
     labels = {}
     plans = planner_label(config.plan_source, config.planner_config)
@@ -268,6 +391,8 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
         "preset_options": preset.options, "run_key": key_digest(config.key(suite)),
         "episodes_per_task": config.episodes, "base_seed": config.base_seed,
         "variants": summary, "paired": pairs,
+        "errors": sum(1 for r in records if r.get("error")),
+        "execution": execution,  # where this invocation ran its episodes (None: it ran none)
     }
     (out / "summary.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     table = report.format_table(summary, labels)
@@ -276,6 +401,9 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
     options = ", ".join(f"{k} {v}" for k, v in preset.options.items())
     table += (f"\nplans: {plans} (the privileged verifier always takes the reference; the low-level policy "
               f"follows none)\n{rules}\npreset: {preset.name} ({options})")
+    if document["errors"]:
+        table += (f"\nerrors: {document['errors']} episode(s) produced no result (the 'error' of their records); "
+                  "each counts as a failure")
     causes = report.format_failure_causes(summary)
     text = "\n\n".join(x for x in (table, "failure causes of unfinished subgoals:\n" + causes,
                                    report.format_paired(pairs) if pairs else "") if x)
@@ -288,7 +416,9 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
     return {"summary": summary, "text": text}
 
 
-def evaluate(config: EvalConfig, out: Path, progress: bool = True) -> dict:
+def evaluate(config: EvalConfig, out: Path, progress: bool = True, settings: ExecutorSettings | None = None,
+             executor: EpisodeExecutor | None = None) -> dict:
+    """Run the episodes of ``config`` that ``out`` lacks (on ``settings``' executor) and write the outputs."""
     suite = load_suite(config.suite_path)
     jobs = plan_jobs(suite, config)
     claim_output(out, config.key(suite))  # refuses, in one line, a folder of another configuration
@@ -299,10 +429,11 @@ def evaluate(config: EvalConfig, out: Path, progress: bool = True) -> dict:
     if done & wanted:
         print(f"sim-eval: {len(done & wanted)} of {len(jobs)} episodes already in {out_file}; running {len(todo)}",
               file=sys.stderr)
+    execution = None
     if todo:
-        run_jobs(config, todo, out_file, progress=progress)
+        execution = run_jobs(config, todo, out_file, progress=progress, settings=settings, executor=executor)
     records = [r for r in read_records(out_file) if episode_key(r) in wanted]
-    return write_outputs(config, suite, records, out)
+    return write_outputs(config, suite, records, out, execution)
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -341,7 +472,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the rotation convention the policy acts in (default: the policy's own): "
                         "euler_xyz | sxyz_axis_angle | axis_angle")
     p.add_argument("--render", action="store_true", help="render camera images (slower; not needed by the oracle)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="local worker processes (default: all cores); with --executor ray and no --ray-address, "
+                        "the CPUs of the Ray instance started here")
+    p.add_argument("--executor", default="local", choices=EXECUTORS,
+                   help="where episodes run: local processes (default) or ray (one Ray task per episode)")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="the Ray cluster to run on (HOST:PORT of its head, or 'auto'); default: start a private "
+                        "Ray instance on this machine, bound to 127.0.0.1")
+    p.add_argument("--cpus-per-episode", type=float, default=1.0, help="CPUs each episode's Ray task asks for")
+    p.add_argument("--gpus-per-episode", type=float, default=0.0,
+                   help="GPUs each episode's Ray task asks for (a fraction shares one, e.g. 0.25 for a local "
+                        "VLM planner; Ray sets CUDA_VISIBLE_DEVICES); default 0")
+    p.add_argument("--ray-env", action="append", default=[], metavar="NAME=VALUE",
+                   help="an environment variable for every Ray worker (runtime_env env_vars), e.g. "
+                        "MS_ASSET_DIR=/data/maniskill or LADDER_LVP_DIR=/opt/lvp")
+    p.add_argument("--max-retries", type=int, default=DEFAULT_MAX_RETRIES,
+                   help=f"reruns of an episode whose worker died before it is recorded as an error "
+                        f"(default {DEFAULT_MAX_RETRIES}; an episode that raises is recorded at once)")
     p.add_argument("--out", default="runs/sim-eval", help="output folder (default runs/sim-eval)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -360,8 +508,11 @@ def run(args: argparse.Namespace) -> int:
                         planner_model=args.planner_model, planner_replay=args.planner_replay,
                         preset_options=tuple(parse_preset_options(args.preset_option).items()),
                         rotation_convention=args.rotation_convention)
+    settings = ExecutorSettings(kind=args.executor, jobs=args.jobs, ray_address=args.ray_address,
+                                cpus_per_episode=args.cpus_per_episode, gpus_per_episode=args.gpus_per_episode,
+                                env_vars=parse_env_vars(args.ray_env), max_retries=args.max_retries)
     out = Path(args.out)
-    result = evaluate(config, out, progress=not args.no_progress)
+    result = evaluate(config, out, progress=not args.no_progress, settings=settings)
     print(result["text"])
     print(f"\nwrote {out / 'episodes.jsonl'}, {out / 'summary.json'}, {out / 'table.txt'}, "
           f"{out / 'success_vs_horizon.png'}")

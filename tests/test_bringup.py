@@ -184,3 +184,18 @@ def test_real_mode_refuses_the_simulation_only_policy(tmp_path):
     assert result.returncode == 1
     assert "node policy exited with code 2: ladder_ros policy: error: parameter policy.policy: scripted_expert " \
            "reads the simulator's privileged state and cannot drive a robot" in result.stderr
+
+
+def test_skip_leaves_out_the_named_nodes_and_refuses_an_unknown_one(tmp_path):
+    from ladder_ros.bringup.up import skip_nodes
+
+    graph = load_graph("widowx")
+    launches = graph.launches("real", work_dir=tmp_path)
+    kept = skip_nodes(graph, "real", launches, ["widowx_driver", "camera"])
+    rest = [n for n in graph.mode("real").nodes if n not in ("widowx_driver", "camera")]
+    assert [launch.name for launch in kept] == rest
+    with pytest.raises(ConfigError, match="--skip widowx_drivr: no node 'widowx_drivr' in mode real of graph widowx; "
+                                          "did you mean 'widowx_driver'"):
+        skip_nodes(graph, "real", launches, ["widowx_drivr"])
+    with pytest.raises(ConfigError, match="--skip leaves no node of graph widowx to start"):
+        skip_nodes(graph, "real", launches, list(graph.mode("real").nodes))

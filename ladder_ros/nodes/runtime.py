@@ -46,7 +46,7 @@ from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 
 from ladder_ros.core.errors import LadderError
-from ladder_ros.messages import ABORT, RUNNING, EpisodeCommand, EpisodeStatus, SchemaError
+from ladder_ros.messages import ABORT, RUNNING, WALL_CLOCK, EpisodeCommand, EpisodeStatus, SchemaError
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import BOOL, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec
 from ladder_ros.nodes.supervision import die_with_supervisor
@@ -187,7 +187,8 @@ class EpisodeFollower:
     step, so this one is a restart) does not join that episode: :meth:`request_abort` asks the
     orchestrator to end it with the reason, and the episode ends at once instead of continuing as a
     different episode. An episode still at its first step is joined as usual (a node that came up
-    late, or one restarted before anything of it was executed).
+    late, or one restarted before anything of it was executed), and so is, on the wall clock, an
+    episode that began after this node came up (it only heard of it late: :meth:`_came_up_after`).
     """
 
     ABORT_RESEND_S = 0.5  # the command publisher may not be matched yet right after a (re)start
@@ -206,9 +207,20 @@ class EpisodeFollower:
         # first status it ever got, from the latched topic): the node joins it mid-way.
         self.joined_late = False
         self._abort: tuple[str, str] | None = None  # (episode id, reason) asked for until it ends
+        self._created_ns = time.time_ns()  # the wall clock, as the orchestrator stamps step 0 on the wall clock
         self._command_pub = publisher(node, String, topics.EPISODE_COMMAND)
         subscription(node, String, topics.EPISODE_STATUS, self._on_status, callback_group=callback_group)
         node.create_timer(self.ABORT_RESEND_S, self._resend_abort, callback_group=callback_group)
+
+    def _came_up_after(self, status: EpisodeStatus) -> bool:
+        """Whether this node came up after ``status``'s episode began. On the wall clock step 0 is
+        stamped with the orchestrator's time at the start, so a node that was up before it only
+        heard of the episode late (discovery can take a moment on a busy machine) and joins it; in
+        lockstep the step stamps are simulated time, and a step can only have been executed with
+        every stateful node taking part."""
+        if status.clock == WALL_CLOCK:
+            return self._created_ns > status.origin_ns
+        return True
 
     def request_abort(self, episode_id: str, reason: str) -> None:
         """Ask the orchestrator to end ``episode_id`` with ``reason`` (resent until its status says it ended)."""
@@ -240,7 +252,7 @@ class EpisodeFollower:
                 if status.episode_id in self.ended:
                     return  # a stale repeat of an episode that is over
                 self.current = status
-                if first and status.step >= 1 and self._lost_on_restart is not None:
+                if first and status.step >= 1 and self._lost_on_restart is not None and self._came_up_after(status):
                     self.request_abort(status.episode_id, f"{self._node.get_name()} restarted mid-episode: "
                                        f"{self._lost_on_restart} is lost")
                     return

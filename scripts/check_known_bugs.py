@@ -83,8 +83,10 @@ BUGS = [
      'is met yet',
      ['tests/test_vlm_prompts.py']),
     ('image_step_padding', 'ladder_ros/ros_conversions.py',
-     'rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)[:, :row]',
-     'rows = np.frombuffer(bytes(msg.data), dtype=np.uint8)[:msg.height * row].reshape(msg.height, row)',
+     'rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)[:, :row]\n'
+     '    arr = rows.reshape(msg.height, msg.width, 3)',
+     'rows = np.frombuffer(bytes(msg.data), dtype=np.uint8)[:msg.height * row].reshape(msg.height, row)\n'
+     '    arr = rows.reshape(msg.height, msg.width, 3)',
      ['tests/test_ros_conversions.py']),
     ('aperture_last_joint', 'ladder_ros/ros_conversions.py',
      '    i = names.index(aperture_joint)',

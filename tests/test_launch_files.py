@@ -563,9 +563,19 @@ def interrupted(tmp_path_factory):
     try:
         client, executor = _client("widowx")
         wait_for_graph(launch, client, executor, followers=4)
-        # A first short episode: afterwards every node has discovered every other one, so the
-        # interrupted episode's recording can be checked from its first step.
-        client.run_episode(executor, "kitchen_single_1", variant="proprio_verifier", timeout_s=120)
+        # Short episodes until the recorder has heard the sim bridge (discovery between six processes on
+        # a loaded machine can take seconds), so the interrupted episode's recording can be checked from
+        # its first step.
+        from ladder_ros.bringup.recording import read_bag
+
+        for _ in range(5):
+            first = client.run_episode(executor, "kitchen_single_1", variant="proprio_verifier", timeout_s=120)
+            bag = tmp_path / "recordings" / first.episode_id
+            client.spin_until(executor, lambda: (bag / "metadata.yaml").is_file(), 60, "the first recording")
+            if read_bag(bag)[0].topics.get("/widowx/joint_states"):
+                break
+        else:
+            raise AssertionError(f"the recorder never heard the sim bridge's joint states\n{launch.log[-3000:]}")
         episode = client.start_episode("relay_2", variant="periodic_trigger", layout=1, seed=1)
         client.spin_until(executor, lambda: client.status.episode_id == episode and client.status.step >= 20, 120,
                           "20 steps of the episode")

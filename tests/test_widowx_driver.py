@@ -82,12 +82,14 @@ def act(probe, executor, values, steps=1, period=0.2, **send):
         probe.spin_for(executor, period)
 
 
-def home(probe, executor, bus):
+def home(probe, executor, driver):
     assert probe.arm(executor).success
     reply = probe.trigger(executor, topics.HOME_SERVICE)
     assert reply.success, reply.message
     neutral = np.array(wx250s.NEUTRAL_JOINTS)
     probe.spin_until(executor, lambda: np.allclose(probe.latest_joints(), neutral, atol=2e-3), 30, "the home pose")
+    # the last waypoints of the homing path may still be on their way once the pose is within tolerance
+    probe.spin_until(executor, lambda: not driver.homing, 30, "the homing path to end")
 
 
 def test_missing_interbotix_api_is_one_clear_error():
@@ -131,7 +133,7 @@ def topics_level(name):
 def test_armed_the_arm_follows_bridge_deltas_and_the_gripper_closes_and_opens(rig):
     executor, build = rig
     driver, probe, bus = build()
-    home(probe, executor, bus)
+    home(probe, executor, driver)
     start = CHAIN.forward(probe.latest_joints())[:3, 3]
     act(probe, executor, action(dx=0.02, dz=-0.01), steps=5)
     expected = start + np.array([0.10, 0.0, -0.05])
@@ -157,7 +159,7 @@ def test_armed_the_arm_follows_bridge_deltas_and_the_gripper_closes_and_opens(ri
 def test_bad_actions_are_refused_counted_and_published_and_the_arm_holds(rig):
     executor, build = rig
     driver, probe, bus = build()
-    home(probe, executor, bus)
+    home(probe, executor, driver)
     held = probe.latest_joints().copy()
     cases = [(action(dx=float("nan")), "non_finite"), (action(dy=0.2), "translation_limit"),
              (action(dyaw=2.0), "rotation_limit"), (action(gripper=0.3), "gripper_domain")]
@@ -182,7 +184,7 @@ def test_bad_actions_are_refused_counted_and_published_and_the_arm_holds(rig):
 def test_the_workspace_box_clips_the_target_and_counts_it(rig):
     executor, build = rig
     driver, probe, bus = build(workspace_low=[0.10, -0.25, 0.20], workspace_high=[0.45, 0.25, 0.35])
-    home(probe, executor, bus)
+    home(probe, executor, driver)
     act(probe, executor, action(dz=-0.04), steps=4)  # 16 cm down from 0.247 m: the floor is 0.20 m
     probe.spin_until(executor, lambda: "workspace" in probe.kinds(), 5, "a workspace intervention")
     probe.spin_until(executor, lambda: abs(probe.poses[-1][1][2, 3] - 0.20) < 3e-3, 10, "the arm at the floor")
@@ -192,7 +194,7 @@ def test_the_workspace_box_clips_the_target_and_counts_it(rig):
 def test_estop_holds_latches_and_release_leaves_the_robot_disarmed(rig):
     executor, build = rig
     driver, probe, bus = build()
-    home(probe, executor, bus)
+    home(probe, executor, driver)
     for _ in range(3):
         act(probe, executor, action(dx=0.03))
     reply = probe.trigger(executor, topics.ESTOP_SERVICE)
@@ -216,7 +218,7 @@ def test_estop_holds_latches_and_release_leaves_the_robot_disarmed(rig):
 def test_the_watchdog_holds_the_arm_when_actions_stop(rig):
     executor, build = rig
     driver, probe, bus = build()
-    home(probe, executor, bus)
+    home(probe, executor, driver)
     act(probe, executor, action(dx=0.02), steps=3)
     probe.spin_until(executor, lambda: "watchdog" in probe.kinds(), 5, "a watchdog intervention")
     probe.spin_until(executor, lambda: probe.state().get("holding") == "true", 5, "the holding state")
@@ -235,7 +237,7 @@ def test_holds_while_a_verification_is_pending_when_asked(rig):
 
     executor, build = rig
     driver, probe, bus = build(hold_while_verifying=True)
-    home(probe, executor, bus)
+    home(probe, executor, driver)
     status = EpisodeStatus(episode_id="e1", state=RUNNING, clock=WALL_CLOCK, rate_hz=5.0, step=3,
                            pending_request=1, task={})
     probe.status_pub.publish(document_to_msg(status))
@@ -253,7 +255,7 @@ def test_holds_while_a_verification_is_pending_when_asked(rig):
 def test_recovery_reboots_the_faulted_motors_and_stays_disarmed(rig):
     executor, build = rig
     driver, probe, bus = build()
-    home(probe, executor, bus)
+    home(probe, executor, driver)
     bus.fault("elbow")
     reply = probe.trigger(executor, topics.RECOVER_SERVICE)
     assert reply.success and "stays disarmed" in reply.message

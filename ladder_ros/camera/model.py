@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
+from ladder_ros.core.rotations import matrix_to_quaternion, quaternion_to_matrix
 
 # Distortion models of sensor_msgs/CameraInfo (sensor_msgs/distortion_models.hpp) and the number of
 # coefficients each takes.
@@ -132,33 +133,13 @@ def quaternion_xyzw_to_matrix(q: Sequence[float]) -> np.ndarray:
     n = math.sqrt(x * x + y * y + z * z + w * w)
     if not math.isfinite(n) or n < 1e-9:
         raise InvalidInputError(f"a rotation quaternion must be finite and non-zero, got {list(q)}")
-    x, y, z, w = x / n, y / n, z / n, w / n
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
+    return quaternion_to_matrix((w, x, y, z))
 
 
 def matrix_to_quaternion_xyzw(R: np.ndarray) -> np.ndarray:
     """Quaternion (x, y, z, w) with w >= 0 of a rotation matrix (Shepperd's method)."""
-    R = np.asarray(R, dtype=np.float64)
-    trace = R[0, 0] + R[1, 1] + R[2, 2]
-    if trace > 0:
-        s = 2.0 * math.sqrt(1.0 + trace)
-        q = [(R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s, s / 4]
-    elif R[0, 0] > R[1, 1] and R[0, 0] > R[2, 2]:
-        s = 2.0 * math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
-        q = [s / 4, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s, (R[2, 1] - R[1, 2]) / s]
-    elif R[1, 1] > R[2, 2]:
-        s = 2.0 * math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
-        q = [(R[0, 1] + R[1, 0]) / s, s / 4, (R[1, 2] + R[2, 1]) / s, (R[0, 2] - R[2, 0]) / s]
-    else:
-        s = 2.0 * math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
-        q = [(R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, s / 4, (R[1, 0] - R[0, 1]) / s]
-    q = np.array(q)
-    q /= np.linalg.norm(q)
-    return -q if q[3] < 0 else q
+    w, x, y, z = matrix_to_quaternion(R)
+    return np.array([x, y, z, w])
 
 
 def rotation_angle_deg(R: np.ndarray) -> float:

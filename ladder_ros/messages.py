@@ -25,10 +25,10 @@ import numpy as np
 
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.goals import GoalState
+from ladder_ros.core.observation import ContainerInfo, ObjectPose, PrivilegedState
 from ladder_ros.core.task import Subgoal
 from ladder_ros.core.triggers import GripperEvents
 from ladder_ros.core.verification import VerificationRequest, VerificationResult
-from ladder_ros.sim.base import ContainerInfo, ObjectPose, PrivilegedState
 
 SCHEMA_VERSION = 1
 

@@ -25,10 +25,11 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from ladder_ros.camera.model import CameraIntrinsics
 from ladder_ros.core.errors import ConfigError, InvalidInputError
+from ladder_ros.core.observation import Observation
 from ladder_ros.core.safety import ACTION_AXES
 from ladder_ros.messages import Document, PrivilegedStateDoc, decode, encode
 from ladder_ros.core.rotations import matrix_to_euler_xyz, matrix_to_quaternion, quaternion_to_matrix
-from ladder_ros.sim.base import ACTION_DIM, Observation, validate_action
+from ladder_ros.sim.base import ACTION_DIM, validate_action
 
 # The action axes (ladder_ros.core.safety.ACTION_AXES), in the order of the 7-D action of
 # ladder_ros/sim/base.py (SimplerEnv/Bridge convention: metres and radians per control step,

@@ -31,7 +31,7 @@ from ladder_ros.core.errors import LadderError  # noqa: E402
 from ladder_ros.core.suite import load_suite  # noqa: E402
 from ladder_ros.policies.scripted_expert import ScriptedExpert, expert_noise  # noqa: E402
 from ladder_ros.sim.mujoco_tabletop import MujocoTabletop  # noqa: E402
-from ladder_ros.sim.tabletop_rollout import RolloutResult, run_full_instruction, run_subgoal_sequence  # noqa: E402
+from ladder_ros.evaluation.rollouts import RolloutResult, run_full_instruction, run_subgoal_sequence  # noqa: E402
 
 DEFAULT_SUITE = REPO / "config" / "suites" / "tabletop.yaml"
 

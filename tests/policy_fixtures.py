@@ -10,11 +10,11 @@ import numpy as np
 import yaml
 
 from ladder_ros.core.errors import LadderError
+from ladder_ros.core.observation import Observation
 from ladder_ros.policies.chunked import RawChunk
 from ladder_ros.policies.config import parse_policy_config
 from ladder_ros.policies.executor import ChunkExecutor
 from ladder_ros.policies.observation import ObservationBundle
-from ladder_ros.sim.base import Observation
 
 AXES = [{"name": n, "unit": u, "low": lo, "high": hi} for n, u, lo, hi in (
     ("ee_dx", "m", -0.1, 0.1), ("ee_dy", "m", -0.1, 0.1), ("ee_dz", "m", -0.1, 0.1),

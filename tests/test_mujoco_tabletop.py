@@ -11,9 +11,10 @@ pytest.importorskip("mujoco")
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalState  # noqa: E402
+from ladder_ros.core.observation import ContainerInfo, ObjectPose, Observation, PrivilegedState  # noqa: E402
 from ladder_ros.core.suite import parse_suite  # noqa: E402
-from ladder_ros.sim.base import ContainerInfo, ObjectPose, Observation, PrivilegedState, SimulatorBackend  # noqa: E402
 from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_euler_xyz  # noqa: E402
+from ladder_ros.sim.base import SimulatorBackend  # noqa: E402
 from ladder_ros.sim.mujoco_tabletop import JOINT_NAMES, MujocoTabletop, make_backend  # noqa: E402
 from ladder_ros.sim.registry import make_simulator  # noqa: E402
 from ladder_ros.sim.tabletop_scene import WORKSPACE_HIGH, WORKSPACE_LOW  # noqa: E402

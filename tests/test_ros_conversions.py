@@ -9,6 +9,7 @@ from sensor_msgs.msg import Image, JointState  # noqa: E402
 
 from ladder_ros.core.errors import InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalState  # noqa: E402
+from ladder_ros.core.observation import ObjectPose, PrivilegedState  # noqa: E402
 from ladder_ros.core.rotations import (  # noqa: E402
     euler_xyz_to_matrix,
     matrix_to_euler_xyz,
@@ -34,7 +35,6 @@ from ladder_ros.ros_conversions import (  # noqa: E402
     pose_to_msg,
     stamp_to_ns,
 )
-from ladder_ros.sim.base import ObjectPose, PrivilegedState  # noqa: E402
 
 pytestmark = pytest.mark.ros
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ladder_ros.core.goals import GoalState
+from ladder_ros.core.observation import ContainerInfo, ObjectPose, PrivilegedState
 from ladder_ros.core.task import Subgoal
 from ladder_ros.core.triggers import AttemptEnd, GripperEvents
 from ladder_ros.core.verification import VerificationRequest, VerificationResult
@@ -27,7 +28,6 @@ from ladder_ros.messages import (
     stamp_of_step,
     step_of_stamp,
 )
-from ladder_ros.sim.base import ContainerInfo, ObjectPose, PrivilegedState
 
 SUBGOAL = Subgoal("carrot", "plate", "put the carrot on the plate")
 

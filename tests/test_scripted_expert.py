@@ -21,7 +21,7 @@ from ladder_ros.policies.scripted_expert import (  # noqa: E402
     read_instruction,
 )
 from ladder_ros.sim.mujoco_tabletop import MujocoTabletop  # noqa: E402
-from ladder_ros.sim.tabletop_rollout import run_full_instruction, run_subgoal_sequence  # noqa: E402
+from ladder_ros.evaluation.rollouts import run_full_instruction, run_subgoal_sequence  # noqa: E402
 
 SUITE = Path(__file__).resolve().parents[1] / "config" / "suites" / "tabletop.yaml"
 

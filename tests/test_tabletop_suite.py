@@ -207,7 +207,7 @@ def test_noise_free_expert_validates_two_layouts_of_every_task(suite):
     pytest.importorskip("mujoco")
     from ladder_ros.policies.scripted_expert import ScriptedExpert
     from ladder_ros.sim.mujoco_tabletop import MujocoTabletop
-    from ladder_ros.sim.tabletop_rollout import run_subgoal_sequence
+    from ladder_ros.evaluation.rollouts import run_subgoal_sequence
 
     failures = []
     with MujocoTabletop(suite, render=False) as sim:

@@ -9,9 +9,9 @@ import pytest
 from tests.vlm_fixtures.scripted import ScriptedBackend
 
 from ladder_ros.core.goals import GoalState
+from ladder_ros.core.observation import Observation, PrivilegedState
 from ladder_ros.core.task import Subgoal
 from ladder_ros.core.verification import CountVerifier, VerificationRequest
-from ladder_ros.sim.base import Observation, PrivilegedState
 from ladder_ros.vlm import ImagePart, NextSubtask, Planner, Purpose, UsageLedger, Verifier, VLMConfig, make_components
 from ladder_ros.vlm.accounting import ModelPrice, PriceTable
 from ladder_ros.vlm.backends.oracle import OracleBackend

@@ -15,9 +15,9 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("torch")
 
+from ladder_ros.core.observation import Observation  # noqa: E402
 from ladder_ros.core.task import Subgoal  # noqa: E402
 from ladder_ros.core.verification import VerificationRequest  # noqa: E402
-from ladder_ros.sim.base import Observation  # noqa: E402
 from ladder_ros.vlm import BackendError, VLMConfig, Verifier, make_components  # noqa: E402
 from tests.vlm_fixtures.tiny_vlm import build_tiny_gemma3  # noqa: E402
 

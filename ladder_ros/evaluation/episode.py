@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol
 from ladder_ros.core.action_conventions import canonical_action, policy_convention
 from ladder_ros.core.goals import GoalTracker
 from ladder_ros.core.metrics import score_episode
+from ladder_ros.core.observation import Observation
 from ladder_ros.core.orchestrator import Decision, Orchestrator, StepInput, Variant, make_orchestrator
 from ladder_ros.core.presets import EmbodimentPreset
 from ladder_ros.core.record import PLAN_SOURCES, PLANNER, REFERENCE, EpisodeRecord  # noqa: F401  (re-exported)
@@ -30,7 +31,7 @@ from ladder_ros.core.task import Subgoal, Task
 from ladder_ros.core.triggers import GripperMonitor
 from ladder_ros.core.verification import CountVerifier
 from ladder_ros.policies.base import LowLevelPolicy
-from ladder_ros.sim.base import Observation, SimulatorBackend
+from ladder_ros.sim.base import SimulatorBackend
 
 
 class EpisodePlanner(Protocol):

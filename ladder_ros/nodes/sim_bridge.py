@@ -15,6 +15,7 @@ from trajectory_msgs.msg import JointTrajectory
 from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.core.goals import GoalTracker
 from ladder_ros.core.metrics import score_episode
+from ladder_ros.core.observation import Observation
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.safety import (
     ACTION_AXES,
@@ -57,7 +58,7 @@ from ladder_ros.ros_conversions import (
     pose_to_msg,
     stamp_to_ns,
 )
-from ladder_ros.sim.base import Observation, SimulatorBackend
+from ladder_ros.sim.base import SimulatorBackend
 from ladder_ros.sim.registry import make_simulator
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
+from ladder_ros.core.observation import Observation
 from ladder_ros.policies.config import EE_DELTA, PolicyConfig
 from ladder_ros.core.action_conventions import GRIPPER_OPEN_THRESHOLD, ActionConvention
-from ladder_ros.sim.base import Observation
 
 
 class InvalidActionError(InvalidInputError):

@@ -6,7 +6,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ladder_ros.sim.base import Observation
+from ladder_ros.core.observation import Observation
 
 
 @runtime_checkable

@@ -25,11 +25,11 @@ from typing import Callable, Protocol
 import numpy as np
 
 from ladder_ros.core.action_conventions import ActionConvention
+from ladder_ros.core.observation import Observation
 from ladder_ros.policies.actions import ActionProcessor, InvalidActionError
 from ladder_ros.policies.base import LowLevelPolicy
 from ladder_ros.policies.config import PolicyConfig
 from ladder_ros.policies.observation import ObservationBundle
-from ladder_ros.sim.base import Observation
 
 LOG = logging.getLogger(__name__)
 

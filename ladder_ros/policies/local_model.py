@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
+from ladder_ros.core.observation import Observation
 from ladder_ros.policies.chunked import RawChunk
 from ladder_ros.policies.config import Normalization, PolicyConfig, Statistics
 from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder
@@ -113,8 +114,6 @@ class TransformersSource:
                                                tuple(map(float, values["actions_std"][:action_dim]))))
 
     def _warm_up(self) -> float:
-        from ladder_ros.sim.base import Observation
-
         joints = next((e.size for e in self.config.state if e.source == "joint_positions"), 0)
         blank = Observation(step=0, image=None, aperture=1.0, ee_position=np.zeros(3), ee_euler=np.zeros(3),
                             joint_names=tuple(f"j{i}" for i in range(joints)), joint_positions=np.zeros(joints))

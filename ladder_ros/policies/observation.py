@@ -12,8 +12,8 @@ from typing import Mapping
 import numpy as np
 
 from ladder_ros.core.errors import InvalidInputError
+from ladder_ros.core.observation import Observation
 from ladder_ros.policies.config import CameraSpec, PolicyConfig
-from ladder_ros.sim.base import Observation
 
 
 @dataclass(frozen=True)

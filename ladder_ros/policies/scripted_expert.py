@@ -47,8 +47,8 @@ import numpy as np
 
 from ladder_ros.core.action_conventions import CANONICAL, ActionConvention
 from ladder_ros.core.errors import ConfigError, InvalidInputError, unknown_name
+from ladder_ros.core.observation import ContainerInfo, Observation, PrivilegedState
 from ladder_ros.core.task import Task
-from ladder_ros.sim.base import ContainerInfo, Observation, PrivilegedState
 
 # Motion limits per 5 Hz step. With them a noise-free pick-and-place takes ~25-35 steps, close to
 # the 27 steps the privileged verifier needs per subgoal on the WidowX suites (Section 5: the

@@ -59,10 +59,11 @@ import numpy as np
 from ladder_ros.core.action_conventions import validate_action
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.goals import GoalState
+from ladder_ros.core.observation import ContainerInfo, Observation, ObjectPose, PrivilegedState
 from ladder_ros.core.rotations import matrix_to_euler_xyz, quaternion_multiply, quaternion_to_matrix
 from ladder_ros.core.suite import TaskSuite
 from ladder_ros.core.task import SIMPLERENV_RULE, Task
-from ladder_ros.sim.base import CameraIntrinsics, ContainerInfo, Observation, ObjectPose, PrivilegedState
+from ladder_ros.sim.base import CameraIntrinsics
 from ladder_ros.sim.maniskill_env import (
     ManiSkillSetupError,
     configure_current_process,

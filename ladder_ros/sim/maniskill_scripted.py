@@ -14,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ladder_ros.sim.base import Observation
+from ladder_ros.core.observation import Observation
 
 # Motion limits per 5 Hz step: the WidowX tracks a 2-3 cm target jump within one or two steps
 # (measured: +2 cm in x is 63 % done after one step, 98 % after four).

@@ -58,16 +58,10 @@ import mujoco  # noqa: E402  (MUJOCO_GL must be set before the import)
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalState  # noqa: E402
+from ladder_ros.core.observation import ContainerInfo, ObjectPose, Observation, PrivilegedState  # noqa: E402
 from ladder_ros.core.suite import TaskSuite  # noqa: E402
 from ladder_ros.core.task import LADDER_RULE, Task  # noqa: E402
-from ladder_ros.sim.base import (  # noqa: E402
-    CameraIntrinsics,
-    ContainerInfo,
-    ObjectPose,
-    Observation,
-    PrivilegedState,
-    validate_action,
-)
+from ladder_ros.sim.base import CameraIntrinsics, validate_action  # noqa: E402
 # The one tested place for the Euler XYZ convention (plain numpy).
 from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_euler_xyz, matrix_to_quaternion  # noqa: E402
 from ladder_ros.sim.tabletop_scene import (  # noqa: E402

@@ -34,9 +34,9 @@ from typing import Any, Sequence, Union
 import numpy as np
 
 from ladder_ros.core.errors import InvalidInputError
+from ladder_ros.core.observation import Observation, PrivilegedState
 from ladder_ros.core.task import Subgoal
 from ladder_ros.core.verification import VerificationRequest, VerificationResult, is_complete
-from ladder_ros.sim.base import Observation, PrivilegedState
 from ladder_ros.vlm import prompts
 from ladder_ros.vlm.accounting import CallRecord, UsageLedger
 from ladder_ros.vlm.backends.base import (CallFailure, FailureKind, GenerationRequest, ImagePart, Purpose, Reply,

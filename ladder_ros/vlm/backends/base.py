@@ -28,8 +28,8 @@ from typing import Protocol, Union, runtime_checkable
 import numpy as np
 
 from ladder_ros.core.errors import InvalidInputError, LadderError
+from ladder_ros.core.observation import PrivilegedState
 from ladder_ros.core.task import Subgoal
-from ladder_ros.sim.base import PrivilegedState
 
 
 class BackendError(LadderError):

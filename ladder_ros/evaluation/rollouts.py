@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.goals import GoalTracker
+from ladder_ros.core.observation import Observation
 from ladder_ros.core.presets import WIDOWX, EmbodimentPreset
 from ladder_ros.core.task import Task
 from ladder_ros.policies.base import LowLevelPolicy
-from ladder_ros.sim.base import Observation, SimulatorBackend
+from ladder_ros.sim.base import SimulatorBackend
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ and a bag made by ``up`` is complete (offered QoS, configuration files, ``/clock
 every wait bounded.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -33,6 +34,7 @@ from ladder_ros.messages import DecisionDoc, decode  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
 from ladder_ros.nodes.runtime import STOP_DEADLINE_S, qos  # noqa: E402
 from ladder_ros.recording.bag import bag_custom_data, episode_record, read_bag  # noqa: E402
+from tests.processes import descendants, kill_tree  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -174,27 +176,58 @@ def test_item5_and_item9_ctrl_c_of_the_graph_ends_the_episode_with_its_record_in
     assert len(clock) >= 20 and clock == joints  # simulated time, step by step
 
 
+def _node_pid(root: int, executable: str) -> int | None:
+    """The process of graph node ``executable`` below ``root`` (its command runs ``ladder_ros.nodes.<executable>``)."""
+    module = f"ladder_ros.nodes.{executable}".encode()
+    for pid in descendants(root):
+        try:
+            if module in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                return pid
+        except OSError:
+            continue  # it exited meanwhile
+    return None
+
+
+@pytest.mark.timeout(300)  # the stdout loop ends with the run; this bounds a run that hangs
 def test_item7_ctrl_c_on_run_is_a_clean_stop_that_keeps_the_interrupted_record(tmp_path):
     out = tmp_path / "run"
+    # The policy is stopped (SIGSTOP) once the graph is up and before the first episode starts: in lockstep
+    # the simulator then waits for an action that never comes, so the episode is still running when the
+    # Ctrl-C arrives, however fast the machine (the stall watchdog is set beyond the test's bounds).
     process = subprocess.Popen([*LADDER, "run", "widowx", "--episodes", "2", "--tasks", "kitchen_single_6",
                                 "--out", str(out), "--set", "sim_bridge.render=false",
+                                "--set", "orchestrator.stall_warn_s=500", "--set", "orchestrator.stall_abort_s=600",
                                 "--set", f"orchestrator.state_dir={tmp_path / 'state'}"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    policy = None
     try:
+        printed = []
+        for line in process.stdout:  # ends when the run exits (then the assertion below says so)
+            printed.append(line)
+            if line.startswith("graph up:"):
+                break
+        assert process.poll() is None, "".join(printed) + process.stderr.read()
+        policy = _node_pid(process.pid, "policy")
+        assert policy is not None, "no policy process below ladder-ros run"
+        os.kill(policy, signal.SIGSTOP)
         deadline = time.monotonic() + 120
         recordings = out / "recordings"
-        while not (recordings.is_dir() and any(recordings.iterdir())):
-            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        while not (recordings.is_dir() and any(recordings.iterdir())):  # the first episode has started
+            assert process.poll() is None and time.monotonic() < deadline, "no recording within 120 s"
             time.sleep(0.2)
-        time.sleep(1.0)
         process.send_signal(signal.SIGINT)
+        os.kill(policy, signal.SIGCONT)  # so that it can stop when the graph stops
         stdout, stderr = process.communicate(timeout=STOP_TIMEOUT_S + 30)
+        stdout = "".join(printed) + stdout
     finally:
+        if policy is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(policy, signal.SIGCONT)
         if process.poll() is None:
-            process.kill()
+            kill_tree(process)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and "ladder-ros run: interrupted" in stderr
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
-    assert records and records[-1]["interrupted"] is True
-    assert records[-1]["finish_reason"] == "aborted: interrupted: the orchestrator was stopped"
-    assert records[-1]["episode_id"] in stdout
+    assert len(records) == 1 and records[0]["interrupted"] is True
+    assert records[0]["finish_reason"] == "aborted: interrupted: the orchestrator was stopped"
+    assert records[0]["episode_id"] in stdout

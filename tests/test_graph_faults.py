@@ -6,6 +6,7 @@ Bounded: every wait has a timeout, and the graph is stopped at the end whatever 
 only (tests/conftest.py). The behaviour tested here is documented in docs/graph.md ("Faults").
 """
 
+import os
 import shutil
 import signal
 from pathlib import Path
@@ -181,11 +182,13 @@ def test_policy_killed_nothing_steps_and_a_restart_ends_the_episode_with_its_rec
 
 
 def wait_for_recorder(graph):
-    """Until a (re)started recorder listens to the episode status (its last subscription) and to commands."""
-    status = graph.client.resolve_topic_name(topics.EPISODE_STATUS.name)
-    command = graph.client.resolve_topic_name(topics.EPISODE_COMMAND.name)
-    spin(graph, lambda: graph.client.count_subscribers(status) >= 5 and graph.client.count_subscribers(command) >= 2,
-         60, "the recorder")
+    """Until a (re)started recorder listens to every topic it records (the status and the decisions among them)."""
+    names = [graph.client.resolve_topic_name(spec.name) for spec in topics.TOPICS]
+
+    def listening() -> bool:
+        return all(any(info.node_name == "episode_recorder"
+                       for info in graph.client.get_subscriptions_info_by_topic(name)) for name in names)
+    spin(graph, listening, 60, "the recorder's subscriptions to every recorded topic")
 
 
 def _episode_bag(graph, episode):
@@ -235,12 +238,28 @@ def test_recorder_interrupted_leaves_a_complete_readable_bag(graph, tmp_path):
 def test_recorder_killed_its_chunks_are_recovered(graph, tmp_path):
     client = graph.client
     wait_for_recorder(graph)
-    episode = client.start_episode(TASK, variant="periodic_trigger", layout=4, seed=4)
-    # kill it once 20 decisions are in its flushed chunks (the recorder can lag behind the graph)
+    # The verifier is stopped (SIGSTOP, its process and subscriptions stay): the episode runs until its first
+    # verification query and waits there for the answer (lockstep), so it is still running when the recorder
+    # is killed, however fast the machine. The steps before the query are the same on every machine.
+    verifier = graph.processes.processes["vlm_verifier"].pid
     decisions = "/widowx/orchestrator/decision"
-    flushed = FlushedBag(_episode_bag(graph, episode), tmp_path)
-    spin(graph, lambda: flushed.holds({decisions: 20}), 120, "20 decisions in the recorder's flushed chunks")
-    kill_and_wait(graph, "episode_recorder", signal.SIGKILL)
+    os.kill(verifier, signal.SIGSTOP)
+    try:
+        episode = client.start_episode(TASK, variant="proprio_verifier", layout=4, seed=4)
+        spin(graph, lambda: any(e == episode for e, _ in graph.probe.requests), 120,
+             "the episode's first verification query")
+        asked_at = max(graph.probe.steps(episode))
+        spin(graph, lambda: sorted(set(graph.probe.steps(episode))) == list(range(asked_at + 1)), 60,
+             "every decision before the query")
+        before_query = len(graph.probe.steps(episode))
+        # kill it once those decisions are in its flushed chunks (the recorder can lag behind the graph)
+        flushed = FlushedBag(_episode_bag(graph, episode), tmp_path)
+        spin(graph, lambda: flushed.holds({decisions: before_query}), 120,
+             f"{before_query} decisions in the recorder's flushed chunks")
+        assert client.status.episode_id == episode and client.status.state == "running"
+        kill_and_wait(graph, "episode_recorder", signal.SIGKILL)
+    finally:
+        os.kill(verifier, signal.SIGCONT)
     graph.processes.start_node("episode_recorder")
     broken = _episode_bag(graph, episode)
     with pytest.raises(Exception):
@@ -249,7 +268,7 @@ def test_recorder_killed_its_chunks_are_recovered(graph, tmp_path):
     summary, decoded = read_bag(recovered.path, [decisions])
     assert summary.messages == recovered.messages >= flushed.summary.messages  # what was on disk survives
     steps = [decode(m.data, DecisionDoc).step for m in decoded[decisions]]  # a held step's decision may repeat
-    unique = sorted(set(steps))
-    assert len(steps) >= 20 and steps == sorted(steps) and unique == list(range(unique[0], unique[-1] + 1))
+    assert len(steps) >= before_query and steps == sorted(steps)
+    assert sorted(set(steps)) == list(range(asked_at + 1))
     assert summary.custom_data["recovered_from"] == broken
     client.wait_until_over(graph.executor, episode, 120)

@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     session = GraphSession(graph, launches, out / "logs",
                            **launch_options(args, graph, params_file, overrides, out / "logs"))
     with session, open(out / "episodes.jsonl", "a") as jsonl:
+        print(f"graph up: {len(launches)} nodes listening", flush=True)
         try:
             for k in range(args.episodes):
                 task = tasks[k % len(tasks)]

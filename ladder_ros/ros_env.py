@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Mapping, MutableMapping
@@ -37,6 +38,9 @@ DOMAIN_ID_MAX = 101
 ROS_DOMAIN_ID_MAX = 232  # the largest id ROS 2 accepts (ROS 2 docs, "The ROS_DOMAIN_ID")
 _LOCK_DIR = Path(tempfile.gettempdir()) / "ladder_ros_domains"
 _held_locks: dict[int, int] = {}  # domain id -> open lock file descriptor, held for the process's life
+_SHM_DIR = "/dev/shm"
+_SHM_PORT = re.compile(r"fast(?:rtps|dds)_port(\d+)")  # Fast DDS's shared-memory port segments
+_UDP_TABLES = ("/proc/net/udp", "/proc/net/udp6")
 
 
 def fastdds_profile() -> Path:
@@ -56,18 +60,65 @@ def _try_claim(domain_id: int) -> bool:
     return True
 
 
+def _release(domain_id: int) -> None:
+    os.close(_held_locks.pop(domain_id))
+
+
+def domain_ports(domain_id: int) -> range:
+    """The UDP and shared-memory ports DDS uses for ``domain_id``: 7400 + 250 * id and the 250 after it.
+
+    The RTPS port mapping (port base 7400, domain gain 250; OMG DDSI-RTPS 2.5, section 9.6.1.1) that Fast
+    DDS follows for both its UDP sockets and its shared-memory ports.
+    """
+    first = 7400 + 250 * domain_id
+    return range(first, first + 250)
+
+
+def ports_in_use() -> set[int]:
+    """DDS ports some process on this machine holds: shared-memory ports (``/dev/shm``, seen across network
+    namespaces) and UDP sockets bound in this network namespace. Ports of processes that died without
+    cleaning up count too: such a domain is passed over, which costs nothing but its id."""
+    ports: set[int] = set()
+    try:
+        names = os.listdir(_SHM_DIR)
+    except OSError:
+        names = []
+    for name in names:
+        match = _SHM_PORT.fullmatch(name)
+        if match:
+            ports.add(int(match.group(1)))
+    for table in _UDP_TABLES:
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 1 and ":" in fields[1]:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def claim_domain_id() -> int:
-    """A domain id that no other process on this machine has claimed; held until this process exits.
+    """A domain id that no other process on this machine has claimed or uses; held until this process exits.
 
     The lock is an advisory ``flock`` that the kernel drops when the process dies, so a crashed run
-    never leaves an id claimed. Child processes inherit the id through the environment.
+    never leaves an id claimed. Programs that take no lock (another ROS 2 graph, a test run in another
+    network namespace) are seen by the DDS ports they hold (:func:`ports_in_use`); an id whose ports are
+    in use is passed over while a free one is left. Child processes inherit the id through the environment.
     """
     if _held_locks:
         return next(iter(_held_locks))
     start = DOMAIN_ID_MIN + os.getpid() % (DOMAIN_ID_MAX - DOMAIN_ID_MIN + 1)
     span = DOMAIN_ID_MAX - DOMAIN_ID_MIN + 1
-    for offset in range(span):
-        candidate = DOMAIN_ID_MIN + (start - DOMAIN_ID_MIN + offset) % span
+    candidates = [DOMAIN_ID_MIN + (start - DOMAIN_ID_MIN + offset) % span for offset in range(span)]
+    busy = ports_in_use()
+    for candidate in candidates:
+        if _try_claim(candidate):
+            if not busy.intersection(domain_ports(candidate)):
+                return candidate
+            _release(candidate)
+    for candidate in candidates:  # every free id shows DDS ports (left behind by dead processes): take a lock
         if _try_claim(candidate):
             return candidate
     raise ConfigError(f"every ROS domain id {DOMAIN_ID_MIN}-{DOMAIN_ID_MAX} is claimed by another process")

@@ -176,6 +176,17 @@ class Launch:
                 pids.append(int(stat.parent.name))
         return pids
 
+    def node_pid(self, executable: str) -> int:
+        """The process of node ``executable`` (launch runs ``lib/ladder_ros/<executable>``)."""
+        for pid in self.processes():
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(Path(arg.decode(errors="replace")).name == executable for arg in argv[:2]):
+                return pid
+        raise AssertionError(f"no {executable} process in the launch")
+
     def ctrl_c(self, timeout_s: float = NODE_EXIT_S + 30.0) -> int:
         os.killpg(self.process.pid, signal.SIGINT)
         return self.process.wait(timeout=timeout_s)
@@ -576,13 +587,22 @@ def interrupted(tmp_path_factory):
                 break
         else:
             raise AssertionError(f"the recorder never heard the sim bridge's joint states\n{launch.log[-3000:]}")
-        episode = client.start_episode("relay_2", variant="periodic_trigger", layout=1, seed=1)
-        client.spin_until(executor, lambda: client.status.episode_id == episode and client.status.step >= 20, 120,
-                          "20 steps of the episode")
-        assert client.status.state == "running"  # mid-episode
-        step = client.status.step
-        pids = launch.processes()
-        code = launch.ctrl_c()
+        # The verifier is stopped (SIGSTOP; its process and subscriptions stay): the episode runs until its
+        # first verification query and waits there (lockstep), so the Ctrl-C lands mid-episode however fast
+        # the machine. It resumes after the Ctrl-C, with the SIGINT waiting for it.
+        verifier = launch.node_pid("vlm_verifier")
+        os.kill(verifier, signal.SIGSTOP)
+        try:
+            episode = client.start_episode("relay_2", variant="proprio_verifier", layout=1, seed=1)
+            client.spin_until(executor, lambda: client.status.episode_id == episode
+                              and client.status.pending_request is not None, 120, "the episode's first query")
+            assert client.status.state == "running" and client.status.step >= 5  # mid-episode
+            step = client.status.step
+            pids = launch.processes()
+            os.killpg(launch.process.pid, signal.SIGINT)
+        finally:
+            os.kill(verifier, signal.SIGCONT)
+        code = launch.process.wait(timeout=NODE_EXIT_S + 30.0)
         yield Interrupted(launch, code, pids, tmp_path / "recordings" / episode, episode, step)
     finally:
         rclpy.try_shutdown()

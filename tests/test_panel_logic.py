@@ -106,7 +106,42 @@ def test_plan_expands_tasks_by_episodes_by_variants():
     assert plan.next_entry(done).index == 1 and plan.next_entry(done, {plan.entries[1].key}).index == 2
 
 
+def test_a_blind_plan_pairs_the_systems_in_a_counterbalanced_seeded_order():
+    data = {"schema_version": 1, "name": "ab", "episodes": 3, "seed": 4, "order_seed": 5,
+            "compare": [{"variant": "proprio_verifier"}, "periodic_trigger"], "tasks": [{"task": "a"}, {"task": "b"}]}
+    plan = EvaluationPlan.parse(data)
+    assert plan.blind and len(plan.entries) == 12 and sorted(plan.pairs) == list(range(6))
+    firsts = []
+    for number, arms in plan.pairs.items():
+        a, b = arms["A"], arms["B"]
+        assert (a.task_id, a.layout, a.seed) == (b.task_id, b.layout, b.seed) and a.variant != b.variant
+        assert a.index + 1 == b.index and "proprio" not in a.key + b.key and "variant" not in a.to_dict()
+        firsts.append(a.variant)
+    assert firsts.count("proprio_verifier") == 3  # counterbalanced: each system first in half the pairs
+    assert [e.variant for e in EvaluationPlan.parse(data).entries] == [e.variant for e in plan.entries]
+    other = EvaluationPlan.parse({**data, "order_seed": 6})
+    assert [e.variant for e in other.entries] != [e.variant for e in plan.entries]
+
+
+def test_void_episodes_leave_their_entry_open():
+    from ladder_ros.panel.evaluation_plan import is_void
+
+    assert is_void("aborted: operator abort") and is_void("aborted: interrupted: orchestrator killed")
+    assert not is_void("aborted: operator stop") and not is_void("plan_complete") and not is_void(None)
+    record = EpisodeFile.new("ep-2")
+    record.result = {"finish_reason": "aborted: operator abort"}
+    assert record.over and record.void and not record.counts
+
+
 @pytest.mark.parametrize("data,match", [
+    ({"schema_version": 1, "name": "x", "compare": ["proprio_verifier"], "tasks": [{"task": "a"}]}, "exactly two"),
+    ({"schema_version": 1, "name": "x", "compare": ["proprio_verifier", "proprio_verifier"],
+      "tasks": [{"task": "a"}]}, "the same"),
+    ({"schema_version": 1, "name": "x", "compare": [{"policy": "bridge_pi0_server"}, "proprio_verifier"],
+      "tasks": [{"task": "a"}]}, "switches policy per episode"),
+    ({"schema_version": 1, "name": "x", "compare": ["proprio_verifier", "periodic_trigger"],
+      "variants": ["proprio_verifier"], "tasks": [{"task": "a"}]}, "drop 'variants'"),
+    ({"schema_version": 1, "name": "x", "order_seed": 3, "tasks": [{"task": "a"}]}, "add 'compare'"),
     ({"schema_version": 2, "name": "x", "tasks": [{"task": "a"}]}, "schema_version 2"),
     ({"schema_version": 1, "name": "x y", "tasks": [{"task": "a"}]}, "name"),
     ({"schema_version": 1, "name": "x", "tasks": []}, "tasks"),
@@ -201,6 +236,8 @@ def test_controller_runs_the_plan_and_writes_labels_before_publishing(tmp_path):
     clock = iter(range(1_800_000_000, 1_800_001_000)).__next__
     ctl = PanelController(outbox, store, make_plan(), operator="ana", clock=clock)
     assert ctl.progress() == (0, 2) and ctl.next_entry().seed == 0
+    assert ctl.start() is None and not outbox.commands  # no orchestrator heard yet: nothing is sent
+    ctl.on_status(EpisodeStatus(episode_id="", state="idle"))
     episode_id = ctl.start()
     command = outbox.commands[-1]
     assert isinstance(command, EpisodeCommand) and command.episode_id == episode_id
@@ -215,7 +252,7 @@ def test_controller_runs_the_plan_and_writes_labels_before_publishing(tmp_path):
         ctl.label_subgoal(5, "done")
     ctl.stop()
     assert outbox.calls[-1] == topics.STOP_SERVICE
-    ctl.on_status(status(episode_id, state="aborted", result={"events": []}))
+    ctl.on_status(status(episode_id, state="aborted", result={"events": []}, finish_reason="aborted: operator stop"))
     ctl.label_episode("failure")
     ctl.set_note("knocked the plate")
     assert ctl.progress() == (1, 2) and ctl.next_entry().seed == 1
@@ -225,7 +262,7 @@ def test_controller_runs_the_plan_and_writes_labels_before_publishing(tmp_path):
     outbox2 = FakeOutbox()
     ctl2 = PanelController(outbox2, store, make_plan(), clock=clock)
     assert ctl2.progress() == (1, 2)
-    ctl2.on_status(status(episode_id, state="aborted", result={"events": []}))
+    ctl2.on_status(status(episode_id, state="aborted", result={"events": []}, finish_reason="aborted: operator stop"))
     assert ctl2.model.labels.episode == "failure" and ctl2.model.labels.note == "knocked the plate"
     assert outbox2.labels[-1].revision == 3  # re-published for a recorder that may have missed them
 
@@ -233,6 +270,7 @@ def test_controller_runs_the_plan_and_writes_labels_before_publishing(tmp_path):
 def test_controller_without_driver_or_stop_service(tmp_path):
     outbox = FakeOutbox()
     ctl = PanelController(outbox, EpisodeRecordStore(tmp_path))
+    ctl.on_status(EpisodeStatus(episode_id="", state="idle"))
     assert not ctl.driver_ready() and not ctl.estop() and not ctl.arm(True)
     assert ctl.start() is None  # no plan and no task given
     ctl.start("t2", layout=1, seed=4, variant="periodic_trigger")

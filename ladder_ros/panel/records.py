@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.messages import EpisodeLabels, SchemaError
+from ladder_ros.panel.evaluation_plan import is_void
 
 RECORD_SCHEMA_VERSION = 1
 EPISODES_FOLDER = "episodes"
@@ -101,6 +102,20 @@ class EpisodeFile:
     @property
     def over(self) -> bool:
         return self.result is not None or (self.status or {}).get("state") in ("finished", "aborted")
+
+    @property
+    def finish_reason(self) -> str | None:
+        return (self.result or {}).get("finish_reason") or (self.status or {}).get("finish_reason")
+
+    @property
+    def void(self) -> bool:
+        """Over, but aborted by the operator or interrupted: it does not count, its plan entry runs again."""
+        return self.over and is_void(self.finish_reason)
+
+    @property
+    def counts(self) -> bool:
+        """Over and not void: the episode its plan entry waited for."""
+        return self.over and not self.void
 
 
 class EpisodeRecordStore:

@@ -24,7 +24,6 @@ from python_qt_binding.QtCore import Qt  # noqa: E402
 from python_qt_binding.QtWidgets import QApplication  # noqa: E402
 
 from ladder_ros.messages import EpisodeStatus  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
 from ladder_ros.panel.ab_session import ABSessionStore, read_key  # noqa: E402
 from ladder_ros.panel.controller import PanelController  # noqa: E402
 from ladder_ros.panel.evaluation_plan import EvaluationPlan, pair_orders  # noqa: E402

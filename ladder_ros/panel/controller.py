@@ -114,6 +114,7 @@ class PanelController:
         ab = ((record.plan_entry or {}).get("ab") or {}) if record is not None else {}
         same_session = record is not None and (record.plan_entry or {}).get("plan") == self.plan.name
         return str(ab["arm"]) if same_session and ab.get("arm") else None
+
     def on_event(self, doc: EpisodeEventDoc) -> None:
         verdict = self.model.apply_event(doc)
         if verdict is not None:

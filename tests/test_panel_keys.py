@@ -255,7 +255,7 @@ def test_a_blind_session_shows_and_writes_only_a_and_b_until_it_closes(make_pane
     sent = []
     for pair in range(2):
         for arm in ("A", "B"):
-            assert widget.next_system.text() == f"pair {pair}, system {arm}" and not widget.variant_combo.isVisible()
+            assert widget.next_system.text() == f"{arm} (pair {pair})" and not widget.variant_combo.isVisible()
             episode = start_next(qtbot, graph, widget)
             sent.append(graph.commands[-1].variant)
             assert sent[-1] == VARIANTS[orders[pair]["AB".index(arm)]]

@@ -315,3 +315,80 @@ def test_depth_images_round_trip():
     msg.encoding = "rgb8"
     with pytest.raises(InvalidInputError, match="rgb8"):
         depth_from_msg(msg)
+
+
+# ------------------------------------------------------------------ operator versus VLM, blind sessions in the report
+def _episode(episode_id, verdicts, labels, plan_entry=None, finish_reason="plan_complete", variant="proprio_verifier"):
+    """A recorded episode whose VLM said ``verdicts`` (plan index -> complete) and whose operator said ``labels``."""
+    from ladder_ros.evaluation.episodes import RecordedEpisode
+
+    events = []
+    for i, (index, complete) in enumerate(verdicts.items()):
+        events.append({"step": 10 * i + 5, "kind": "verification_requested", "request_id": i, "plan_index": index})
+        events.append({"step": 10 * i + 6, "kind": "verification_answered", "request_id": i, "plan_index": index,
+                       "count": int(complete), "required": 1, "complete": complete, "source": "gemini"})
+    record = {"episode_id": episode_id, "task_id": "t2", "variant": variant, "events": events, "success": True,
+              "scored": True, "horizon": 2, "subgoals_done": 2, "category": "c", "subgoals": [],
+              "steps_used": 40, "budget_steps": 200, "finish_reason": finish_reason,
+              "orchestration": {"plan": PLAN}}
+    lab = EpisodeLabels(episode_id=episode_id)
+    for index, label in labels.items():
+        lab = ops.label_subgoal(lab, index, label, 1.0)
+    e = RecordedEpisode(episode_id=episode_id, record=record, labels=lab, plan_entry=plan_entry)
+    e.void = finish_reason.startswith("aborted: operator abort")
+    return e
+
+
+def test_cohen_kappa_by_hand_and_its_bootstrap_over_episodes():
+    from ladder_ros.evaluation.episode_report import cohen_kappa, kappa_interval
+
+    # p_o = 35/50, p_e = (25*30 + 25*20) / 50^2 = 0.5, kappa = (0.7 - 0.5) / 0.5
+    assert cohen_kappa(20, 5, 10, 15) == pytest.approx(0.4)
+    assert cohen_kappa(5, 0, 0, 0) is None and cohen_kappa(0, 0, 0, 0) is None  # chance agreement is total
+    assert cohen_kappa(3, 0, 0, 4) == 1.0 and cohen_kappa(0, 3, 3, 0) == pytest.approx(-1.0)
+    blocks = [(2, 0, 1, 1), (1, 1, 0, 2), (3, 0, 0, 1), (0, 1, 1, 2), (2, 0, 0, 2)]
+    lo, hi = kappa_interval(blocks)
+    total = [sum(b[k] for b in blocks) for k in range(4)]
+    assert lo < cohen_kappa(*total) < hi and kappa_interval(blocks) == (lo, hi)  # seeded
+    assert kappa_interval([(1, 0, 0, 1), (2, 0, 0, 1)]) == (1.0, 1.0)  # agreement in every draw
+    assert kappa_interval([(1, 0, 0, 1)]) is None  # one episode: nothing to resample
+
+
+def test_agreement_per_session_lists_the_disagreements():
+    from ladder_ros.evaluation.episode_report import agreement_by_session
+
+    episodes = [_episode("e1", {0: True, 1: True}, {0: "done", 1: "not_done"}, {"plan": "lab", "key": "k"}),
+                _episode("e2", {0: False, 1: True}, {0: "done", 1: "done"}, {"plan": "lab", "key": "k2"}),
+                _episode("e3", {0: True}, {0: "done", 1: "done"})]
+    by_session = agreement_by_session(episodes)
+    lab = by_session["lab"]
+    assert (lab["tp"], lab["fp"], lab["fn"], lab["tn"]) == (2, 1, 1, 0) and lab["episodes"] == 2
+    assert lab["precision"] == pytest.approx(2 / 3) and lab["recall"] == pytest.approx(2 / 3)
+    assert [(d["episode_id"], d["plan_index"], d["kind"], d["step"]) for d in lab["disagreements"]] == [
+        ("e1", 1, "false positive", 15), ("e2", 0, "false negative", 5)]
+    other = by_session["(no plan)"]
+    assert other["compared"] == 1 and other["labelled_without_verdict"] == 1 and other["kappa"] is None
+
+
+def test_report_leaves_out_void_episodes_and_open_blind_sessions(tmp_path):
+    from ladder_ros.evaluation.episode_report import build_report
+
+    blind = {"plan": "ab", "key": "t2/pair0/A/e0/l0/s0", "ab": {"pair": 0, "arm": "A"}}
+    episodes = [_episode("ok", {0: True}, {0: "done"}),
+                _episode("void", {0: True}, {0: "done"}, finish_reason="aborted: operator abort: bumped"),
+                _episode("ab-a", {0: True}, {0: "done"}, blind, variant="A"),
+                _episode("ab-b", {0: True}, {0: "done"}, {**blind, "ab": {"pair": 0, "arm": "B"}}, variant="B")]
+    report = build_report(episodes)
+    assert report["over"] == 1 and report["variants"]["proprio_verifier"]["episodes"] == 1
+    assert [v["episode_id"] for v in report["void"]] == ["void"] and report["sealed_sessions"] == {"ab": 2}
+    assert "A" not in report["variants"] and report["ab_sessions"] == {}
+    key = {"session": "ab", "systems": [{"variant": "proprio_verifier"}, {"variant": "periodic_trigger"}],
+           "order_seed": 1, "pairs": {"0": {"A": {"variant": "periodic_trigger"}, "B": {"variant": "proprio_verifier"},
+                                            "task_id": "t2", "layout": 0, "seed": 0, "preference": "B",
+                                            "complete": True, "episodes": {"A": "ab-a", "B": "ab-b"}}}}
+    report = build_report(episodes, {"ab": key})
+    assert report["over"] == 3 and report["variants"]["periodic_trigger"]["episodes"] == 1
+    ab = report["ab_sessions"]["ab"]
+    assert ab["preferences"] == {"proprio_verifier": 1, "periodic_trigger": 0, "tie": 0}
+    assert ab["success"]["periodic_trigger"]["successes"] == 1 and ab["paired_difference"]["diff"] == 0.0
+    assert ab["revealed"][0]["A"] == "periodic_trigger" and ab["revealed"][0]["preferred"] == "proprio_verifier"

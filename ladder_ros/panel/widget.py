@@ -62,13 +62,15 @@ STATE_COLOURS = {"current": "#fff3c4", "completed": "#d7f5d7", "advanced": "#ffe
 COLUMNS = ("#", "subgoal", "state", "tries", "VLM verdict", "operator label")
 IMAGE_WIDTH = 320  # px the camera view is scaled to
 LOG_MIN_HEIGHT = 90  # px: a few lines of the event log stay visible
+TABLE_MIN_HEIGHT = 110  # px: the header and three subgoals
 
 
 def rgb_to_pixmap(image: np.ndarray, width: int = IMAGE_WIDTH) -> QPixmap:
     arr = np.ascontiguousarray(image, dtype=np.uint8)
     h, w = arr.shape[:2]
     qimage = QImage(arr.data, w, h, 3 * w, QImage.Format_RGB888).copy()  # copy: arr may go away
-    return QPixmap.fromImage(qimage).scaledToWidth(width, Qt.SmoothTransformation)
+    # within width x 3/4 width (a 4:3 box), keeping the image's own aspect
+    return QPixmap.fromImage(qimage).scaled(width, width * 3 // 4, Qt.KeepAspectRatio, Qt.SmoothTransformation)
 
 
 def depth_to_rgb(depth_m: np.ndarray) -> np.ndarray:
@@ -172,7 +174,30 @@ class OperatorPanelWidget(QWidget):
         header.setSectionResizeMode(1, QHeaderView.Stretch)
         for col in (0, 2, 3, 4, 5):
             header.setSectionResizeMode(col, QHeaderView.ResizeToContents)
-        split.addWidget(self.table)
+        # the plan over the event log, beside the camera: the log needs no row of its own
+        right = QSplitter(Qt.Vertical)
+        right.addWidget(self.table)
+        self.vlm = QLabel()
+        self.vlm.setObjectName("vlm_summary")
+        self.vlm.setWordWrap(True)
+        log_box = QWidget()
+        log_layout = QVBoxLayout(log_box)
+        log_layout.setContentsMargins(0, 0, 0, 0)
+        log_layout.addWidget(self.vlm)
+        self.log = QPlainTextEdit()
+        self.log.setObjectName("event_log")
+        self.log.setReadOnly(True)
+        self.log.setMaximumBlockCount(2000)
+        self.log.setMinimumHeight(LOG_MIN_HEIGHT)
+        # the plan and the log take the height that is left, never ask for more (the panel fits FITS)
+        self.log.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Ignored)
+        log_layout.addWidget(self.log, 1)
+        right.addWidget(log_box)
+        right.setStretchFactor(0, 1)
+        right.setStretchFactor(1, 1)
+        self.table.setMinimumHeight(TABLE_MIN_HEIGHT)
+        self.table.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Ignored)
+        split.addWidget(right)
         split.setStretchFactor(1, 1)
         root.addWidget(split, 1)
 
@@ -200,8 +225,10 @@ class OperatorPanelWidget(QWidget):
         self.progress.setWordWrap(True)
         for label, widget in (("task", self.task_edit), ("layout", self.layout_spin), ("seed", self.seed_spin),
                               ("variant", self.variant_combo)):
-            plan_row.addWidget(QLabel(label))
+            caption = QLabel(label)
+            plan_row.addWidget(caption)
             plan_row.addWidget(widget)
+        self.variant_caption = caption  # "system" in a blind session
         plan_row.addWidget(self.next_system)
         plan_row.addWidget(self.progress, 1)
         plan_row.addWidget(self._button("Skip", "skip", self.on_skip))
@@ -262,18 +289,6 @@ class OperatorPanelWidget(QWidget):
         judge_row.addWidget(label_box, 3)
         judge_row.addWidget(self._build_ab_box(), 2)
         root.addLayout(judge_row)
-
-        self.vlm = QLabel()
-        self.vlm.setObjectName("vlm_summary")
-        self.vlm.setWordWrap(True)
-        root.addWidget(self.vlm)
-        self.log = QPlainTextEdit()
-        self.log.setObjectName("event_log")
-        self.log.setReadOnly(True)
-        self.log.setMaximumBlockCount(2000)
-        self.log.setMinimumHeight(LOG_MIN_HEIGHT)
-        self.log.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
-        root.addWidget(self.log, 1)
 
     def _build_ab_box(self) -> QGroupBox:
         self.ab_box = QGroupBox("Blind A/B")
@@ -553,12 +568,13 @@ class OperatorPanelWidget(QWidget):
             widget.setEnabled(False)
         self.variant_combo.setVisible(not ctl.plan.blind)  # a blind session never shows the system
         self.next_system.setVisible(ctl.plan.blind)
+        self.variant_caption.setText("system" if ctl.plan.blind else "variant")
         if entry is not None:
             self.task_edit.setText(entry.task_id)
             self.layout_spin.setValue(entry.layout)
             self.seed_spin.setValue(entry.seed)
             if entry.blind:
-                self.next_system.setText(f"pair {entry.pair}, system {entry.arm}")
+                self.next_system.setText(f"{entry.arm} (pair {entry.pair})")
             else:
                 self.variant_combo.setCurrentText(entry.variant)
         else:

@@ -29,42 +29,26 @@ from ladder_ros.panel.controller import PanelController  # noqa: E402
 from ladder_ros.panel.evaluation_plan import EvaluationPlan, pair_orders  # noqa: E402
 from ladder_ros.panel.records import EpisodeRecordStore  # noqa: E402
 from ladder_ros.panel.widget import FITS, OperatorPanelWidget  # noqa: E402
+from tests.test_panel_logic import FakeOutbox  # noqa: E402
 
 PLAN = [{"object": "carrot", "destination": "plate", "text": "put the carrot on the plate"},
         {"object": "spoon", "destination": "plate", "text": "put the spoon on the plate"}]
 VARIANTS = ("proprio_verifier", "periodic_trigger")
 
 
-class ScriptedGraph:
-    """The panel's outbox and bridge in one: records what the panel sends; the test plays the orchestrator."""
+class ScriptedGraph(FakeOutbox):
+    """The panel's outbox (no service servers: stop and abort go by the command topic) and bridge in one; the
+    test plays the orchestrator."""
 
     def __init__(self):
+        super().__init__()
         self.inbox = queue.SimpleQueue()
-        self.commands, self.labels, self.calls = [], [], []
 
-    # bridge
     def latest_image(self):
         return None
 
     def latest_depth(self):
         return None
-
-    # outbox
-    def send_command(self, command):
-        self.commands.append(command)
-
-    def publish_labels(self, labels):
-        self.labels.append(labels)
-
-    def call_trigger(self, service):
-        self.calls.append(service)
-        return False  # no service server: the panel falls back to the command topic
-
-    def call_arm(self, arm):
-        return False
-
-    def service_ready(self, service):
-        return False
 
     # the orchestrator's side
     def status(self, episode_id, state="running", plan_index=0, step=3, finish_reason=None, result=None,

@@ -191,37 +191,34 @@ def with_records(episodes: Iterable[RecordedEpisode]) -> list[RecordedEpisode]:
     return [e for e in episodes if e.record is not None]
 
 
-def ab_keys(root: str | Path) -> dict[str, dict]:
-    """The sealed keys of the closed blind A/B sessions under ``root``: session name -> key."""
-    from ladder_ros.panel.ab_session import AB_FOLDER, KEY_FILE, read_key
+def _ab_files(root: str | Path, pattern: str, read) -> Iterator[tuple[Path, object]]:
+    """``read(path)`` of every file matching ``pattern`` in a blind session's folder (``ab/<session>/``) under
+    ``root``; an unreadable one is reported and skipped."""
+    from ladder_ros.panel.ab_session import AB_FOLDER
 
     root = Path(root)
-    keys = {}
-    for path in sorted(root.rglob(KEY_FILE)) if root.is_dir() else []:
+    for path in sorted(root.rglob(pattern)) if root.is_dir() else []:
         if path.parent.parent.name != AB_FOLDER:
             continue
         try:
-            key = read_key(path)
+            yield path, read(path)
         except ConfigError as exc:
             _warn(f"skipping {exc}")
-            continue
-        keys[str(key.get("session") or path.parent.name)] = {**key, "path": str(path)}
-    return keys
+
+
+def ab_keys(root: str | Path) -> dict[str, dict]:
+    """The sealed keys of the closed blind A/B sessions under ``root``: session name -> key."""
+    from ladder_ros.panel.ab_session import KEY_FILE, read_key
+
+    return {str(key.get("session") or path.parent.name): {**key, "path": str(path)}
+            for path, key in _ab_files(root, KEY_FILE, read_key)}
 
 
 def ab_pairs(root: str | Path) -> dict[str, dict[int, dict]]:
     """The pair files of the blind A/B sessions under ``root``: session -> pair -> pair file (as a dict)."""
-    from ladder_ros.panel.ab_session import AB_FOLDER, read_pair
+    from ladder_ros.panel.ab_session import read_pair
 
-    root = Path(root)
     out: dict[str, dict[int, dict]] = {}
-    for path in sorted(root.rglob("pair-*.json")) if root.is_dir() else []:
-        if path.parent.parent.name != AB_FOLDER:
-            continue
-        try:
-            pair = read_pair(path)
-        except ConfigError as exc:
-            _warn(f"skipping {exc}")
-            continue
+    for _, pair in _ab_files(root, "pair-*.json", read_pair):
         out.setdefault(pair.session, {})[pair.pair] = pair.to_dict()
     return out

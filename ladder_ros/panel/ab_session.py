@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
-from ladder_ros.panel.records import write_atomic
+from ladder_ros.panel.records import write_json
 
 AB_FOLDER = "ab"
 KEY_FILE = "key.json"
@@ -117,10 +117,7 @@ class ABSessionStore:
         return self.folder / KEY_FILE
 
     def save_pair(self, pair: PairFile) -> Path:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.pair_path(pair.pair)
-        write_atomic(path, json.dumps(pair.to_dict(), indent=1, allow_nan=False) + "\n")
-        return path
+        return write_json(self.pair_path(pair.pair), pair.to_dict())
 
     def load_pair(self, pair: int) -> PairFile | None:
         path = self.pair_path(pair)
@@ -135,10 +132,7 @@ class ABSessionStore:
         return self.key_path.is_file()
 
     def write_key(self, key: dict[str, Any]) -> Path:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.key_path, json.dumps({"schema_version": KEY_SCHEMA_VERSION, **key}, indent=1,
-                                               allow_nan=False) + "\n")
-        return self.key_path
+        return write_json(self.key_path, {"schema_version": KEY_SCHEMA_VERSION, **key})
 
 
 def read_pair(path: str | Path) -> PairFile:

@@ -55,6 +55,14 @@ def write_atomic(path: Path, text: str) -> None:
         os.close(fd)
 
 
+def write_json(path: Path, data: Any) -> Path:
+    """``data`` as JSON at ``path`` (its folder made), atomically (:func:`write_atomic`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
+    return path
+
+
 @dataclass
 class EpisodeFile:
     """What one episode's record file holds."""
@@ -129,10 +137,7 @@ class EpisodeRecordStore:
         return self.folder / f"{check_episode_id(episode_id)}.json"
 
     def save(self, record: EpisodeFile) -> Path:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.path(record.episode_id)
-        write_atomic(path, json.dumps(record.to_dict(), indent=1, allow_nan=False) + "\n")
-        return path
+        return write_json(self.path(record.episode_id), record.to_dict())
 
     def load(self, episode_id: str) -> EpisodeFile | None:
         path = self.path(episode_id)

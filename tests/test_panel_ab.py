@@ -39,6 +39,7 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from ladder_ros.panel.ab_session import ABSessionStore, read_key  # noqa: E402
 from ladder_ros.panel.app import build_panel, parse_plugin_args  # noqa: E402
 from ladder_ros.panel.records import EpisodeRecordStore  # noqa: E402
+from ladder_ros.panel.widget import FITS  # noqa: E402
 from ladder_ros.ros_env import apply_network_safe_environment  # noqa: E402
 from tests.processes import process_tree, run_tree  # noqa: E402
 
@@ -82,7 +83,7 @@ def paired_by_hand(per_task_a, per_task_b, draws=10_000, seed=0):
 def lab(tmp_path_factory):
     """``ladder-ros up widowx`` on the tabletop, its recordings in the lab folder."""
     folder = tmp_path_factory.mktemp("lab")
-    command = [*LADDER, "up", "widowx", "--set", "sim_bridge.render=true", "--set", "sim_bridge.image_size=64",
+    command = [*LADDER, "up", "widowx", "--set", "sim_bridge.render=true", "--set", "sim_bridge.image_size=128",
                "--set", f"episode_recorder.output_dir={folder / 'recordings'}", "--log-dir", str(folder / "logs")]
     env = apply_network_safe_environment(dict(os.environ))
     with process_tree(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=env) as graph:
@@ -105,6 +106,7 @@ def test_blind_ab_session_from_the_command_line(lab, qtbot):
                               "--operator", "tester"])
     bridge, controller, widget = build_panel(node, args)
     qtbot.addWidget(widget)
+    widget.resize(*FITS)
     widget.show()
     qtbot.waitExposed(widget)
     widget.take_keyboard()

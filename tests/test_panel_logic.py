@@ -392,3 +392,12 @@ def test_report_leaves_out_void_episodes_and_open_blind_sessions(tmp_path):
     assert ab["preferences"] == {"proprio_verifier": 1, "periodic_trigger": 0, "tie": 0}
     assert ab["success"]["periodic_trigger"]["successes"] == 1 and ab["paired_difference"]["diff"] == 0.0
     assert ab["revealed"][0]["A"] == "periodic_trigger" and ab["revealed"][0]["preferred"] == "proprio_verifier"
+
+
+def test_category_plot_takes_a_wilson_bound_a_rounding_error_past_the_rate(tmp_path):
+    from ladder_ros.core.metrics import wilson_interval
+    from ladder_ros.evaluation.episode_report import plot_by_category
+
+    lo, hi = wilson_interval(0, 3)  # 5.6e-17 above the rate 0 on this machine's floats
+    summary = {"low_level_policy": {"by_category": {"c": {"success_rate": 0.0, "ci95": [lo, hi], "n": 3}}}}
+    assert plot_by_category(summary, tmp_path / "c.png").is_file()

@@ -504,8 +504,9 @@ def plot_by_category(summary: dict, path: Path) -> Path:
         blocks = [summary[v]["by_category"].get(c) for c in categories]
         xs = [k + i * width for k in range(len(categories))]
         ys = [100 * b["success_rate"] if b else 0 for b in blocks]
-        err = [[100 * (b["success_rate"] - b["ci95"][0]) if b else 0 for b in blocks],
-               [100 * (b["ci95"][1] - b["success_rate"]) if b else 0 for b in blocks]]
+        # clipped at 0: a Wilson bound may sit a rounding error past the rate (5.6e-17 above a rate of 0)
+        err = [[max(0.0, 100 * (b["success_rate"] - b["ci95"][0])) if b else 0 for b in blocks],
+               [max(0.0, 100 * (b["ci95"][1] - b["success_rate"])) if b else 0 for b in blocks]]
         ax.bar(xs, ys, width, yerr=err, capsize=2, label=v.replace("_", " "))
     ax.set_xticks([k + width * (len(variants) - 1) / 2 for k in range(len(categories))])
     ax.set_xticklabels([c.replace("_", " ") for c in categories], rotation=20, fontsize=8)

@@ -320,7 +320,8 @@ class PanelModel:
         step = f"step {max(s.step, 0)}/{s.budget_steps}" if s.budget_steps else ""
         state = s.state + (f" ({s.finish_reason})" if s.finish_reason else "")
         verifier = "" if s.verifier_available else " — VERIFIER UNAVAILABLE"
-        return f"{s.episode_id} · {task.get('task_id', '?')} · {self.system()} · {state} · {step}{verifier}"
+        # the episode id last: on a narrow window it is what gets cut off
+        return f"{task.get('task_id', '?')} · {self.system()} · {state} · {step}{verifier} · {s.episode_id}"
 
     def instruction(self) -> str:
         return str((self.status.task or {}).get("instruction", "")) if self.status else ""

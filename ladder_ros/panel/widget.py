@@ -131,7 +131,8 @@ class OperatorPanelWidget(QWidget):
         root.setSpacing(4)
         self.headline = QLabel()
         self.headline.setObjectName("headline")
-        self.headline.setWordWrap(True)
+        # one line, clipped at the window's edge (its end is the episode id; the tooltip holds it whole)
+        self.headline.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         bold = QFont()
         bold.setBold(True)
         self.headline.setFont(bold)
@@ -501,6 +502,7 @@ class OperatorPanelWidget(QWidget):
         self._follow_episode()
         self._shown_current = model.status.plan_index if model.running and model.status is not None else None
         self.headline.setText(model.headline())
+        self.headline.setToolTip(model.headline())
         self.instruction.setText(f"Instruction: {model.instruction() or '—'}")
         self.current.setText(f"Policy follows: {model.current_subgoal or '— (holding still)'}")
         rows = model.rows()

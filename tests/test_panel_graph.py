@@ -324,5 +324,5 @@ def test_robot_buttons_follow_the_driver(graph, panel_factory, qtbot, tmp_path):
 
 
 def test_docs_screenshots_exist():
-    for name in ("panel_running.png", "panel_labelled.png"):
+    for name in ("panel_running.png", "panel_labelled.png", "panel_ab.png"):
         assert (REPO / "docs" / "panel" / name).is_file(), f"docs/panel/{name}: copy it from a test run"

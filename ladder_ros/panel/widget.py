@@ -621,9 +621,8 @@ class OperatorPanelWidget(QWidget):
         elif pair is None:
             text = f"session {ctl.plan.name}: {len(ctl.plan.pairs)} pairs; A runs first, then B"
         else:
-            ran = " and ".join(arm for arm in ("A", "B") if arm in pair.episodes) or "none"
-            text = (f"pair {pair.pair} of {len(ctl.plan.pairs)} · this episode: {ctl.model.shown_variant or '?'} · "
-                    f"run: {ran} · preference: {pair.preference or '—'}")
+            text = (f"pair {pair.pair} of {len(ctl.plan.pairs)} · on screen: {ctl.model.shown_variant or '?'} · "
+                    f"preferred: {pair.preference or '—'}")
         self.ab_state.setText(text)
         ready = pair is not None and {"A", "B"} <= set(pair.episodes) and not closed
         for preference, button in self.preference_buttons.items():

@@ -149,6 +149,11 @@ def test_report_counts_operator_labels_and_agreement(recorded, tmp_path):
                 if e["kind"] == "verification_answered"}
     expect_tp = int(verdicts.get(0) is True)
     assert a["tp"] == expect_tp and a["fp"] == int(verdicts.get(1) is True)
+    # every disagreement in the page with the frame the VLM was asked about, cut from the recording
+    assert len(a["disagreements"]) == a["fp"] + a["fn"]
+    assert page.count('alt="step ') == len(a["disagreements"])
+    assert ("what the VLM was shown" in page) == bool(a["disagreements"])
+    assert report["operator_vs_vlm_by_session"]["(no plan)"]["compared"] == a["compared"]
     # an episode without a simulator score counts by its operator labels
     record = dict(outcomes[0].result, scored=False, success=False, subgoals_done=0, subgoals=[])
     store = EpisodeRecordStore(tmp_path / "robot")

@@ -20,13 +20,12 @@ The episode records of a blind session keep the arm where the orchestrator's doc
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
-from ladder_ros.panel.records import write_json
+from ladder_ros.panel.records import read_json, write_json
 
 AB_FOLDER = "ab"
 KEY_FILE = "key.json"
@@ -136,21 +135,12 @@ class ABSessionStore:
 
 
 def read_pair(path: str | Path) -> PairFile:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"unreadable pair file ({exc})", source=str(path)) from None
-    return PairFile.from_dict(data, source=str(path))
+    return PairFile.from_dict(read_json(path, "pair file"), source=str(path))
 
 
 def read_key(path: str | Path) -> dict[str, Any]:
     """A session's sealed key, checked: ``pairs`` maps each pair to ``{"A": system, "B": system}``."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"unreadable A/B key ({exc})", source=str(path)) from None
+    data = read_json(path, "A/B key")
     if not isinstance(data, dict) or data.get("schema_version") != KEY_SCHEMA_VERSION:
         raise ConfigError(f"not an A/B key of schema_version {KEY_SCHEMA_VERSION}", source=str(path))
     pairs = data.get("pairs")

@@ -156,11 +156,14 @@ class EpisodeRecordStore:
                 print(f"ladder-ros: skipping {exc}", flush=True)
 
 
+def read_json(path: str | Path, what: str) -> Any:
+    """The JSON document at ``path``, or a :class:`ConfigError` naming the file and what it should hold."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"unreadable {what} ({exc})", source=str(path)) from None
+
+
 def read_record(path: str | Path) -> EpisodeFile:
     """One record file, or a :class:`ConfigError` naming it."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"unreadable episode record ({exc})", source=str(path)) from None
-    return EpisodeFile.from_dict(data, source=str(path))
+    return EpisodeFile.from_dict(read_json(path, "episode record"), source=str(path))

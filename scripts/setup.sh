@@ -26,8 +26,15 @@ done
 
 # Shared libraries the Python wheels load: libusb for pyrealsense2, libGL and GLib for OpenCV. Installed
 # from Debian only when missing (CI runs as root on Debian 12).
+system_libs=(libusb-1.0-0 libgl1 libglib2.0-0)
+# FFmpeg's shared libraries for torchcodec, the LeRobot reader's default video backend in .venv-lerobot (without
+# them it cannot load and only video_backend="pyav" decodes): Debian 12's FFmpeg 5.1, one of the FFmpeg 4-8 that
+# torchcodec 0.10 ships builds for.
+if [[ $WITH_LEROBOT -eq 1 ]]; then
+  system_libs+=(libavutil57 libavcodec59 libavformat59 libavdevice59 libavfilter8 libswscale6 libswresample4)
+fi
 missing_libs=()
-for pkg in libusb-1.0-0 libgl1 libglib2.0-0; do
+for pkg in "${system_libs[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing_libs+=("$pkg")
 done
 if [[ ${#missing_libs[@]} -gt 0 ]] && command -v apt-get >/dev/null; then

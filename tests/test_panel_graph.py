@@ -1,8 +1,9 @@
 """The operator panel driven by pytest-qt, offscreen, against a running simulated graph (nodes as processes).
 
 Start an episode from the evaluation plan, see the subgoal switch and the VLM's verdict, label every
-subgoal and the episode, finish the labels; start the next one and abort it from the keyboard; the
-labels are in the episode's record file and in its MCAP recording. A panel killed (SIGKILL) in the
+subgoal and the episode, finish the labels; start the next one and abort it from the keyboard (void: the
+plan entry is offered again); the labels are in the episode's record file and in its MCAP recording, both
+in the one lab folder. A panel killed (SIGKILL) in the
 middle of an episode loses no label it made, and a new panel shows them. The robot buttons against a
 stand-in driver. Screenshots go to ``$LADDER_PANEL_SCREENSHOTS`` (copies under docs/panel/).
 """
@@ -43,6 +44,7 @@ from ladder_ros.nodes import topics  # noqa: E402
 from ladder_ros.nodes.runtime import publisher  # noqa: E402
 from ladder_ros.panel.app import build_panel  # noqa: E402
 from ladder_ros.panel.records import EpisodeRecordStore  # noqa: E402
+from ladder_ros.panel.widget import FITS  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -89,8 +91,9 @@ class Panel:
                          depth_topic="camera/depth/image_raw")
         self.bridge, self.controller, self.widget = build_panel(self.node, args)
         qtbot.addWidget(self.widget)
-        self.widget.resize(1280, 900)
+        self.widget.resize(*FITS)
         self.widget.show()
+        self.widget.take_keyboard()
 
     @property
     def model(self):
@@ -130,7 +133,7 @@ def wait_closed(qtbot, bag):
 
 
 def test_panel_runs_an_episode_labels_it_and_aborts_the_next(graph, panel_factory, qtbot, tmp_path):
-    out = graph.out / "panel"
+    out = graph.out  # the lab folder: the recorder writes out/recordings, the panel out/episodes
     panel = panel_factory(graph.namespace, out, graph.plan)
     widget, model = panel.widget, panel.model
     qtbot.waitUntil(lambda: model.status is not None, timeout=30_000)
@@ -186,8 +189,10 @@ def test_panel_runs_an_episode_labels_it_and_aborts_the_next(graph, panel_factor
     qtbot.keyClick(widget, Qt.Key_Return, Qt.ControlModifier)  # labels done
     second = EpisodeRecordStore(out).load(model.episode_id)
     assert second.labels.episode == "failure" and second.labels.final
-    assert second.result["finish_reason"] == "aborted: operator abort"
-    assert widget.progress.text() == "lab: 2/2 done — complete" and not widget.start_button.isEnabled()
+    assert second.result["finish_reason"] == "aborted: operator abort" and second.void
+    # void: the entry is not done, and F5 would run it again (same task, layout and seed)
+    assert widget.progress.text() == "lab: 1/2 done" and widget.start_button.isEnabled()
+    assert widget.seed_spin.value() == 4
     screenshot(widget, "panel_aborted.png", tmp_path)
     wait_closed(qtbot, graph.out / "recordings" / model.episode_id)
     assert bag_labels(graph.out / "recordings" / model.episode_id, graph.namespace)[-1].episode == "failure"
@@ -319,5 +324,5 @@ def test_robot_buttons_follow_the_driver(graph, panel_factory, qtbot, tmp_path):
 
 
 def test_docs_screenshots_exist():
-    for name in ("panel_running.png", "panel_labelled.png"):
+    for name in ("panel_running.png", "panel_labelled.png", "panel_ab.png"):
         assert (REPO / "docs" / "panel" / name).is_file(), f"docs/panel/{name}: copy it from a test run"

@@ -106,7 +106,42 @@ def test_plan_expands_tasks_by_episodes_by_variants():
     assert plan.next_entry(done).index == 1 and plan.next_entry(done, {plan.entries[1].key}).index == 2
 
 
+def test_a_blind_plan_pairs_the_systems_in_a_counterbalanced_seeded_order():
+    data = {"schema_version": 1, "name": "ab", "episodes": 3, "seed": 4, "order_seed": 5,
+            "compare": [{"variant": "proprio_verifier"}, "periodic_trigger"], "tasks": [{"task": "a"}, {"task": "b"}]}
+    plan = EvaluationPlan.parse(data)
+    assert plan.blind and len(plan.entries) == 12 and sorted(plan.pairs) == list(range(6))
+    firsts = []
+    for number, arms in plan.pairs.items():
+        a, b = arms["A"], arms["B"]
+        assert (a.task_id, a.layout, a.seed) == (b.task_id, b.layout, b.seed) and a.variant != b.variant
+        assert a.index + 1 == b.index and "proprio" not in a.key + b.key and "variant" not in a.to_dict()
+        firsts.append(a.variant)
+    assert firsts.count("proprio_verifier") == 3  # counterbalanced: each system first in half the pairs
+    assert [e.variant for e in EvaluationPlan.parse(data).entries] == [e.variant for e in plan.entries]
+    other = EvaluationPlan.parse({**data, "order_seed": 6})
+    assert [e.variant for e in other.entries] != [e.variant for e in plan.entries]
+
+
+def test_void_episodes_leave_their_entry_open():
+    from ladder_ros.panel.evaluation_plan import is_void
+
+    assert is_void("aborted: operator abort") and is_void("aborted: interrupted: orchestrator killed")
+    assert not is_void("aborted: operator stop") and not is_void("plan_complete") and not is_void(None)
+    record = EpisodeFile.new("ep-2")
+    record.result = {"finish_reason": "aborted: operator abort"}
+    assert record.over and record.void and not record.counts
+
+
 @pytest.mark.parametrize("data,match", [
+    ({"schema_version": 1, "name": "x", "compare": ["proprio_verifier"], "tasks": [{"task": "a"}]}, "exactly two"),
+    ({"schema_version": 1, "name": "x", "compare": ["proprio_verifier", "proprio_verifier"],
+      "tasks": [{"task": "a"}]}, "the same"),
+    ({"schema_version": 1, "name": "x", "compare": [{"policy": "bridge_pi0_server"}, "proprio_verifier"],
+      "tasks": [{"task": "a"}]}, "switches policy per episode"),
+    ({"schema_version": 1, "name": "x", "compare": ["proprio_verifier", "periodic_trigger"],
+      "variants": ["proprio_verifier"], "tasks": [{"task": "a"}]}, "drop 'variants'"),
+    ({"schema_version": 1, "name": "x", "order_seed": 3, "tasks": [{"task": "a"}]}, "add 'compare'"),
     ({"schema_version": 2, "name": "x", "tasks": [{"task": "a"}]}, "schema_version 2"),
     ({"schema_version": 1, "name": "x y", "tasks": [{"task": "a"}]}, "name"),
     ({"schema_version": 1, "name": "x", "tasks": []}, "tasks"),
@@ -201,6 +236,8 @@ def test_controller_runs_the_plan_and_writes_labels_before_publishing(tmp_path):
     clock = iter(range(1_800_000_000, 1_800_001_000)).__next__
     ctl = PanelController(outbox, store, make_plan(), operator="ana", clock=clock)
     assert ctl.progress() == (0, 2) and ctl.next_entry().seed == 0
+    assert ctl.start() is None and not outbox.commands  # no orchestrator heard yet: nothing is sent
+    ctl.on_status(EpisodeStatus(episode_id="", state="idle"))
     episode_id = ctl.start()
     command = outbox.commands[-1]
     assert isinstance(command, EpisodeCommand) and command.episode_id == episode_id
@@ -215,7 +252,7 @@ def test_controller_runs_the_plan_and_writes_labels_before_publishing(tmp_path):
         ctl.label_subgoal(5, "done")
     ctl.stop()
     assert outbox.calls[-1] == topics.STOP_SERVICE
-    ctl.on_status(status(episode_id, state="aborted", result={"events": []}))
+    ctl.on_status(status(episode_id, state="aborted", result={"events": []}, finish_reason="aborted: operator stop"))
     ctl.label_episode("failure")
     ctl.set_note("knocked the plate")
     assert ctl.progress() == (1, 2) and ctl.next_entry().seed == 1
@@ -225,7 +262,7 @@ def test_controller_runs_the_plan_and_writes_labels_before_publishing(tmp_path):
     outbox2 = FakeOutbox()
     ctl2 = PanelController(outbox2, store, make_plan(), clock=clock)
     assert ctl2.progress() == (1, 2)
-    ctl2.on_status(status(episode_id, state="aborted", result={"events": []}))
+    ctl2.on_status(status(episode_id, state="aborted", result={"events": []}, finish_reason="aborted: operator stop"))
     assert ctl2.model.labels.episode == "failure" and ctl2.model.labels.note == "knocked the plate"
     assert outbox2.labels[-1].revision == 3  # re-published for a recorder that may have missed them
 
@@ -233,6 +270,7 @@ def test_controller_runs_the_plan_and_writes_labels_before_publishing(tmp_path):
 def test_controller_without_driver_or_stop_service(tmp_path):
     outbox = FakeOutbox()
     ctl = PanelController(outbox, EpisodeRecordStore(tmp_path))
+    ctl.on_status(EpisodeStatus(episode_id="", state="idle"))
     assert not ctl.driver_ready() and not ctl.estop() and not ctl.arm(True)
     assert ctl.start() is None  # no plan and no task given
     ctl.start("t2", layout=1, seed=4, variant="periodic_trigger")
@@ -277,3 +315,89 @@ def test_depth_images_round_trip():
     msg.encoding = "rgb8"
     with pytest.raises(InvalidInputError, match="rgb8"):
         depth_from_msg(msg)
+
+
+# ------------------------------------------------------------------ operator versus VLM, blind sessions in the report
+def _episode(episode_id, verdicts, labels, plan_entry=None, finish_reason="plan_complete", variant="proprio_verifier"):
+    """A recorded episode whose VLM said ``verdicts`` (plan index -> complete) and whose operator said ``labels``."""
+    from ladder_ros.evaluation.episodes import RecordedEpisode
+
+    events = []
+    for i, (index, complete) in enumerate(verdicts.items()):
+        events.append({"step": 10 * i + 5, "kind": "verification_requested", "request_id": i, "plan_index": index})
+        events.append({"step": 10 * i + 6, "kind": "verification_answered", "request_id": i, "plan_index": index,
+                       "count": int(complete), "required": 1, "complete": complete, "source": "gemini"})
+    record = {"episode_id": episode_id, "task_id": "t2", "variant": variant, "events": events, "success": True,
+              "scored": True, "horizon": 2, "subgoals_done": 2, "category": "c", "subgoals": [],
+              "steps_used": 40, "budget_steps": 200, "finish_reason": finish_reason,
+              "orchestration": {"plan": PLAN}}
+    lab = EpisodeLabels(episode_id=episode_id)
+    for index, label in labels.items():
+        lab = ops.label_subgoal(lab, index, label, 1.0)
+    e = RecordedEpisode(episode_id=episode_id, record=record, labels=lab, plan_entry=plan_entry)
+    e.void = finish_reason.startswith("aborted: operator abort")
+    return e
+
+
+def test_cohen_kappa_by_hand_and_its_bootstrap_over_episodes():
+    from ladder_ros.evaluation.episode_report import cohen_kappa, kappa_interval
+
+    # p_o = 35/50, p_e = (25*30 + 25*20) / 50^2 = 0.5, kappa = (0.7 - 0.5) / 0.5
+    assert cohen_kappa(20, 5, 10, 15) == pytest.approx(0.4)
+    assert cohen_kappa(5, 0, 0, 0) is None and cohen_kappa(0, 0, 0, 0) is None  # chance agreement is total
+    assert cohen_kappa(3, 0, 0, 4) == 1.0 and cohen_kappa(0, 3, 3, 0) == pytest.approx(-1.0)
+    blocks = [(2, 0, 1, 1), (1, 1, 0, 2), (3, 0, 0, 1), (0, 1, 1, 2), (2, 0, 0, 2)]
+    lo, hi = kappa_interval(blocks)
+    total = [sum(b[k] for b in blocks) for k in range(4)]
+    assert lo < cohen_kappa(*total) < hi and kappa_interval(blocks) == (lo, hi)  # seeded
+    assert kappa_interval([(1, 0, 0, 1), (2, 0, 0, 1)]) == (1.0, 1.0)  # agreement in every draw
+    assert kappa_interval([(1, 0, 0, 1)]) is None  # one episode: nothing to resample
+
+
+def test_agreement_per_session_lists_the_disagreements():
+    from ladder_ros.evaluation.episode_report import agreement_by_session
+
+    episodes = [_episode("e1", {0: True, 1: True}, {0: "done", 1: "not_done"}, {"plan": "lab", "key": "k"}),
+                _episode("e2", {0: False, 1: True}, {0: "done", 1: "done"}, {"plan": "lab", "key": "k2"}),
+                _episode("e3", {0: True}, {0: "done", 1: "done"})]
+    by_session = agreement_by_session(episodes)
+    lab = by_session["lab"]
+    assert (lab["tp"], lab["fp"], lab["fn"], lab["tn"]) == (2, 1, 1, 0) and lab["episodes"] == 2
+    assert lab["precision"] == pytest.approx(2 / 3) and lab["recall"] == pytest.approx(2 / 3)
+    assert [(d["episode_id"], d["plan_index"], d["kind"], d["step"]) for d in lab["disagreements"]] == [
+        ("e1", 1, "false positive", 15), ("e2", 0, "false negative", 5)]
+    other = by_session["(no plan)"]
+    assert other["compared"] == 1 and other["labelled_without_verdict"] == 1 and other["kappa"] is None
+
+
+def test_report_leaves_out_void_episodes_and_open_blind_sessions(tmp_path):
+    from ladder_ros.evaluation.episode_report import build_report
+
+    blind = {"plan": "ab", "key": "t2/pair0/A/e0/l0/s0", "ab": {"pair": 0, "arm": "A"}}
+    episodes = [_episode("ok", {0: True}, {0: "done"}),
+                _episode("void", {0: True}, {0: "done"}, finish_reason="aborted: operator abort: bumped"),
+                _episode("ab-a", {0: True}, {0: "done"}, blind, variant="A"),
+                _episode("ab-b", {0: True}, {0: "done"}, {**blind, "ab": {"pair": 0, "arm": "B"}}, variant="B")]
+    report = build_report(episodes)
+    assert report["over"] == 1 and report["variants"]["proprio_verifier"]["episodes"] == 1
+    assert [v["episode_id"] for v in report["void"]] == ["void"] and report["sealed_sessions"] == {"ab": 2}
+    assert "A" not in report["variants"] and report["ab_sessions"] == {}
+    key = {"session": "ab", "systems": [{"variant": "proprio_verifier"}, {"variant": "periodic_trigger"}],
+           "order_seed": 1, "pairs": {"0": {"A": {"variant": "periodic_trigger"}, "B": {"variant": "proprio_verifier"},
+                                            "task_id": "t2", "layout": 0, "seed": 0, "preference": "B",
+                                            "complete": True, "episodes": {"A": "ab-a", "B": "ab-b"}}}}
+    report = build_report(episodes, {"ab": key})
+    assert report["over"] == 3 and report["variants"]["periodic_trigger"]["episodes"] == 1
+    ab = report["ab_sessions"]["ab"]
+    assert ab["preferences"] == {"proprio_verifier": 1, "periodic_trigger": 0, "tie": 0}
+    assert ab["success"]["periodic_trigger"]["successes"] == 1 and ab["paired_difference"]["diff"] == 0.0
+    assert ab["revealed"][0]["A"] == "periodic_trigger" and ab["revealed"][0]["preferred"] == "proprio_verifier"
+
+
+def test_category_plot_takes_a_wilson_bound_a_rounding_error_past_the_rate(tmp_path):
+    from ladder_ros.core.metrics import wilson_interval
+    from ladder_ros.evaluation.episode_report import plot_by_category
+
+    lo, hi = wilson_interval(0, 3)  # 5.6e-17 above the rate 0 on this machine's floats
+    summary = {"low_level_policy": {"by_category": {"c": {"success_rate": 0.0, "ci95": [lo, hi], "n": 3}}}}
+    assert plot_by_category(summary, tmp_path / "c.png").is_file()

@@ -3,7 +3,8 @@
 ``ladder-ros report`` and ``ladder-ros export`` read a folder of runs, in any mix of:
 
 * ``episodes.jsonl`` (``sim-eval``, ``ladder-ros run``): one episode record per line;
-* the operator panel's record files (``episodes/<episode id>.json``): record, labels, VLM verdicts;
+* the operator panel's record files (``episodes/<episode id>.json``): record, labels, VLM verdicts, the
+  evaluation-plan entry (and, in a blind A/B session, the pair and arm);
 * episode recordings (rosbag2 MCAP bags): the final ``episode/status`` (the record), the newest
   ``operator/labels``, the verifier's and planner's answers (VLM usage) and camera frames.
 
@@ -38,6 +39,16 @@ class RecordedEpisode:
     vlm_calls: list = field(default_factory=list)  # {"purpose", "usage", "latency_ms", "error"} per call
     bag: Path | None = None
     sources: list = field(default_factory=list)
+    plan_entry: dict | None = None  # the evaluation-plan entry the panel ran it for
+    void: bool = False  # aborted by the operator or interrupted: its plan entry ran again
+
+    @property
+    def blind(self) -> dict | None:
+        """``{"session", "pair", "arm"}`` for an episode of a blind A/B session, else None."""
+        ab = (self.plan_entry or {}).get("ab")
+        if not ab:
+            return None
+        return {"session": str(self.plan_entry.get("plan", "")), "pair": int(ab["pair"]), "arm": str(ab["arm"])}
 
     def add_labels(self, labels: EpisodeLabels | None) -> None:
         if labels is not None and (self.labels is None or labels.revision > self.labels.revision):
@@ -95,7 +106,8 @@ def read_bag_episode(path: Path) -> RecordedEpisode | None:
                     result = decode(text, VerificationResultDoc).result
                     episode.vlm_calls.append({"purpose": "verify", "usage": result.get("usage") or {},
                                               "latency_ms": result.get("latency_ms"), "error": result.get("error"),
-                                              "request_id": result.get("request_id")})
+                                              "request_id": result.get("request_id"),
+                                              "raw_reply": result.get("raw_reply")})
                 else:
                     plan = decode(text, PlanResultDoc)
                     episode.vlm_calls.append({"purpose": "plan", "usage": plan.usage, "latency_ms": plan.latency_ms,
@@ -148,11 +160,14 @@ def load_episodes(root: str | Path) -> list[RecordedEpisode]:
                 continue
             e = entry(f.episode_id)
             e.record = e.record or f.result
+            e.plan_entry = e.plan_entry or f.plan_entry
+            e.void = e.void or f.void
             e.add_labels(f.labels)
             e.sources.append(str(path))
             if not e.vlm_calls:
                 e.vlm_calls = [{"purpose": "verify", "usage": v.get("usage") or {}, "latency_ms": v.get("latency_ms"),
-                                "error": v.get("error"), "request_id": v.get("request_id")} for v in f.verdicts]
+                                "error": v.get("error"), "request_id": v.get("request_id"),
+                                "raw_reply": v.get("raw_reply")} for v in f.verdicts]
         elif is_bag(path):
             try:
                 bag = read_bag_episode(path)
@@ -174,3 +189,36 @@ def load_episodes(root: str | Path) -> list[RecordedEpisode]:
 def with_records(episodes: Iterable[RecordedEpisode]) -> list[RecordedEpisode]:
     """The episodes that are over (have a record); the others are still running or were cut short."""
     return [e for e in episodes if e.record is not None]
+
+
+def _ab_files(root: str | Path, pattern: str, read) -> Iterator[tuple[Path, object]]:
+    """``read(path)`` of every file matching ``pattern`` in a blind session's folder (``ab/<session>/``) under
+    ``root``; an unreadable one is reported and skipped."""
+    from ladder_ros.panel.ab_session import AB_FOLDER
+
+    root = Path(root)
+    for path in sorted(root.rglob(pattern)) if root.is_dir() else []:
+        if path.parent.parent.name != AB_FOLDER:
+            continue
+        try:
+            yield path, read(path)
+        except ConfigError as exc:
+            _warn(f"skipping {exc}")
+
+
+def ab_keys(root: str | Path) -> dict[str, dict]:
+    """The sealed keys of the closed blind A/B sessions under ``root``: session name -> key."""
+    from ladder_ros.panel.ab_session import KEY_FILE, read_key
+
+    return {str(key.get("session") or path.parent.name): {**key, "path": str(path)}
+            for path, key in _ab_files(root, KEY_FILE, read_key)}
+
+
+def ab_pairs(root: str | Path) -> dict[str, dict[int, dict]]:
+    """The pair files of the blind A/B sessions under ``root``: session -> pair -> pair file (as a dict)."""
+    from ladder_ros.panel.ab_session import read_pair
+
+    out: dict[str, dict[int, dict]] = {}
+    for _, pair in _ab_files(root, "pair-*.json", read_pair):
+        out.setdefault(pair.session, {})[pair.pair] = pair.to_dict()
+    return out

@@ -4,19 +4,33 @@ So the lab can fine-tune its policies on its own rollouts. One frame per control
 action: the camera image of that step (``observation.images.camera``, an H.264 video), the joint
 state (``observation.state``: arm joints and the gripper aperture, in the recording's joint order),
 the end-effector pose (``observation.ee_pose``: x y z in m, quaternion x y z w), the 7-D action
-(``action``: the axes of ``policy/action``), the instruction the policy followed at that step
-(``subtask_index`` into ``meta/subtasks.parquet``: the current subgoal's text; the episode's full
-instruction is its ``task``), the plan index of that subgoal and the operator's label of it
-(``subgoal_label``: 1 done, 0 not done, -1 none). Per episode (``meta/episodes``): the episode id,
-variant, outcome, finish reason, the operator's episode label, subgoal labels and note.
+(``action``: the axes of ``policy/action``), the plan index of the subgoal the policy followed at that
+step and the operator's label of it (``subgoal_label``: 1 done, 0 not done, -1 none). The episode's full
+instruction is its ``task``; the subgoals are its *subtasks*, written the way current LeRobot reads
+them (lerobot 0.6.1, ``src/lerobot/datasets/language.py`` and
+``src/lerobot/annotations/steerable_pipeline/writer.py`` at commit 7e241bd630a3719a56157a497ce5d08f244784f1):
+every frame's ``language_persistent`` column holds the episode's subtask rows (``style: subtask``,
+``role: assistant``, the subgoal's text, and the time it became the instruction the policy followed),
+so ``lerobot.datasets.language_render.active_at(t, persistent=..., style="subtask")`` gives the
+subgoal of any frame; ``language_events`` is empty. Upstream treats the older ``subtask_index`` /
+``meta/subtasks.parquet`` pair as legacy (its annotation writer drops the column), so it is not written.
+
+Per episode (``meta/episodes``): the episode id, variant, outcome, finish reason, the operator's
+episode label, subgoal labels and note, and the episode's statistics as upstream writes them
+(``stats/<feature>/<min|max|mean|std|count|q01|q10|q50|q90|q99>`` per feature; camera statistics per
+channel in [0, 1], shaped (3, 1, 1), over a sample of frames), which its ``aggregate`` and dataset tools
+(``dataset_tools.py``: deleting, splitting, merging episodes) combine; ``meta/stats.json`` holds the same
+statistics over the whole dataset.
 
 The files follow LeRobot's v3.0 layout (``meta/info.json``, ``meta/stats.json``,
-``meta/tasks.parquet``, ``meta/subtasks.parquet``, ``meta/episodes/chunk-000/file-000.parquet``,
+``meta/tasks.parquet``, ``meta/episodes/chunk-000/file-000.parquet``,
 ``data/chunk-XXX/file-XXX.parquet``, ``videos/<key>/chunk-XXX/file-XXX.mp4``), one data and one
 video file per episode, written with pyarrow and PyAV. The LeRobot libraries themselves do not
-co-install with this project's pins; the round-trip test loads the result with ``lerobot-dataset``
-in its own Python 3.12 environment. A step whose camera image or joint state the recording lacks
-(a best-effort image dropped) takes the step before it's; the count is in ``meta/info.json``.
+co-install with this project's pins; the round-trip test loads the result with ``lerobot`` in its own
+Python 3.12 environment, with the reader's default video backend (torchcodec, which needs the system's
+FFmpeg libraries: ``scripts/setup.sh`` installs them). A step whose camera image or joint state the
+recording lacks (a best-effort image dropped) takes the step before it's; the count is in
+``meta/ladder_ros.json`` (with the episode ids in dataset order and the source folder).
 """
 
 from __future__ import annotations
@@ -41,6 +55,12 @@ CAMERA = "observation.images.camera"
 ACTION_NAMES = ("ee_dx", "ee_dy", "ee_dz", "ee_droll", "ee_dpitch", "ee_dyaw", "gripper")
 POSE_NAMES = ("x", "y", "z", "qx", "qy", "qz", "qw")
 VIDEO_CODEC, VIDEO_PIX_FMT, VIDEO_CRF, VIDEO_GOP = "libx264", "yuv420p", 20, 2  # GOP 2: quick random access
+# Upstream's statistics (lerobot 0.6.1 src/lerobot/datasets/compute_stats.py: DEFAULT_QUANTILES and the
+# q01..q99 keys of get_feature_stats).
+QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
+IMAGE_STATS_FRAMES = 20  # frames an episode's camera statistics are computed over (upstream samples too)
+LANGUAGE_PERSISTENT, LANGUAGE_EVENTS = "language_persistent", "language_events"  # upstream's column names
+SUBTASK_STYLE, SUBTASK_ROLE = "subtask", "assistant"  # upstream's subtask rows (plan_subtasks_memory.py)
 
 
 @dataclass
@@ -156,9 +176,62 @@ def encode_video(images: list[np.ndarray], fps: int, path: Path) -> dict[str, An
             "has_audio": False}
 
 
-def _stats(values: np.ndarray) -> dict[str, list]:
-    return {"min": values.min(axis=0).tolist(), "max": values.max(axis=0).tolist(),
-            "mean": values.mean(axis=0).tolist(), "std": values.std(axis=0).tolist(), "count": [len(values)]}
+def feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
+    """Upstream's statistics of one feature over frames (rows): per component min, max, mean, std and
+    the quantiles, and the frame count; a scalar feature keeps a trailing axis of 1."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim == 1:
+        values = values[:, None]
+    out = {"min": values.min(axis=0), "max": values.max(axis=0), "mean": values.mean(axis=0),
+           "std": values.std(axis=0), "count": np.array([len(values)])}
+    for key, q in QUANTILES.items():
+        out[key] = np.quantile(values, q, axis=0)
+    return out
+
+
+def image_stats(images: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Per-channel statistics of a sample of RGB frames in [0, 1], shaped (3, 1, 1) like upstream's;
+    ``count`` is the number of frames sampled."""
+    step = max(1, len(images) // IMAGE_STATS_FRAMES)
+    sample = np.stack(images[::step])
+    pixels = sample.reshape(-1, 3).astype(np.float64) / 255.0
+    stats = feature_stats(pixels)
+    out = {k: v.reshape(3, 1, 1) for k, v in stats.items() if k != "count"}
+    out["count"] = np.array([len(sample)])
+    return out
+
+
+def subtask_rows(instructions: list[str], fps: int) -> list[dict[str, Any]]:
+    """The episode's subtasks as upstream's persistent language rows: one per change of instruction,
+    stamped with the time of its first frame."""
+    rows = []
+    for i, text in enumerate(instructions):
+        if i == 0 or text != instructions[i - 1]:
+            rows.append({"role": SUBTASK_ROLE, "content": text, "style": SUBTASK_STYLE,
+                         "timestamp": float(np.float32(i / fps)), "camera": None, "tool_calls": None})
+    return rows
+
+
+def _flat_stats(stats: dict[str, dict[str, np.ndarray]]) -> dict[str, list]:
+    """``stats/<feature>/<stat>`` columns of one episode row (upstream's flatten_dict of {"stats": ...})."""
+    return {f"stats/{feature}/{name}": value.tolist() for feature, per in stats.items() for name, value in per.items()}
+
+
+def combined_stats(per_episode: list[dict[str, np.ndarray]]) -> dict[str, list]:
+    """Dataset statistics from the episodes' (the camera's, whose frames are sampled): min of the minima,
+    max of the maxima, the pooled mean and variance and the frame-weighted quantiles, as upstream's
+    ``aggregate_stats`` combines them."""
+    counts = np.array([float(p["count"][0]) for p in per_episode])
+    w = counts / counts.sum()
+    means = np.stack([p["mean"] for p in per_episode])
+    mean = np.tensordot(w, means, axes=1)
+    var = np.tensordot(w, np.stack([p["std"] ** 2 for p in per_episode]) + (means - mean) ** 2, axes=1)
+    out = {"min": np.min([p["min"] for p in per_episode], axis=0),
+           "max": np.max([p["max"] for p in per_episode], axis=0), "mean": mean, "std": np.sqrt(var),
+           "count": np.array([int(counts.sum())])}
+    for key in QUANTILES:
+        out[key] = np.tensordot(w, np.stack([p[key] for p in per_episode]), axes=1)
+    return {k: v.tolist() for k, v in out.items()}
 
 
 def export_lerobot(root: Path, out: Path, repo_id: str = "ladder_ros/episodes", overwrite: bool = False) -> dict:
@@ -192,7 +265,6 @@ def export_lerobot(root: Path, out: Path, repo_id: str = "ladder_ros/episodes", 
         "observation.state": {"dtype": "float32", "shape": [n_state], "names": list(first.joint_names)},
         "observation.ee_pose": {"dtype": "float32", "shape": [7], "names": list(POSE_NAMES)},
         "action": {"dtype": "float32", "shape": [7], "names": list(ACTION_NAMES)},
-        "subtask_index": {"dtype": "int64", "shape": [1], "names": None},
         "plan_index": {"dtype": "int64", "shape": [1], "names": None},
         "subgoal_label": {"dtype": "int64", "shape": [1], "names": None},
         "timestamp": {"dtype": "float32", "shape": [1], "names": None},
@@ -200,18 +272,22 @@ def export_lerobot(root: Path, out: Path, repo_id: str = "ladder_ros/episodes", 
         "episode_index": {"dtype": "int64", "shape": [1], "names": None},
         "index": {"dtype": "int64", "shape": [1], "names": None},
         "task_index": {"dtype": "int64", "shape": [1], "names": None},
+        # upstream's language columns (language.py: language_feature_info)
+        LANGUAGE_PERSISTENT: {"dtype": "language", "shape": [1], "names": None},
+        LANGUAGE_EVENTS: {"dtype": "language", "shape": [1], "names": None},
     }
+    numeric = [k for k, f in features.items() if f["dtype"] in ("float32", "int64")]
     tasks: dict[str, int] = {}
-    subtasks: dict[str, int] = {}
     episode_rows: list[dict[str, Any]] = []
-    all_states, all_poses, all_actions, pixels = [], [], [], []
+    columns: dict[str, list[np.ndarray]] = {k: [] for k in numeric}
+    camera_stats: list[dict[str, np.ndarray]] = []
     index = 0
     video_info: dict[str, Any] = {}
     for ep_index, f in enumerate(episodes):
         n = len(f.actions)
         task_index = tasks.setdefault(f.task, len(tasks))
         labels = f.episode.labels
-        sub_idx = [subtasks.setdefault(text, len(subtasks)) for text in f.instructions]
+        subtasks = subtask_rows(f.instructions, f.fps)
 
         def label_code(i: int) -> int:
             label = labels.subgoal_label(i) if labels is not None and i >= 0 else None
@@ -219,23 +295,30 @@ def export_lerobot(root: Path, out: Path, repo_id: str = "ladder_ros/episodes", 
 
         states, poses, actions = np.stack(f.states), np.stack(f.poses), np.stack(f.actions)
         chunk, file = _chunk(ep_index)
+        values = {
+            "observation.state": states, "observation.ee_pose": poses, "action": actions,
+            "plan_index": np.asarray(f.plan_indices, dtype=np.int64),
+            "subgoal_label": np.asarray([label_code(i) for i in f.plan_indices], dtype=np.int64),
+            "timestamp": np.arange(n, dtype=np.float32) / np.float32(f.fps),
+            "frame_index": np.arange(n, dtype=np.int64), "episode_index": np.full(n, ep_index, dtype=np.int64),
+            "index": np.arange(index, index + n, dtype=np.int64), "task_index": np.full(n, task_index, dtype=np.int64),
+        }
         table = pa.table({
-            "observation.state": pa.FixedSizeListArray.from_arrays(pa.array(states.ravel(), pa.float32()), n_state),
-            "observation.ee_pose": pa.FixedSizeListArray.from_arrays(pa.array(poses.ravel(), pa.float32()), 7),
-            "action": pa.FixedSizeListArray.from_arrays(pa.array(actions.ravel(), pa.float32()), 7),
-            "subtask_index": pa.array(sub_idx, pa.int64()),
-            "plan_index": pa.array(f.plan_indices, pa.int64()),
-            "subgoal_label": pa.array([label_code(i) for i in f.plan_indices], pa.int64()),
-            "timestamp": pa.array(np.arange(n, dtype=np.float32) / np.float32(f.fps), pa.float32()),
-            "frame_index": pa.array(np.arange(n), pa.int64()),
-            "episode_index": pa.array(np.full(n, ep_index), pa.int64()),
-            "index": pa.array(np.arange(index, index + n), pa.int64()),
-            "task_index": pa.array(np.full(n, task_index), pa.int64()),
+            **{k: (pa.FixedSizeListArray.from_arrays(pa.array(v.ravel(), pa.float32()), v.shape[1]) if v.ndim == 2
+                   else pa.array(v)) for k, v in values.items()},
+            # every frame carries the episode's subtask rows (upstream broadcasts the persistent slice)
+            LANGUAGE_PERSISTENT: pa.array([subtasks] * n),
+            LANGUAGE_EVENTS: pa.array([[] for _ in range(n)], pa.list_(pa.null())),
         })
         data_path = out / f"data/chunk-{chunk:03d}/file-{file:03d}.parquet"
         data_path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, data_path)
         video_info = encode_video(f.images, f.fps, out / f"videos/{CAMERA}/chunk-{chunk:03d}/file-{file:03d}.mp4")
+        stats = {k: feature_stats(v) for k, v in values.items()}
+        stats[CAMERA] = image_stats(f.images)
+        camera_stats.append(stats[CAMERA])
+        for k, v in values.items():
+            columns[k].append(v)
         record = f.episode.record or {}
         episode_rows.append({
             "episode_index": ep_index, "tasks": [f.task], "length": n,
@@ -251,26 +334,18 @@ def export_lerobot(root: Path, out: Path, repo_id: str = "ladder_ros/episodes", 
             "ladder/subgoal_labels": json.dumps(labels.subgoals if labels is not None else {}),
             "ladder/note": labels.note if labels is not None else "",
             "ladder/filled_steps": f.filled,
+            **_flat_stats(stats),
         })
         index += n
-        all_states.append(states)
-        all_poses.append(poses)
-        all_actions.append(actions)
-        pixels.append(np.stack(f.images[:: max(1, n // 20)]).reshape(-1, 3).astype(np.float64) / 255.0)
     features[CAMERA]["info"] = video_info
     meta = out / "meta"
     (meta / "episodes/chunk-000").mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(episode_rows), meta / "episodes/chunk-000/file-000.parquet")
     pd.DataFrame({"task_index": list(tasks.values())}, index=pd.Index(list(tasks), name="task")).to_parquet(
         meta / "tasks.parquet")
-    pd.DataFrame({"subtask_index": list(subtasks.values())},
-                 index=pd.Index(list(subtasks), name="subtask")).to_parquet(meta / "subtasks.parquet")
-    px = np.concatenate(pixels)
-    image_stats = {k: [[[v]] for v in vals] for k, vals in _stats(px).items() if k != "count"}
-    image_stats["count"] = [len(px)]
-    stats = {"observation.state": _stats(np.concatenate(all_states)),
-             "observation.ee_pose": _stats(np.concatenate(all_poses)),
-             "action": _stats(np.concatenate(all_actions)), CAMERA: image_stats}
+    stats = {k: {name: v.tolist() for name, v in feature_stats(np.concatenate(v)).items()}
+             for k, v in columns.items()}  # exact over every frame
+    stats[CAMERA] = combined_stats(camera_stats)
     (meta / "stats.json").write_text(json.dumps(stats, indent=1) + "\n", encoding="utf-8")
     preset = ""
     for f in episodes:
@@ -285,10 +360,13 @@ def export_lerobot(root: Path, out: Path, repo_id: str = "ladder_ros/episodes", 
         "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
         "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
         "features": features,
-        "ladder_ros": {"repo_id": repo_id, "source": str(root), "filled_steps": sum(f.filled for f in episodes),
-                       "episode_ids": [f.episode.episode_id for f in episodes]},
     }
     (meta / "info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    # the exporter's own notes in a file of their own: upstream's DatasetInfo warns about unknown fields
+    ours = {"repo_id": repo_id, "source": str(root), "filled_steps": sum(f.filled for f in episodes),
+            "episode_ids": [f.episode.episode_id for f in episodes]}
+    (meta / "ladder_ros.json").write_text(json.dumps(ours, indent=2) + "\n", encoding="utf-8")
+    info["ladder_ros"] = ours
     return info
 
 

@@ -246,7 +246,8 @@ ORCHESTRATOR = COMMON + (
 )
 
 EPISODE_RECORDER = COMMON + (
-    ParamSpec("output_dir", STR, "runs/recordings", "Folder of the recordings: one rosbag2 MCAP bag per episode"),
+    ParamSpec("output_dir", STR, "runs/lab/recordings", "Folder of the recordings: one rosbag2 MCAP bag per "
+              "episode (the lab folder the operator panel, report and export read by default)"),
     ParamSpec("graph", STR, "", "Graph description name, stored in the recording's metadata"),
     ParamSpec("config_files", STR_LIST, [], "Files (graph description, params) stored verbatim in the recording"),
     ParamSpec("close_grace_s", FLOAT, 0.5, "Keep recording this long (s) after the episode's final status, for "

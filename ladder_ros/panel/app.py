@@ -2,8 +2,10 @@
 
 It joins the graph under ``--namespace`` (``/widowx`` by default) in the network-safe environment
 (loopback only unless ``--allow-network``), keeps one record file per episode in ``--out``
-(``runs/panel/episodes/<episode id>.json``) and runs the episodes of ``--plan`` in order, resuming
-where a previous panel on the same ``--out`` stopped.
+(``runs/lab/episodes/<episode id>.json``) and runs the episodes of ``--plan`` in order, resuming
+where a previous panel on the same ``--out`` stopped. ``runs/lab`` is the lab's one folder: the episode
+recorder writes its bags to ``runs/lab/recordings`` by default, so ``ladder-ros report runs/lab`` and
+``ladder-ros export runs/lab --format lerobot`` find the labels and the recordings together.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Sequence
 
 from ladder_ros.core.errors import ConfigError
 
-DEFAULT_OUT = "runs/panel"
+DEFAULT_OUT = "runs/lab"  # the recorder's default output_dir is DEFAULT_OUT/recordings (nodes/parameters.py)
 
 
 def add_panel_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
     from python_qt_binding.QtWidgets import QApplication
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
+    from ladder_ros.panel.widget import FITS
+
     app = QApplication.instance() or QApplication(["ladder-ros panel"])
     rclpy.init()
     node = rclpy.create_node("operator_panel")
@@ -84,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         bridge, controller, widget = build_panel(node, args)
-        widget.resize(1200, 860)
+        widget.resize(*FITS)
         widget.show()
+        widget.take_keyboard()
         thread = threading.Thread(target=spin, name="panel-ros", daemon=True)
         thread.start()
         print(f"ladder-ros panel: graph {args.namespace}, records in {Path(args.out) / 'episodes'}"

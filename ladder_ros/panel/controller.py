@@ -4,7 +4,11 @@ The widget calls these methods; the ROS side is behind :class:`PanelOutbox` (the
 panel, a recording fake in tests). Every label is written to the episode's record file first
 (atomically, :mod:`ladder_ros.panel.records`) and published on ``operator/labels`` second, so a
 crash between the two loses nothing the operator did, and a restarted panel re-publishes the newest
-labels it has on disk. No Qt, no rclpy.
+labels it has on disk. A label names the episode the operator saw when pressing the key; one for an
+episode the panel has already left is refused, never moved to the next. In a blind A/B session
+(:mod:`ladder_ros.panel.ab_session`) the panel shows and writes the arm ("A"/"B") wherever the graph
+names the system, keeps a preference per pair, and writes the sealed key when the session closes.
+No Qt, no rclpy.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Callable, Protocol
 
-from ladder_ros.core.errors import InvalidInputError
+from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.messages import (
     ABORT,
     START,
@@ -27,6 +31,7 @@ from ladder_ros.messages import (
 )
 from ladder_ros.nodes import topics
 from ladder_ros.panel import labels as label_ops
+from ladder_ros.panel.ab_session import ABSessionStore, PairFile, check_preference, check_reason, mask_system
 from ladder_ros.panel.evaluation_plan import EvaluationPlan, PlanEntry
 from ladder_ros.panel.model import PanelModel, SafetyState
 from ladder_ros.panel.records import EpisodeFile, EpisodeRecordStore, check_episode_id
@@ -63,16 +68,22 @@ class PanelController:
         self.skipped: set[str] = set()
         self.done_keys: set[str] = set()
         self._starting: dict[str, str] = {}  # episode id we asked for -> plan entry key
+        self.ab = ABSessionStore(store.root, plan.name) if plan is not None and plan.blind else None
         self.refresh_progress()
 
     # ------------------------------------------------------------------ from the graph
     def on_status(self, status: EpisodeStatus) -> None:
+        if status.episode_id and status.episode_id != self.model.episode_id:
+            self.model.shown_variant = self._blind_arm(status.episode_id)  # before the model logs the episode
         if self.model.apply_status(status):
             self._open_record(status.episode_id)
         if self.record is None or status.episode_id != self.record.episode_id:
             return
+        arm = self.model.shown_variant
         summary = status.to_dict()
         summary.pop("result", None)
+        if arm:
+            summary = mask_system(summary, arm)
         changed = False
         old = self.record.status or {}
         watched = ("state", "plan", "task", "finish_reason", "message", "verifier_available")
@@ -80,12 +91,29 @@ class PanelController:
             changed = True
         self.record.status = summary
         if status.result is not None and self.record.result is None:
-            self.record.result = status.result
+            self.record.result = mask_system(status.result, arm) if arm else status.result
             changed = True
         if changed:
             self.store.save(self.record)
             if self.record.over:
                 self.refresh_progress()
+                self._episode_over(self.record)
+
+    def _blind_arm(self, episode_id: str) -> str | None:
+        """The arm ("A"/"B") under which a blind session's episode is shown; None for any other episode."""
+        if self.ab is None:
+            return None
+        key = self._starting.get(episode_id)
+        if key is not None:
+            entry = next((e for e in self.plan.entries if e.key == key), None)
+            return entry.arm if entry is not None and entry.blind else None
+        try:
+            record = self.store.load(episode_id)
+        except (InvalidInputError, ConfigError):
+            return None
+        ab = ((record.plan_entry or {}).get("ab") or {}) if record is not None else {}
+        same_session = record is not None and (record.plan_entry or {}).get("plan") == self.plan.name
+        return str(ab["arm"]) if same_session and ab.get("arm") else None
 
     def on_event(self, doc: EpisodeEventDoc) -> None:
         verdict = self.model.apply_event(doc)
@@ -146,9 +174,15 @@ class PanelController:
         self.store.save(self.record)
 
     # ------------------------------------------------------------------ labels
-    def _relabel(self, change: Callable[[EpisodeLabels, float], EpisodeLabels]) -> bool:
+    def _relabel(self, change: Callable[[EpisodeLabels, float], EpisodeLabels], episode_id: str | None) -> bool:
+        """Apply ``change`` to the labels of ``episode_id`` (the episode the operator saw; None: the current
+        one); refused when the panel has moved on to another episode since."""
         if self.record is None:
             self.model.log.append("nothing to label: no episode yet")
+            return False
+        if episode_id is not None and episode_id != self.record.episode_id:
+            self.model.log.append(f"label for {episode_id or 'no episode'} not saved: the panel now shows "
+                                  f"{self.record.episode_id}; look again and press it again")
             return False
         labels = self.record.labels
         new = change(labels, self.clock())
@@ -162,25 +196,25 @@ class PanelController:
         self.outbox.publish_labels(new)
         return True
 
-    def label_subgoal(self, plan_index: int, label: str | None) -> bool:
+    def label_subgoal(self, plan_index: int, label: str | None, episode_id: str | None = None) -> bool:
         if self.model.plan and not 0 <= plan_index < len(self.model.plan):
             raise InvalidInputError(f"plan index {plan_index} is not in the plan of {len(self.model.plan)}")
-        return self._relabel(lambda labels, now: label_ops.label_subgoal(labels, plan_index, label, now))
+        return self._relabel(lambda labels, now: label_ops.label_subgoal(labels, plan_index, label, now), episode_id)
 
-    def label_episode(self, label: str | None) -> bool:
-        return self._relabel(lambda labels, now: label_ops.label_episode(labels, label, now))
+    def label_episode(self, label: str | None, episode_id: str | None = None) -> bool:
+        return self._relabel(lambda labels, now: label_ops.label_episode(labels, label, now), episode_id)
 
-    def set_note(self, note: str) -> bool:
-        return self._relabel(lambda labels, now: label_ops.set_note(labels, note, now))
+    def set_note(self, note: str, episode_id: str | None = None) -> bool:
+        return self._relabel(lambda labels, now: label_ops.set_note(labels, note, now), episode_id)
 
-    def finish_labels(self, final: bool = True) -> bool:
-        return self._relabel(lambda labels, now: label_ops.set_final(labels, final, now))
+    def finish_labels(self, final: bool = True, episode_id: str | None = None) -> bool:
+        return self._relabel(lambda labels, now: label_ops.set_final(labels, final, now), episode_id)
 
     # ------------------------------------------------------------------ episodes
     def refresh_progress(self) -> None:
         if self.plan is None:
             return
-        self.done_keys = self.plan.done_keys((r.plan_entry, r.over) for r in self.store.records())
+        self.done_keys = self.plan.done_keys((r.plan_entry, r.counts) for r in self.store.records())
 
     def next_entry(self) -> PlanEntry | None:
         return None if self.plan is None else self.plan.next_entry(self.done_keys, self.skipped)
@@ -199,25 +233,160 @@ class PanelController:
     def start(self, task_id: str | None = None, layout: int | None = None, seed: int | None = None,
               variant: str | None = None) -> str | None:
         """Start the plan's next entry, or the given task; returns the episode id asked for."""
+        if self.model.status is None:
+            self.model.log.append("START NOT SENT: no orchestrator has published episode/status under this "
+                                  "namespace; is the graph running (ladder-ros up, ros2 launch)?")
+            return None
         if self.model.running:
             self.model.log.append(f"episode {self.model.episode_id} is still running: stop or abort it first")
             return None
+        if task_id is None and self.ab is not None:
+            if self.ab.closed:
+                self.model.log.append(f"the A/B session {self.plan.name} is closed")
+                return None
+            unjudged = self.unjudged_pair()
+            if unjudged is not None:
+                self.model.log.append(f"pair {unjudged.pair}: state your preference first "
+                                      "(Alt+A, Alt+B or Alt+T for a tie)")
+                return None
         entry = self.next_entry() if task_id is None else None
         if task_id is None and entry is None:
             self.model.log.append("no task to start: the evaluation plan is complete (or none is loaded)")
             return None
         if entry is not None:
             task_id, layout, seed, variant = entry.task_id, entry.layout, entry.seed, entry.variant
+        shown = entry.shown_variant if entry is not None else variant
         stamp = datetime.fromtimestamp(self.clock(), timezone.utc).strftime("%Y%m%dT%H%M%S")
         prefix = f"{self.plan.name}-{entry.index:04d}" if entry is not None and self.plan else "panel"
-        episode_id = f"{prefix}-{task_id}-{variant or 'default'}-l{layout or 0}-s{seed or 0}-{stamp}"
+        name = f"pair{entry.pair}{entry.arm}" if entry is not None and entry.blind else (shown or "default")
+        episode_id = f"{prefix}-{task_id}-{name}-l{layout or 0}-s{seed or 0}-{stamp}"
         command = EpisodeCommand(command=START, episode_id=episode_id, task_id=str(task_id), layout=int(layout or 0),
                                  seed=int(seed or 0), variant=str(variant or ""))
         if entry is not None:
             self._starting[episode_id] = entry.key
         self.outbox.send_command(command)
-        self.model.log.append(f"start {task_id} ({variant or 'default'}), layout {layout or 0}, seed {seed or 0}")
+        self.model.log.append(f"start {task_id} ({shown or 'default'}), layout {layout or 0}, seed {seed or 0}")
         return episode_id
+
+    # ------------------------------------------------------------------ blind A/B sessions
+    def _episode_over(self, record: EpisodeFile) -> None:
+        """A blind session's episode that counts joins its pair's file; the session closes once complete."""
+        ab = (record.plan_entry or {}).get("ab")
+        if self.ab is None or not ab or (record.plan_entry or {}).get("plan") != self.plan.name:
+            return
+        if record.void:
+            self.model.log.append(f"pair {ab['pair']}, {ab['arm']}: void ({record.finish_reason}); it runs again")
+            return
+        pair = self.ab.load_pair(int(ab["pair"])) or PairFile(
+            session=self.plan.name, pair=int(ab["pair"]), task_id=str(record.plan_entry.get("task_id", "")),
+            layout=int(record.plan_entry.get("layout", 0)), seed=int(record.plan_entry.get("seed", 0)))
+        if pair.episodes.get(ab["arm"]) != record.episode_id:
+            pair.episodes[ab["arm"]] = record.episode_id
+            pair.changed(self.clock(), f"episode {ab['arm']}", record.episode_id)
+            self.ab.save_pair(pair)
+        self._close_if_complete()
+
+    def unjudged_pair(self) -> PairFile | None:
+        """A pair of the session whose two episodes ran and that has no preference yet."""
+        if self.ab is None:
+            return None
+        return next((p for p in self.ab.pairs() if {"A", "B"} <= set(p.episodes) and p.preference is None), None)
+
+    def pair_on_screen(self) -> PairFile | None:
+        """The pair of the episode the panel shows (None outside a blind session)."""
+        ab = ((self.record.plan_entry or {}).get("ab") or {}) if self.record is not None else {}
+        if self.ab is None or "pair" not in ab:
+            return None
+        return self.ab.load_pair(int(ab["pair"])) or PairFile(
+            session=self.plan.name, pair=int(ab["pair"]), task_id=str(self.record.plan_entry.get("task_id", "")),
+            layout=int(self.record.plan_entry.get("layout", 0)), seed=int(self.record.plan_entry.get("seed", 0)))
+
+    def _judge(self, change: Callable[[PairFile], bool], episode_id: str | None) -> bool:
+        if self.ab is None:
+            self.model.log.append("no blind A/B session: load a plan with 'compare'")
+            return False
+        if episode_id is not None and self.record is not None and episode_id != self.record.episode_id:
+            self.model.log.append(f"preference not saved: the panel now shows {self.record.episode_id}")
+            return False
+        if self.ab.closed:
+            self.model.log.append(f"the A/B session {self.plan.name} is closed: its key is written")
+            return False
+        pair = self.pair_on_screen()
+        if pair is None:
+            self.model.log.append("no pair on screen: a preference is stated after the pair's episode B")
+            return False
+        missing = [arm for arm in ("A", "B") if arm not in pair.episodes]
+        if missing:
+            self.model.log.append(f"pair {pair.pair}: {' and '.join(missing)} has not run yet")
+            return False
+        if not change(pair):
+            return False
+        if self.operator:
+            pair.operator = self.operator
+        self.ab.save_pair(pair)
+        self._close_if_complete()
+        return True
+
+    def prefer(self, preference: str | None, episode_id: str | None = None) -> bool:
+        """State the preference of the pair on screen: "A", "B" or "tie" (the same again takes it back)."""
+        check_preference(preference)
+
+        def change(pair: PairFile) -> bool:
+            new = None if pair.preference == preference else preference
+            pair.preference = new
+            pair.changed(self.clock(), "preference", new)
+            self.model.log.append(f"pair {pair.pair}: preference {new or 'taken back'}")
+            return True
+        return self._judge(change, episode_id)
+
+    def set_reason(self, reason: str, episode_id: str | None = None) -> bool:
+        reason = check_reason(reason)
+
+        def change(pair: PairFile) -> bool:
+            if pair.reason == reason:
+                return False
+            pair.reason = reason
+            pair.changed(self.clock(), "reason", reason)
+            return True
+        return self._judge(change, episode_id)
+
+    def _close_if_complete(self) -> None:
+        if self.ab is None or self.ab.closed or not {e.key for e in self.plan.entries} <= self.done_keys:
+            return
+        pairs = {p.pair: p for p in self.ab.pairs()}
+        if set(pairs) >= set(self.plan.pairs) and all(p.preference for p in pairs.values()):
+            self.close_session()
+
+    def close_session(self) -> bool:
+        """Close the blind session: write the sealed key (which system was A and B in every pair) and show it."""
+        if self.ab is None:
+            self.model.log.append("no blind A/B session to close")
+            return False
+        if self.ab.closed:
+            return False
+        if self.model.running:
+            self.model.log.append("an episode is running: stop it before closing the session")
+            return False
+        judged = {p.pair: p for p in self.ab.pairs()}
+        pairs = {}
+        for number, arms in sorted(self.plan.pairs.items()):
+            pair = judged.get(number)
+            pairs[str(number)] = {
+                "A": {"variant": arms["A"].variant}, "B": {"variant": arms["B"].variant},
+                "task_id": arms["A"].task_id, "layout": arms["A"].layout, "seed": arms["A"].seed,
+                "episodes": dict(pair.episodes) if pair else {}, "preference": pair.preference if pair else None,
+                "complete": bool(pair and {"A", "B"} <= set(pair.episodes) and pair.preference)}
+        complete = sum(1 for p in pairs.values() if p["complete"])
+        path = self.ab.write_key({"session": self.plan.name, "plan_source": self.plan.source,
+                                  "systems": [dict(s) for s in self.plan.systems], "order_seed": self.plan.order_seed,
+                                  "closed_unix_s": float(self.clock()), "complete_pairs": complete,
+                                  "pairs": pairs})
+        self.model.log.append(f"A/B session {self.plan.name} closed ({complete}/{len(pairs)} pairs complete); "
+                              f"key: {path}")
+        for number, p in pairs.items():
+            self.model.log.append(f"pair {number}: A = {p['A']['variant']}, B = {p['B']['variant']}, "
+                                  f"preferred {p['preference'] or '—'}")
+        return True
 
     def stop(self) -> None:
         self._end(topics.STOP_SERVICE, STOP)

@@ -141,6 +141,9 @@ class PanelModel:
         self.safety = SafetyState()
         self.labels: EpisodeLabels | None = None
         self.log = EventLog()
+        # what the panel shows for the episode's system: the arm ("A"/"B") in a blind session, else None
+        # (the status's variant is shown)
+        self.shown_variant: str | None = None
         self._reset("")
 
     def _reset(self, episode_id: str) -> None:
@@ -163,7 +166,7 @@ class PanelModel:
             self._reset(status.episode_id)
             self.labels = EpisodeLabels(episode_id=status.episode_id)
             self.log.append(f"episode {status.episode_id}: {(status.task or {}).get('task_id', '?')} "
-                            f"({status.variant}), layout {status.layout}, seed {status.seed}")
+                            f"({self.system(status)}), layout {status.layout}, seed {status.seed}")
         previous = self.status
         self.status = status
         if status.message and (previous is None or previous.message != status.message):
@@ -300,15 +303,25 @@ class PanelModel:
                                    label=self.labels.subgoal_label(i) if self.labels else None))
         return rows
 
+    def system(self, status: EpisodeStatus | None = None) -> str:
+        """The system of the episode as the operator may see it: ``A``/``B`` in a blind session."""
+        status = status or self.status
+        if self.shown_variant:
+            return f"system {self.shown_variant}"
+        return status.variant if status is not None else ""
+
     def headline(self) -> str:
         s = self.status
-        if s is None or not s.episode_id:
-            return "waiting for the orchestrator (episode/status)"
+        if s is None:
+            return "NO ORCHESTRATOR: nothing on episode/status yet (is the graph running?)"
+        if not s.episode_id:
+            return "orchestrator ready · no episode yet" + (f" · {s.message}" if s.message else "")
         task = s.task or {}
         step = f"step {max(s.step, 0)}/{s.budget_steps}" if s.budget_steps else ""
         state = s.state + (f" ({s.finish_reason})" if s.finish_reason else "")
         verifier = "" if s.verifier_available else " — VERIFIER UNAVAILABLE"
-        return f"{s.episode_id} · {task.get('task_id', '?')} · {s.variant} · {state} · {step}{verifier}"
+        # the episode id last: on a narrow window it is what gets cut off
+        return f"{task.get('task_id', '?')} · {self.system()} · {state} · {step}{verifier} · {s.episode_id}"
 
     def instruction(self) -> str:
         return str((self.status.task or {}).get("instruction", "")) if self.status else ""

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.messages import EpisodeLabels, SchemaError
+from ladder_ros.panel.evaluation_plan import is_void
 
 RECORD_SCHEMA_VERSION = 1
 EPISODES_FOLDER = "episodes"
@@ -52,6 +53,14 @@ def write_atomic(path: Path, text: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """``data`` as JSON at ``path`` (its folder made), atomically (:func:`write_atomic`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
+    return path
 
 
 @dataclass
@@ -102,6 +111,20 @@ class EpisodeFile:
     def over(self) -> bool:
         return self.result is not None or (self.status or {}).get("state") in ("finished", "aborted")
 
+    @property
+    def finish_reason(self) -> str | None:
+        return (self.result or {}).get("finish_reason") or (self.status or {}).get("finish_reason")
+
+    @property
+    def void(self) -> bool:
+        """Over, but aborted by the operator or interrupted: it does not count, its plan entry runs again."""
+        return self.over and is_void(self.finish_reason)
+
+    @property
+    def counts(self) -> bool:
+        """Over and not void: the episode its plan entry waited for."""
+        return self.over and not self.void
+
 
 class EpisodeRecordStore:
     """The record files under ``root/episodes/``."""
@@ -114,10 +137,7 @@ class EpisodeRecordStore:
         return self.folder / f"{check_episode_id(episode_id)}.json"
 
     def save(self, record: EpisodeFile) -> Path:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.path(record.episode_id)
-        write_atomic(path, json.dumps(record.to_dict(), indent=1, allow_nan=False) + "\n")
-        return path
+        return write_json(self.path(record.episode_id), record.to_dict())
 
     def load(self, episode_id: str) -> EpisodeFile | None:
         path = self.path(episode_id)
@@ -136,11 +156,14 @@ class EpisodeRecordStore:
                 print(f"ladder-ros: skipping {exc}", flush=True)
 
 
+def read_json(path: str | Path, what: str) -> Any:
+    """The JSON document at ``path``, or a :class:`ConfigError` naming the file and what it should hold."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"unreadable {what} ({exc})", source=str(path)) from None
+
+
 def read_record(path: str | Path) -> EpisodeFile:
     """One record file, or a :class:`ConfigError` naming it."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"unreadable episode record ({exc})", source=str(path)) from None
-    return EpisodeFile.from_dict(data, source=str(path))
+    return EpisodeFile.from_dict(read_json(path, "episode record"), source=str(path))

@@ -2,9 +2,14 @@
 
 It shows the instruction, the plan with each subgoal's state, tries and the VLM's verdict beside the
 operator's label, the live camera (and depth when published), the event log with the VLM's replies,
-the next episode of the evaluation plan, and the robot's safety state. Every button has a keyboard
-shortcut (:data:`SHORTCUTS`). All logic is in :class:`~ladder_ros.panel.controller.PanelController`;
-a timer drains the bridge's inbox into it and redraws what changed, all in the GUI thread.
+the next episode of the evaluation plan, the robot's safety state and, in a blind A/B session, the pair and
+the preference. Every button has a keyboard shortcut (:data:`SHORTCUTS`). All logic is in
+:class:`~ladder_ros.panel.controller.PanelController`; a timer drains the bridge's inbox into it and
+redraws what changed, all in the GUI thread. Every label, note and preference carries the episode the
+panel showed when the key was pressed, so it can never land on an episode that arrived since: the note
+field and the row selection belong to the episode on screen and are reset when the next one arrives,
+and Ctrl+D / Ctrl+N label the current subgoal while an episode runs (the selected row only once it is
+over). Everything sits in a scroll area, so the panel fits a 1280×720 screen (:data:`FITS`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from python_qt_binding.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QScrollArea,
     QShortcut,
     QSizePolicy,
     QSpinBox,
@@ -46,19 +52,25 @@ SHORTCUTS = {
     "start": "F5", "stop": "F6", "abort": "F7", "arm": "F9", "disarm": "F10", "estop": "F12",
     "release": "Shift+F12", "done": "Ctrl+D", "not_done": "Ctrl+N", "success": "Ctrl+1", "failure": "Ctrl+2",
     "partial": "Ctrl+3", "note": "Ctrl+L", "labels_done": "Ctrl+Return", "skip": "Ctrl+K",
+    "prefer_a": "Alt+A", "prefer_b": "Alt+B", "prefer_tie": "Alt+T", "reason": "Alt+R",
+    "close_session": "Ctrl+Shift+E",
 }
+FITS = (1280, 720)  # the smallest screen the panel is laid out for (a 768-px laptop less its task bar)
 LABEL_COLOURS = {"done": "#2e7d32", "not_done": "#c62828", "success": "#2e7d32", "failure": "#c62828",
                  "partial": "#ef6c00"}
 STATE_COLOURS = {"current": "#fff3c4", "completed": "#d7f5d7", "advanced": "#ffe0cc", "pending": "#ffffff"}
 COLUMNS = ("#", "subgoal", "state", "tries", "VLM verdict", "operator label")
 IMAGE_WIDTH = 320  # px the camera view is scaled to
+LOG_MIN_HEIGHT = 90  # px: a few lines of the event log stay visible
+TABLE_MIN_HEIGHT = 110  # px: the header and three subgoals
 
 
 def rgb_to_pixmap(image: np.ndarray, width: int = IMAGE_WIDTH) -> QPixmap:
     arr = np.ascontiguousarray(image, dtype=np.uint8)
     h, w = arr.shape[:2]
     qimage = QImage(arr.data, w, h, 3 * w, QImage.Format_RGB888).copy()  # copy: arr may go away
-    return QPixmap.fromImage(qimage).scaledToWidth(width, Qt.SmoothTransformation)
+    # within width x 3/4 width (a 4:3 box), keeping the image's own aspect
+    return QPixmap.fromImage(qimage).scaled(width, width * 3 // 4, Qt.KeepAspectRatio, Qt.SmoothTransformation)
 
 
 def depth_to_rgb(depth_m: np.ndarray) -> np.ndarray:
@@ -88,6 +100,8 @@ class OperatorPanelWidget(QWidget):
         self._shown_image_stamp: int | None = None
         self._shown_depth_stamp: int | None = None
         self._log_shown = 0
+        self._shown_episode = ""  # the episode the panel shows: what every label and note is for
+        self._shown_current: int | None = None  # the subgoal drawn as current (None: none)
         self._build()
         self._bind_shortcuts()
         self.timer = QTimer(self)
@@ -105,9 +119,20 @@ class OperatorPanelWidget(QWidget):
         return button
 
     def _build(self) -> None:
-        root = QVBoxLayout(self)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        self.scroll = QScrollArea()
+        self.scroll.setObjectName("panel_scroll")
+        self.scroll.setWidgetResizable(True)
+        self.content = QWidget()
+        self.scroll.setWidget(self.content)
+        outer.addWidget(self.scroll)
+        root = QVBoxLayout(self.content)
+        root.setSpacing(4)
         self.headline = QLabel()
         self.headline.setObjectName("headline")
+        # one line, clipped at the window's edge (its end is the episode id; the tooltip holds it whole)
+        self.headline.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         bold = QFont()
         bold.setBold(True)
         self.headline.setFont(bold)
@@ -115,6 +140,7 @@ class OperatorPanelWidget(QWidget):
         self.instruction.setWordWrap(True)
         self.instruction.setObjectName("instruction")
         self.current = QLabel()
+        self.current.setWordWrap(True)
         self.current.setObjectName("current_subgoal")
         root.addWidget(self.headline)
         root.addWidget(self.instruction)
@@ -149,7 +175,30 @@ class OperatorPanelWidget(QWidget):
         header.setSectionResizeMode(1, QHeaderView.Stretch)
         for col in (0, 2, 3, 4, 5):
             header.setSectionResizeMode(col, QHeaderView.ResizeToContents)
-        split.addWidget(self.table)
+        # the plan over the event log, beside the camera: the log needs no row of its own
+        right = QSplitter(Qt.Vertical)
+        right.addWidget(self.table)
+        self.vlm = QLabel()
+        self.vlm.setObjectName("vlm_summary")
+        self.vlm.setWordWrap(True)
+        log_box = QWidget()
+        log_layout = QVBoxLayout(log_box)
+        log_layout.setContentsMargins(0, 0, 0, 0)
+        log_layout.addWidget(self.vlm)
+        self.log = QPlainTextEdit()
+        self.log.setObjectName("event_log")
+        self.log.setReadOnly(True)
+        self.log.setMaximumBlockCount(2000)
+        self.log.setMinimumHeight(LOG_MIN_HEIGHT)
+        # the plan and the log take the height that is left, never ask for more (the panel fits FITS)
+        self.log.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Ignored)
+        log_layout.addWidget(self.log, 1)
+        right.addWidget(log_box)
+        right.setStretchFactor(0, 1)
+        right.setStretchFactor(1, 1)
+        self.table.setMinimumHeight(TABLE_MIN_HEIGHT)
+        self.table.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Ignored)
+        split.addWidget(right)
         split.setStretchFactor(1, 1)
         root.addWidget(split, 1)
 
@@ -169,13 +218,20 @@ class OperatorPanelWidget(QWidget):
         self.variant_combo = QComboBox()
         self.variant_combo.setObjectName("variant")
         self.variant_combo.addItems([""] + [v.value for v in Variant])
+        self.next_system = QLabel()  # a blind session's arm, in place of the variant
+        self.next_system.setObjectName("next_system")
+        self.next_system.hide()
         self.progress = QLabel()
         self.progress.setObjectName("plan_progress")
+        self.progress.setWordWrap(True)
         for label, widget in (("task", self.task_edit), ("layout", self.layout_spin), ("seed", self.seed_spin),
                               ("variant", self.variant_combo)):
-            plan_row.addWidget(QLabel(label))
+            caption = QLabel(label)
+            plan_row.addWidget(caption)
             plan_row.addWidget(widget)
-        plan_row.addWidget(self.progress)
+        self.variant_caption = caption  # "system" in a blind session
+        plan_row.addWidget(self.next_system)
+        plan_row.addWidget(self.progress, 1)
         plan_row.addWidget(self._button("Skip", "skip", self.on_skip))
         controls.addWidget(plan_box, 0, 0, 1, 2)
 
@@ -192,6 +248,7 @@ class OperatorPanelWidget(QWidget):
         robot_row = QHBoxLayout(robot_box)
         self.safety = QLabel()
         self.safety.setObjectName("safety_state")
+        self.safety.setWordWrap(True)
         self.arm_button = self._button("Arm", "arm", lambda: self.controller.arm(True))
         self.disarm_button = self._button("Disarm (dry run)", "disarm", lambda: self.controller.arm(False))
         self.estop_button = self._button("E-STOP", "estop", self.controller.estop,
@@ -203,7 +260,9 @@ class OperatorPanelWidget(QWidget):
         controls.addWidget(robot_box, 1, 1)
         root.addLayout(controls)
 
-        # the episode's label next to what the orchestrator (and, in simulation, the score) says
+        # the episode's label next to what the orchestrator (and, in simulation, the score) says; beside it,
+        # in a blind session, the pair and the preference
+        judge_row = QHBoxLayout()
         label_box = QGroupBox("Operator labels")
         label_grid = QGridLayout(label_box)
         self.verdict = QLabel()
@@ -222,34 +281,56 @@ class OperatorPanelWidget(QWidget):
         self.note = QLineEdit()
         self.note.setObjectName("note")
         self.note.setPlaceholderText(f"note (Enter saves) [{SHORTCUTS['note']}]")
-        self.note.returnPressed.connect(self.on_note)
+        self.note.returnPressed.connect(self.on_note_entered)
         self.note.editingFinished.connect(self.on_note)
         label_grid.addWidget(self.note, 2, 0, 1, 4)
         self.label_state = QLabel()
         self.label_state.setObjectName("label_state")
         label_grid.addWidget(self.label_state, 3, 0, 1, 4)
-        root.addWidget(label_box)
+        judge_row.addWidget(label_box, 3)
+        judge_row.addWidget(self._build_ab_box(), 2)
+        root.addLayout(judge_row)
 
-        self.vlm = QLabel()
-        self.vlm.setObjectName("vlm_summary")
-        root.addWidget(self.vlm)
-        self.log = QPlainTextEdit()
-        self.log.setObjectName("event_log")
-        self.log.setReadOnly(True)
-        self.log.setMaximumBlockCount(2000)
-        self.log.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
-        root.addWidget(self.log, 1)
+    def _build_ab_box(self) -> QGroupBox:
+        self.ab_box = QGroupBox("Blind A/B")
+        self.ab_box.setObjectName("ab_box")
+        grid = QGridLayout(self.ab_box)
+        self.ab_state = QLabel()
+        self.ab_state.setObjectName("ab_state")
+        self.ab_state.setWordWrap(True)
+        grid.addWidget(self.ab_state, 0, 0, 1, 3)
+        self.preference_buttons: dict[str, QPushButton] = {}
+        for col, (preference, text, action) in enumerate((("A", "A better", "prefer_a"), ("B", "B better", "prefer_b"),
+                                                          ("tie", "Tie", "prefer_tie"))):
+            button = self._button(text, action, lambda _=False, p=preference: self.on_prefer(p))
+            button.setCheckable(True)
+            button.setStyleSheet("QPushButton:checked { background: #1565c0; color: white; }")
+            self.preference_buttons[preference] = button
+            grid.addWidget(button, 1, col)
+        self.reason = QLineEdit()
+        self.reason.setObjectName("reason")
+        self.reason.setPlaceholderText(f"why (optional, Enter saves) [{SHORTCUTS['reason']}]")
+        self.reason.returnPressed.connect(self.on_reason_entered)
+        self.reason.editingFinished.connect(self.on_reason)
+        grid.addWidget(self.reason, 2, 0, 1, 3)
+        self.close_session_button = self._button("Close session", "close_session", self.on_close_session)
+        grid.addWidget(self.close_session_button, 3, 0, 1, 3)
+        self._reason_pair: int | None = None
+        self.ab_box.setVisible(self.controller.ab is not None)
+        return self.ab_box
 
     def _bind_shortcuts(self) -> None:
         slots = {
             "start": self.on_start, "stop": self.controller.stop, "abort": self.controller.abort,
             "arm": lambda: self.controller.arm(True), "disarm": lambda: self.controller.arm(False),
             "estop": self.controller.estop, "release": self.controller.release_estop,
-            "done": lambda: self.on_subgoal_label(self.selected_subgoal(), DONE),
-            "not_done": lambda: self.on_subgoal_label(self.selected_subgoal(), NOT_DONE),
+            "done": lambda: self.on_key_label(DONE), "not_done": lambda: self.on_key_label(NOT_DONE),
             "success": lambda: self.on_episode_label(SUCCESS), "failure": lambda: self.on_episode_label(FAILURE),
             "partial": lambda: self.on_episode_label(PARTIAL), "note": self.note.setFocus,
             "labels_done": self.on_labels_done, "skip": self.on_skip,
+            "prefer_a": lambda: self.on_prefer("A"), "prefer_b": lambda: self.on_prefer("B"),
+            "prefer_tie": lambda: self.on_prefer("tie"), "reason": self.reason.setFocus,
+            "close_session": self.on_close_session,
         }
         self.shortcuts = {}
         for action, keys in SHORTCUTS.items():
@@ -261,6 +342,12 @@ class OperatorPanelWidget(QWidget):
         estop_pause.setContext(Qt.WidgetWithChildrenShortcut)
         estop_pause.activated.connect(self.controller.estop)
         self.shortcuts["estop_pause"] = estop_pause
+
+    def take_keyboard(self) -> None:
+        """Make the panel's window the active one with the plan table focused, so its keys work at once."""
+        self.activateWindow()
+        self.raise_()
+        self.table.setFocus()
 
     # ------------------------------------------------------------------ actions
     def on_start(self) -> None:
@@ -279,34 +366,73 @@ class OperatorPanelWidget(QWidget):
         self.controller.skip_entry()
         self.refresh()
 
-    def selected_subgoal(self) -> int | None:
+    def key_subgoal(self) -> int | None:
+        """The subgoal Ctrl+D / Ctrl+N label: while the episode runs, the one drawn as current (whatever row
+        is selected); once it is over, the row selected in this episode (the selection is cleared when
+        the next episode arrives); None when there is none."""
+        if self.controller.model.running:
+            return self._shown_current
         rows = self.table.selectionModel().selectedRows()
-        if rows:
-            return rows[0].row()
-        status = self.controller.model.status
-        return status.plan_index if status is not None else None
+        return rows[0].row() if rows else None
 
-    def on_subgoal_label(self, index: int | None, label: str) -> None:
+    def on_key_label(self, label: str) -> None:
+        index = self.key_subgoal()
         if index is None:
-            self.controller.model.log.append("select a subgoal to label")
-        else:
-            current = self.controller.model.labels.subgoal_label(index) if self.controller.model.labels else None
-            self.controller.label_subgoal(index, None if current == label else label)  # a second press takes it back
+            self.controller.model.log.append(
+                "no subgoal to label: none is current" if self.controller.model.running
+                else "the episode is over: select the subgoal to label first (click, or Tab to the plan and Up/Down)")
+            self.refresh()
+            return
+        self.on_subgoal_label(index, label)
+
+    def on_subgoal_label(self, index: int, label: str) -> None:
+        labels = self.controller.model.labels
+        current = labels.subgoal_label(index) if labels is not None else None
+        # a second press takes the label back
+        self.controller.label_subgoal(index, None if current == label else label, episode_id=self._shown_episode)
         self.refresh()
 
     def on_episode_label(self, label: str) -> None:
         labels = self.controller.model.labels
-        self.controller.label_episode(None if labels is not None and labels.episode == label else label)
+        self.controller.label_episode(None if labels is not None and labels.episode == label else label,
+                                      episode_id=self._shown_episode)
         self.refresh()
 
     def on_note(self) -> None:
-        if self.controller.model.labels is not None and self.note.text().strip() != self.controller.model.labels.note:
-            self.controller.set_note(self.note.text())
+        """Save the note for the episode on screen (Enter, or leaving the field)."""
+        labels = self.controller.model.labels
+        if labels is not None and self.note.text().strip() != labels.note:
+            self.controller.set_note(self.note.text(), episode_id=self._shown_episode)
             self.refresh()
+
+    def on_note_entered(self) -> None:
+        self.on_note()
+        self.table.setFocus()  # Enter leaves the field: the next episode's note starts empty
 
     def on_labels_done(self) -> None:
         self.on_note()
-        self.controller.finish_labels(True)
+        self.controller.finish_labels(True, episode_id=self._shown_episode)
+        self.refresh()
+
+    def on_prefer(self, preference: str) -> None:
+        self.on_reason()  # a reason typed for this pair goes with its preference
+        self.controller.prefer(preference, episode_id=self._shown_episode)
+        if self.reason.hasFocus():
+            self.table.setFocus()
+        self.refresh()
+
+    def on_reason(self) -> None:
+        pair = self.controller.pair_on_screen()
+        if pair is not None and pair.pair == self._reason_pair and self.reason.text().strip() != pair.reason:
+            self.controller.set_reason(self.reason.text(), episode_id=self._shown_episode)
+            self.refresh()
+
+    def on_reason_entered(self) -> None:
+        self.on_reason()
+        self.table.setFocus()
+
+    def on_close_session(self) -> None:
+        self.controller.close_session()
         self.refresh()
 
     # ------------------------------------------------------------------ drawing
@@ -318,6 +444,8 @@ class OperatorPanelWidget(QWidget):
                 kind, payload = self.bridge.inbox.get_nowait()
             except queue.Empty:
                 break
+            if kind == "status" and payload.episode_id != self.controller.model.episode_id:
+                self._keep_typed_text()  # what was typed for the episode on screen stays with it
             dispatch(self.controller, kind, payload)
             changed = True
         self._draw_images()
@@ -348,9 +476,33 @@ class OperatorPanelWidget(QWidget):
         for button in (self.arm_button, self.disarm_button, self.estop_button, self.release_button):
             button.setEnabled(ready)
 
+    def _keep_typed_text(self) -> None:
+        """Save a note or reason typed but not yet entered, for the episode (pair) it was typed for."""
+        self.on_note()
+        if self.controller.ab is not None:
+            self.on_reason()
+
+    def _follow_episode(self) -> None:
+        """A new episode on screen: the note field, the reason field and the row selection are the previous
+        episode's; reset them (and take the focus out of the fields) before anything can be typed for it."""
+        model = self.controller.model
+        if model.episode_id == self._shown_episode:
+            return
+        self._shown_episode = model.episode_id
+        self.table.clearSelection()
+        self.note.setText(model.labels.note if model.labels is not None else "")
+        pair = self.controller.pair_on_screen()
+        self._reason_pair = pair.pair if pair is not None else None
+        self.reason.setText(pair.reason if pair is not None else "")
+        if self.note.hasFocus() or self.reason.hasFocus():
+            self.table.setFocus()
+
     def refresh(self) -> None:
         model = self.controller.model
+        self._follow_episode()
+        self._shown_current = model.status.plan_index if model.running and model.status is not None else None
         self.headline.setText(model.headline())
+        self.headline.setToolTip(model.headline())
         self.instruction.setText(f"Instruction: {model.instruction() or '—'}")
         self.current.setText(f"Policy follows: {model.current_subgoal or '— (holding still)'}")
         rows = model.rows()
@@ -364,6 +516,7 @@ class OperatorPanelWidget(QWidget):
         self.abort_button.setEnabled(running)
         self._draw_next_episode(running)
         self._draw_labels()
+        self._draw_ab()
         self.vlm.setText(f"VLM: {model.vlm_summary()}")
         self._draw_log()
         self._draw_safety()
@@ -393,6 +546,7 @@ class OperatorPanelWidget(QWidget):
                 button.setObjectName(f"label_{row.index}_{label}")
                 button.setText(text)
                 button.setCheckable(True)
+                button.setFocusPolicy(Qt.NoFocus)  # keys go to the panel, not to a row's button
                 button.setStyleSheet(f"QToolButton:checked {{ background: {LABEL_COLOURS[label]}; color: white; }}")
                 button.clicked.connect(lambda _=False, i=row.index, lab=label: self.on_subgoal_label(i, lab))
                 box.addWidget(button)
@@ -414,13 +568,20 @@ class OperatorPanelWidget(QWidget):
         self.progress.setText(f"{ctl.plan.name}: {done}/{total} done" + ("" if entry else " — complete"))
         for widget in (self.task_edit, self.layout_spin, self.seed_spin, self.variant_combo):
             widget.setEnabled(False)
+        self.variant_combo.setVisible(not ctl.plan.blind)  # a blind session never shows the system
+        self.next_system.setVisible(ctl.plan.blind)
+        self.variant_caption.setText("system" if ctl.plan.blind else "variant")
         if entry is not None:
             self.task_edit.setText(entry.task_id)
             self.layout_spin.setValue(entry.layout)
             self.seed_spin.setValue(entry.seed)
-            self.variant_combo.setCurrentText(entry.variant)
+            if entry.blind:
+                self.next_system.setText(f"{entry.arm} (pair {entry.pair})")
+            else:
+                self.variant_combo.setCurrentText(entry.variant)
         else:
             self.task_edit.setText("")
+            self.next_system.setText("")
         self.start_button.setEnabled(not running and entry is not None)
 
     def _draw_labels(self) -> None:
@@ -442,12 +603,33 @@ class OperatorPanelWidget(QWidget):
             button.setChecked(labels is not None and labels.episode == label)
             button.setEnabled(self.controller.record is not None)
         if labels is not None and not self.note.hasFocus() and self.note.text() != labels.note:
-            self.note.setText(labels.note)
+            self.note.setText(labels.note)  # another panel's note (the field is not being typed in)
         if labels is None or not labels.revision:
             self.label_state.setText("no labels yet")
         else:
             self.label_state.setText(f"labels saved (revision {labels.revision}"
                                      + (", done" if labels.final else "") + ")")
+
+    def _draw_ab(self) -> None:
+        ctl = self.controller
+        if ctl.ab is None:
+            return
+        pair = ctl.pair_on_screen()
+        closed = ctl.ab.closed
+        if closed:
+            text = f"session {ctl.plan.name} closed: the key is written (see the log and the report)"
+        elif pair is None:
+            text = f"session {ctl.plan.name}: {len(ctl.plan.pairs)} pairs; A runs first, then B"
+        else:
+            text = (f"pair {pair.pair} of {len(ctl.plan.pairs)} · on screen: {ctl.model.shown_variant or '?'} · "
+                    f"preferred: {pair.preference or '—'}")
+        self.ab_state.setText(text)
+        ready = pair is not None and {"A", "B"} <= set(pair.episodes) and not closed
+        for preference, button in self.preference_buttons.items():
+            button.setChecked(pair is not None and pair.preference == preference)
+            button.setEnabled(ready)
+        self.reason.setEnabled(ready)
+        self.close_session_button.setEnabled(not closed and not ctl.model.running)
 
     def _draw_log(self) -> None:
         log = self.controller.model.log

@@ -33,6 +33,22 @@ from ladder_ros.camera.calibration_file import (
 )
 from ladder_ros.core.errors import ConfigError, InvalidInputError, read_text
 
+# Options of `extrinsics` and `check`: (ExtrinsicsLimits / CheckThresholds field, meaning, unit).
+LIMIT_OPTIONS = (
+    ("max_rms_mm", "the views' position residuals exceed this RMS", "mm"),
+    ("max_rms_deg", "the orientation residuals exceed this RMS", "deg"),
+    ("max_rms_px", "the corners predicted through the robot poses miss by more than this RMS", "px"),
+)
+CHECK_OPTIONS = (
+    ("max_reprojection_px", "the stored intrinsics do not fit above this RMS", " px"),
+    ("max_move_mm", "moved: the workspace is off by more than this RMS", " mm"),
+    ("max_turn_deg", "moved: the camera turned by more than this", " deg"),
+    ("max_focal_change_pct", "drifted: the focal length changed by more", " %%"),
+    ("max_centre_shift_px", "drifted: the principal point moved by more", " px"),
+    ("max_distortion_px", "drifted: the distortion moves a seen corner by more", " px"),
+    ("confidence", "confidence of every decision", ""),
+)
+
 
 def _add_board_arguments(p: argparse.ArgumentParser) -> None:
     d = charuco.CharucoBoardSpec()
@@ -132,7 +148,7 @@ def run_extrinsics(args: argparse.Namespace) -> int:
     path = Path(args.calibration)
     calibration = load_calibration(path)
     spec = _board(args, _stored_board(calibration))
-    limits = hand_eye.ExtrinsicsLimits(args.max_rms_mm, args.max_rms_deg, args.max_rms_px)
+    limits = hand_eye.ExtrinsicsLimits(**{name: getattr(args, name) for name, _, _ in LIMIT_OPTIONS})
     entries = hand_eye.load_pose_entries(args.poses)
     views, _ = _views(args.images, spec)
     pairs = hand_eye.pair_views(views, {e.image: e.transform() for e in entries})
@@ -207,11 +223,8 @@ def run_check(args: argparse.Namespace) -> int:
     spec = _board(args, _stored_board(calibration))
     views, missed = _views(args.images, spec)
     poses = hand_eye.load_poses(args.poses) if args.poses else None
-    thresholds = drift.CheckThresholds(
-        max_reprojection_px=args.max_reprojection_px, max_move_mm=args.max_move_mm, max_turn_deg=args.max_turn_deg,
-        max_focal_change_pct=args.max_focal_change_pct, max_centre_shift_px=args.max_centre_shift_px,
-        max_distortion_px=args.max_distortion_px, confidence=args.confidence, pose_noise_mm=args.pose_noise_mm,
-        pose_noise_deg=args.pose_noise_deg)
+    thresholds = drift.CheckThresholds(**{name: getattr(args, name) for name, _, _ in CHECK_OPTIONS},
+                                       pose_noise_mm=args.pose_noise_mm, pose_noise_deg=args.pose_noise_deg)
     report = drift.check_calibration(views, calibration, poses, thresholds, missed)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -251,13 +264,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "Franka); default base_link")
     e.add_argument("--no-refine", action="store_true", help="closed form only (no refinement)")
     d = hand_eye.ExtrinsicsLimits()
-    e.add_argument("--max-rms-mm", type=float, default=d.max_rms_mm,
-                   help=f"refuse when the views' position residuals exceed this RMS (default {d.max_rms_mm:g} mm)")
-    e.add_argument("--max-rms-deg", type=float, default=d.max_rms_deg,
-                   help=f"refuse above this orientation residual RMS (default {d.max_rms_deg:g} deg)")
-    e.add_argument("--max-rms-px", type=float, default=d.max_rms_px,
-                   help=f"refuse above this RMS of the corners predicted through the robot poses "
-                        f"(default {d.max_rms_px:g} px)")
+    for name, meaning, unit in LIMIT_OPTIONS:
+        e.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name),
+                       help=f"refuse when {meaning} (default {getattr(d, name):g} {unit})")
     _add_board_arguments(e)
     e.set_defaults(func=run_extrinsics)
 
@@ -267,20 +276,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--calibration", required=True, help="calibration file to check")
     c.add_argument("--poses", help="gripper poses of the images (board on the gripper): also checks the extrinsics")
     t = drift.CheckThresholds()
-    c.add_argument("--max-reprojection-px", type=float, default=t.max_reprojection_px,
-                   help=f"the stored intrinsics do not fit above this RMS (default {t.max_reprojection_px:g} px)")
-    c.add_argument("--max-move-mm", type=float, default=t.max_move_mm,
-                   help=f"moved: the workspace is off by more than this RMS (default {t.max_move_mm:g} mm)")
-    c.add_argument("--max-turn-deg", type=float, default=t.max_turn_deg,
-                   help=f"moved: the camera turned by more than this (default {t.max_turn_deg:g} deg)")
-    c.add_argument("--max-focal-change-pct", type=float, default=t.max_focal_change_pct,
-                   help=f"drifted: focal length changed by more (default {t.max_focal_change_pct:g} %%)")
-    c.add_argument("--max-centre-shift-px", type=float, default=t.max_centre_shift_px,
-                   help=f"drifted: principal point moved by more (default {t.max_centre_shift_px:g} px)")
-    c.add_argument("--max-distortion-px", type=float, default=t.max_distortion_px,
-                   help=f"drifted: distortion moves a seen corner by more (default {t.max_distortion_px:g} px)")
-    c.add_argument("--confidence", type=float, default=t.confidence,
-                   help=f"confidence of every decision (default {t.confidence:g})")
+    for name, meaning, unit in CHECK_OPTIONS:
+        c.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(t, name),
+                       help=f"{meaning} (default {getattr(t, name):g}{unit})")
     c.add_argument("--pose-noise-mm", type=float, help="the arm's position noise per axis (repeatability, mm); "
                    "default: the noise floor the calibration's residuals imply")
     c.add_argument("--pose-noise-deg", type=float, help="the arm's orientation noise per axis (deg); give both")

@@ -7,32 +7,32 @@ too noisy to rule out a change as large as the tolerance), never a guess.
 
 Intrinsics (every image): the intrinsics are estimated again from the new views, with the board's
 known geometry and each view's pose free (``calibrateCamera`` started at the stored values), and
-the change is compared with the uncertainty of both estimates (the covariances of
-:func:`ladder_ros.camera.charuco.calibrate_intrinsics`) in one Wald test per part, focal length
-(fx, fy), principal point (cx, cy) and distortion: ``W = d^T (S_new + S_stored)^-1 d`` is
-chi-square with one degree of freedom per parameter when nothing changed, and the three tests
-share the confidence (Bonferroni). A part whose change is significant and beyond its tolerance
-(focal length in %, principal point in px, distortion as the largest shift it makes at the corners
-seen) has **drifted**. No such part means "holds" only when each test had the power to see a change
-of tolerance size (the non-central chi-square), else "cannot tell". Per-view board poses absorb
-most of a focal-length or centre error, which is why a reprojection error alone misses them.
+the change ``d`` is weighed against the uncertainty of both estimates (``S = S_new + S_stored``, the
+covariances of :func:`ladder_ros.camera.charuco.calibrate_intrinsics`). One Wald test per part,
+focal length (fx, fy), principal point (cx, cy) and distortion, the three sharing the confidence
+(Bonferroni); each estimates the change of its part with the others as they were (generalised least
+squares; chi-square with one degree of freedom per parameter of the part when nothing changed), the
+most powerful test against one part changing alone. When something changed, the fewest parts that
+explain it are named, so a focal change is not also blamed on the principal point. A named part beyond
+its tolerance (focal length in %, principal point in px, distortion as the largest shift it makes at
+the corners seen) has **drifted**. No such part means "holds" only when each test had the power to see
+a change of tolerance size (the non-central chi-square), else "cannot tell". Per-view board poses
+absorb most of a focal-length or centre error, which is why a reprojection error alone misses them.
 
 Camera move (images with robot poses): each view's board is seen through the stored calibration
 (``Y T_cam_board``) and held by the robot (``T_base_gripper X``); the differences of the board
 centres' positions ``d_i`` and orientations ``r_i`` are what a move leaves. A small camera motion
 moves every workspace point ``b`` by ``w x (b - b_mean) + t`` and turns every orientation by ``w``;
-``(w, t)`` is fitted by least squares, each difference weighted by its noise: the arm's pose
-noise, taken from the calibration's own residuals (its noise floor) or from the arm's
-repeatability given on the command line. The fitted move displaces the workspace (the board
-centres) by ``e`` mm RMS; with the fit's confidence region (chi-square, 6 degrees of freedom, at
+``(w, t)`` is fitted by least squares, each difference weighted by its noise: the arm's pose noise,
+the calibration's own noise floor pooled with these views' residuals (or the arm's repeatability
+given on the command line, taken as exact). The fitted move displaces the workspace (the board
+centres) by ``e`` mm RMS; over the fit's confidence region (F distribution, 6 parameters, at
 ``confidence``, widened by ``sqrt(1 + N / N_calibration)`` because the stored calibration has the
-same noise) ``e`` lies within ``e_hat +- margin`` and the camera's turn within ``w_hat +- margin'``
-for every move the data allow. **Moved**: even the smallest allowed move exceeds a tolerance;
-**not moved**: even the largest stays within both; otherwise **cannot tell**. When the differences
-do not fit any single rigid move (an F test of the residuals against the noise floor), the answer is
-"cannot tell" with the views that disagree; when the intrinsics drifted, it is "cannot tell" too,
-because a focal or centre change looks like a move (a principal point shifted by ``s`` px looks like
-the camera turned by ``s / f`` rad).
+same noise) ``e`` and the camera's turn ``|w|`` have lower and upper bounds. **Moved**: a lower bound
+beyond its tolerance; **not moved**: both upper bounds within; otherwise **cannot tell**. A view that
+fits no single move with the others (chi-square over its six differences) makes it "cannot tell",
+naming the view; so do drifted intrinsics, because a focal or centre change looks like a move (a
+principal point shifted by ``s`` px looks like the camera turned by ``s / f`` rad).
 
 The simulation in ``tests/test_calibration.py`` (rendered boards, 10 views, gripper-pose noise of
 1 mm and 0.2 degrees per axis) measures the rule: a 2 mm move is never called "moved", an 8 mm move

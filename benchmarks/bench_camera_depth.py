@@ -6,6 +6,8 @@
 * capture-to-publish latency of the camera node: a fake camera at 30 Hz through the capture thread,
   the newest-frame hand-over and the publishers, received by a subscriber in the same process
   (stamp = host time at capture, so the subscriber's clock gives the end-to-end latency);
+* video playback: a 10 fps video file (MJPG, 640x480) through the capture thread, paced at its frame
+  rate and unpaced (``realtime_playback: false``), against the wall clock;
 * depth throughput and latency per backend: ``sensor`` (pass-through), MoGe-2 and Depth Anything V2.
   Without weights, tiny random models of the real classes (tests/depth_fixtures.py) on the CPU; with
   ``--moge-weights`` / ``--depth-anything-weights`` the real models on ``--device``;
@@ -138,6 +140,36 @@ class SensorPassThrough:
         return DepthEstimate(depth, "n/a", time.perf_counter() - started)
 
 
+def bench_video(seconds: float, width: int, height: int) -> None:
+    import cv2
+    import numpy as np
+
+    from ladder_ros.camera.base import CaptureLoop
+    from ladder_ros.camera.opencv_camera import OpenCVCamera
+
+    fps = 10.0
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "video.avi")
+        writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"MJPG"), fps, (width, height))
+        frames = int(seconds * fps)
+        for i in range(frames):
+            writer.write(np.full((height, width, 3), (7 * i) % 256, np.uint8))
+        writer.release()
+        print(f"\nvideo file: {frames} frames at {fps:g} fps ({seconds:g} s), {width}x{height} MJPG, through the "
+              "capture thread:")
+        for paced in (True, False):
+            loop = CaptureLoop(OpenCVCamera(path, real_time=paced), retry_s=0.05)
+            start = time.perf_counter()
+            loop.start()
+            while loop.running:
+                time.sleep(0.01)
+            elapsed = time.perf_counter() - start
+            stats = loop.snapshot()
+            loop.stop()
+            print(f"  {'paced' if paced else 'unpaced'}: {stats.frames} frames in {elapsed:.2f} s = "
+                  f"{stats.frames / elapsed:.1f} frames/s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=150, help="frames for the capture benchmark")
@@ -148,11 +180,13 @@ def main() -> int:
     parser.add_argument("--depth-anything-weights", help="a real metric Depth Anything V2 folder (else tiny)")
     parser.add_argument("--device", default="cpu", help="torch device for the depth models (cpu, cuda)")
     parser.add_argument("--skip-capture", action="store_true")
+    parser.add_argument("--video-seconds", type=float, default=5.0, help="length of the video playback run")
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.lower().split("x"))
     print(f"machine: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}")
     if not args.skip_capture:
         bench_capture(args.frames, width, height)
+        bench_video(args.video_seconds, width, height)
     os.environ.setdefault("MUJOCO_GL", "egl")
     frames, intrinsics = tabletop_frames(6, args.sim_size)
     print(f"\ndepth on {len(frames)} MuJoCo tabletop frames ({args.sim_size}x{args.sim_size}), against the "

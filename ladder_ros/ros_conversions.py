@@ -18,12 +18,12 @@ from typing import Any, Mapping, Sequence, TypeVar
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseStamped, TransformStamped
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from ladder_ros.camera.model import CameraIntrinsics
+from ladder_ros.camera.model import CameraIntrinsics, RigidTransform
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.observation import Observation
 from ladder_ros.core.safety import ACTION_AXES
@@ -329,3 +329,26 @@ def observation_from_msgs(step: int, joint_state: JointState, ee_pose: PoseStamp
     return Observation(step=step, image=None if image is None else image_from_msg(image), aperture=aperture,
                        ee_position=position, ee_euler=euler, joint_names=names, joint_positions=positions,
                        target_position=target, privileged=state, ee_quaternion=quaternion)
+
+
+# ------------------------------------------------------------------------------ transforms
+def transform_to_msg(transform: RigidTransform, parent_frame: str, child_frame: str, stamp_ns: int
+                     ) -> TransformStamped:
+    """``T_parent_child`` as tf2 carries it (geometry_msgs/TransformStamped: translation in metres,
+    rotation as a quaternion x, y, z, w)."""
+    msg = TransformStamped()
+    msg.header.stamp = ns_to_stamp(stamp_ns)
+    msg.header.frame_id = parent_frame
+    msg.child_frame_id = child_frame
+    t, q = transform.t, transform.quaternion_xyzw
+    msg.transform.translation.x, msg.transform.translation.y, msg.transform.translation.z = (float(v) for v in t)
+    r = msg.transform.rotation
+    r.x, r.y, r.z, r.w = (float(v) for v in q)
+    return msg
+
+
+def transform_from_msg(msg: TransformStamped) -> tuple[RigidTransform, str, str]:
+    """(``T_parent_child``, parent frame, child frame) of a TransformStamped."""
+    t, r = msg.transform.translation, msg.transform.rotation
+    return (RigidTransform.from_quaternion([t.x, t.y, t.z], [r.x, r.y, r.z, r.w]), msg.header.frame_id,
+            msg.child_frame_id)

@@ -13,7 +13,13 @@ the machine has (docs/dependencies.md, "Network safety"). So before any rclpy us
 * ``FASTDDS_DEFAULT_PROFILES_FILE`` (``FASTRTPS_DEFAULT_PROFILES_FILE`` on Humble) pointing at
   ``config/fastdds_localhost.xml`` (transports restricted to shared memory and 127.0.0.1, and a
   shared-memory segment large enough for images);
-* ``RMW_IMPLEMENTATION=rmw_fastrtps_cpp``, the middleware that profile is written for.
+* ``RMW_IMPLEMENTATION=rmw_fastrtps_cpp``, the middleware that profile is written for;
+* in a virtual environment of the ROS 2 wheels, its ``lib`` folder on ``LD_LIBRARY_PATH``: the
+  interface packages that have no wheel (``tf2_msgs``, built by ``scripts/setup.sh``) install their
+  typesupport libraries there, and ROS loads those by bare name, through the loader's path as it was
+  when the process started (what sourcing a ROS workspace's ``setup.bash`` does on a robot). The
+  wheels' own start-up hook puts it there too, but only in a process whose environment does not
+  already carry its "done" mark from another environment.
 
 This module never imports rclpy: it must run before rclpy loads.
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 from typing import Mapping, MutableMapping
@@ -124,6 +131,25 @@ def claim_domain_id() -> int:
     raise ConfigError(f"every ROS domain id {DOMAIN_ID_MIN}-{DOMAIN_ID_MAX} is claimed by another process")
 
 
+def ros_library_dirs() -> list[str]:
+    """The folders processes need on ``LD_LIBRARY_PATH`` for ROS interface libraries: this virtual
+    environment's ``lib`` when the ROS 2 wheels live in it (none on a ROS install, where sourcing its
+    ``setup.bash`` does this)."""
+    lib = Path(sys.prefix) / "lib"
+    if sys.prefix == sys.base_prefix or not any(lib.glob("librcl*.so")):
+        return []
+    return [str(lib)]
+
+
+def with_ros_library_path(env: MutableMapping[str, str]) -> MutableMapping[str, str]:
+    """``env`` with :func:`ros_library_dirs` at the front of its ``LD_LIBRARY_PATH`` (each once)."""
+    parts = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    missing = [d for d in ros_library_dirs() if d not in parts]
+    if missing:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(missing + parts)
+    return env
+
+
 def network_safe_environment(base: Mapping[str, str] | None = None, *,
                              domain_id: int | None = None) -> dict[str, str]:
     """``base`` (default: this process's environment) with the loopback-only ROS settings added.
@@ -161,7 +187,7 @@ def network_safe_environment(base: Mapping[str, str] | None = None, *,
         env.pop("FASTRTPS_DEFAULT_PROFILES_FILE", None)
     env.pop("ROS_STATIC_PEERS", None)  # static peers could name another machine
     env.pop("ROS_DISCOVERY_SERVER", None)
-    return env
+    return dict(with_ros_library_path(env))
 
 
 def apply_network_safe_environment(target: MutableMapping[str, str] | None = None, *,

@@ -2,7 +2,8 @@
 # Set up everything on a fresh Debian 12 machine (Python 3.10+): a virtual environment in .venv with
 # CPU torch, the ROS 2 PyPI wheels, MuJoCo, the VLM clients, Ray, the camera, calibration and depth
 # stack (OpenCV, pyrealsense2, MoGe-2), the operator panel (Qt), the ManiSkill3 simulator and its
-# software Vulkan driver, `ros2 launch` (from ../shared/vendor/ros2_launch when it is there), then this
+# software Vulkan driver, `ros2 launch` (from ../shared/vendor/ros2_launch when it is there), tf2_msgs
+# (from ../shared/vendor/ros2_interfaces when it is there), then this
 # package in editable mode, registered in the venv's ament index. Idempotent; rerun to repair.
 #
 # Usage: scripts/setup.sh [--no-maniskill] [--no-lerobot]
@@ -97,6 +98,17 @@ else
   echo "[setup] ros2 launch: ../shared/vendor/ros2_launch not found, skipped (a robot's ROS install has it;" \
        "the launch-file tests then skip)"
 fi
+# tf2_msgs (the type of /tf_static, where the camera node sends its calibrated pose) has no wheel either: its
+# unmodified definitions sit in ../shared/vendor/ros2_interfaces, built here with the wheels' rosidl generators
+# (after ros2_launch, which installs them). A robot's ROS install has tf2_msgs.
+VENDOR_INTERFACES="$REPO/../shared/vendor/ros2_interfaces"
+if [[ -x "$VENDOR_INTERFACES/install.sh" && -x "$VENDOR_LAUNCH/install.sh" ]]; then
+  echo "[setup] ROS interface packages without a wheel (tf2_msgs) from ../shared/vendor/ros2_interfaces"
+  bash "$VENDOR_INTERFACES/install.sh" .venv
+else
+  echo "[setup] tf2_msgs: ../shared/vendor/ros2_interfaces not found, skipped (the camera node then publishes no" \
+       "/tf_static and says so; a robot's ROS install has tf2_msgs)"
+fi
 # openpi-client pins numpy<2: it gets its own small environment, used only by the wire-format tests as an
 # independent peer (tests/openpi_peer.py); the project itself speaks the protocol on numpy 2.
 echo "[setup] openpi-client peer environment (.venv-openpi, numpy<2)"
@@ -140,6 +152,14 @@ if ! grep -q "ladder_ros: ament prefix" .venv/bin/activate; then
   cat >> .venv/bin/activate <<'SH'
 # ladder_ros: ament prefix (ros2 launch and the ament index find the packages installed here)
 case ":${AMENT_PREFIX_PATH:-}:" in *":$VIRTUAL_ENV:"*) ;; *) export AMENT_PREFIX_PATH="$VIRTUAL_ENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}" ;; esac
+SH
+fi
+# ... and its lib folder on the loader's path, where the interface libraries built above live (ROS loads them
+# by bare name, with the path the process started with).
+if ! grep -q "ladder_ros: library path" .venv/bin/activate; then
+  cat >> .venv/bin/activate <<'SH'
+# ladder_ros: library path (typesupport libraries of interface packages built into the venv, e.g. tf2_msgs)
+case ":${LD_LIBRARY_PATH:-}:" in *":$VIRTUAL_ENV/lib:"*) ;; *) export LD_LIBRARY_PATH="$VIRTUAL_ENV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
 SH
 fi
 echo "[setup] MoGe-2 (--no-deps: see requirements/moge.txt)"

@@ -15,6 +15,9 @@ cd "$REPO"
 # LADDER_ROS_NO_SKIPS=1 (CI) such a skip fails instead; only tests marked gpu may skip.
 PYTEST=(.venv/bin/python -m pytest -p no:cacheprovider --reruns 1 -rsR "$@")
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
+# Interface packages without a wheel (tf2_msgs, built by scripts/setup.sh) keep their typesupport libraries in
+# .venv/lib; ROS loads them by bare name through the loader's path as it was when the process started.
+case ":${LD_LIBRARY_PATH:-}:" in *":$REPO/.venv/lib:"*) ;; *) export LD_LIBRARY_PATH="$REPO/.venv/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
 if [[ $(id -u) -eq 0 ]] && command -v unshare >/dev/null && unshare -n true 2>/dev/null; then
   echo "[test] running inside a loopback-only network namespace"
   exec unshare -n bash -c 'ip link set lo up && exec "$@"' bash "${PYTEST[@]}"

@@ -3,8 +3,9 @@
 * :func:`render_board_view`: what a pinhole camera with lens distortion sees of a ChArUco board at a
   known pose (exact inverse mapping: every pixel is undistorted, its ray cut with the board plane and
   the board texture sampled there), so calibration can be checked against the truth.
-* :func:`eye_to_hand_poses`: gripper poses for an eye-to-hand calibration, from a known camera pose
-  and a known board mounting, that keep the board in view.
+* :func:`eye_to_hand_scene`: gripper poses for an eye-to-hand calibration, from a known camera pose
+  and a known board mounting, that keep the board in view; :func:`noisy_pose` adds an arm's
+  repeatability to a pose (position and orientation noise per axis, seeded).
 * :func:`write_realsense_recording`: a RealSense recording (``.db3``) written by librealsense's own
   recorder from a software device with colour and depth sensors, known intrinsics, extrinsics, frame
   numbers and stamps, to be played back through the real ``pyrealsense2`` pipeline.
@@ -106,6 +107,13 @@ def rotation(axis: str, degrees: float) -> np.ndarray:
     return {"x": np.array([[1, 0, 0], [0, c, -s], [0, s, c]]),
             "y": np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]]),
             "z": np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])}[axis]
+
+
+def noisy_pose(T: RigidTransform, rng: np.random.Generator, mm: float, deg: float) -> RigidTransform:
+    """``T`` as an arm reports it: Gaussian noise of ``mm`` per axis on the position and a rotation of
+    ``deg`` per axis (about the gripper's own axes) on the orientation."""
+    turn = RigidTransform.from_rvec(rng.normal(0.0, math.radians(deg), 3), np.zeros(3))
+    return RigidTransform(T.R @ turn.R, T.t + rng.normal(0.0, mm / 1000.0, 3))
 
 
 @dataclass(frozen=True)

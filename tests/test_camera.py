@@ -1,10 +1,16 @@
 """Camera capture: RealSense recordings through the real pyrealsense2 pipeline and through the camera node,
-the capture loop's newest-frame hand-over and drop counting, and the camera node on a fake camera."""
+the capture loop's newest-frame hand-over and drop counting, video files paced at their frame rate, the
+camera node on a fake camera, and the calibrated camera pose on /tf_static (read back by a late listener,
+and recorded into every episode's bag)."""
 
+import os
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from ladder_ros.camera.base import CameraError, CaptureLoop, DeviceClock, EndOfStream, LatestSlot
 from ladder_ros.camera.calibration_file import CameraCalibration, save_calibration
@@ -208,6 +214,81 @@ def test_frames_intrinsics_and_transforms_validate():
         assert (T @ T.inverse()).distance_to(RigidTransform()) < (1e-9, 1e-5)
 
 
+class FakeClock:
+    """A monotonic clock that moves only when the camera sleeps: pacing is checked without waiting."""
+
+    def __init__(self):
+        self.now = 100.0
+        self.slept = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def write_video(path, frames=5, fps=10.0):
+    import cv2
+
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (32, 24))
+    assert writer.isOpened(), "OpenCV cannot write MJPG here"
+    for i in range(frames):
+        writer.write(np.full((24, 32, 3), 40 * i + 20, np.uint8))
+    writer.release()
+    return path
+
+
+def play(camera, clock, count):
+    """(delivery time on the fake clock, frame) of the first ``count`` frames, or until the file ends."""
+    out = []
+    camera.open()
+    try:
+        while len(out) < count:
+            try:
+                frame = camera.read(1.0)
+            except EndOfStream:
+                break
+            if frame is not None:
+                out.append((clock(), frame))
+    finally:
+        camera.close()
+    return out
+
+
+def test_a_video_file_plays_at_its_frame_rate_or_a_given_one_and_can_loop(tmp_path):
+    from ladder_ros.camera.opencv_camera import OpenCVCamera
+
+    video = write_video(tmp_path / "ten_fps.avi")
+    clock = FakeClock()
+    frames = play(OpenCVCamera(str(video), clock=clock, sleep=clock.sleep), clock, 10)
+    assert [f.sequence for _, f in frames] == [0, 1, 2, 3, 4]  # then the file ended
+    np.testing.assert_allclose(np.diff([when for when, _ in frames]), 0.1, atol=1e-9)  # the file's 10 fps
+    clock = FakeClock()
+    frames = play(OpenCVCamera(str(video), fps=25.0, clock=clock, sleep=clock.sleep), clock, 10)
+    np.testing.assert_allclose(np.diff([when for when, _ in frames]), 0.04, atol=1e-9)  # the rate given
+    clock = FakeClock()
+    frames = play(OpenCVCamera(str(video), real_time=False, clock=clock, sleep=clock.sleep), clock, 10)
+    assert len(frames) == 5 and clock.slept == []  # as fast as it decodes
+    clock = FakeClock()
+    frames = play(OpenCVCamera(str(video), loop=True, clock=clock, sleep=clock.sleep), clock, 12)
+    assert [f.sequence for _, f in frames] == list(range(12))  # the frame counter keeps counting
+    first, sixth = frames[0][1].color, frames[5][1].color
+    assert abs(int(first.mean()) - 20) <= 3 and abs(int(sixth.mean()) - int(first.mean())) <= 1  # from the start
+    np.testing.assert_allclose(np.diff([when for when, _ in frames]), 0.1, atol=1e-9)
+    # A reader that fell behind gets frames at once until it is back on the schedule (which never lags
+    # more than one period), then the pace again.
+    clock = FakeClock()
+    camera = OpenCVCamera(str(video), clock=clock, sleep=clock.sleep)
+    camera.open()
+    camera.read(1.0)
+    clock.now += 0.35  # busy for 3.5 frame periods
+    late = [camera.read(1.0) for _ in range(4)]
+    camera.close()
+    assert [f.sequence for f in late] == [1, 2, 3, 4] and clock.slept == [pytest.approx(0.1)]
+
+
 # ------------------------------------------------------------------------------ the node
 rclpy = pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
@@ -313,3 +394,167 @@ def test_camera_node_on_a_fake_camera_publishes_the_newest_frames(ros):
     # The fake camera reports intrinsics, as a RealSense does: each image has its camera_info.
     assert {stamp_to_ns(m.header.stamp) for m in probe.infos} <= {stamp_to_ns(m.header.stamp) for m in probe.images}
     assert diagnostic_values(probe.diagnostics[-1])["camera_info"] == "device"
+
+
+# ------------------------------------------------------------------------------ the camera in the robot's TF tree
+CAMERA_POSE = RigidTransform.from_quaternion([0.35, -0.75, 0.55], [-0.8, 0.1, -0.05, 0.58])  # an eye-to-hand pose
+
+
+def calibrated(tmp_path, parent="wx250s/base_link", child="camera_color_optical_frame"):
+    from ladder_ros.camera.calibration_file import Extrinsics
+
+    intrinsics = CameraIntrinsics(64, 48, 56.0, 56.0, 31.5, 23.5)
+    return save_calibration(CameraCalibration("widowx_main", intrinsics, extrinsics=Extrinsics(
+        parent, child, CAMERA_POSE, RigidTransform(), views=10, noise_position_m=0.001, noise_rotation_deg=0.2)),
+        tmp_path / "widowx_main.yaml")
+
+
+def tf_static_qos():
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile
+
+    # What a tf2 listener asks for (tf2_ros TransformListener's static QoS): transient local, so a
+    # listener that joins after the camera started still gets the pose.
+    return QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+@pytest.mark.ros
+def test_the_calibrated_camera_pose_is_on_tf_static_and_the_images_name_its_frame(ros, tmp_path):
+    tf2_msgs = pytest.importorskip("tf2_msgs.msg", reason="needs tf2_msgs (scripts/setup.sh builds it from "
+                                   "../shared/vendor/ros2_interfaces; a ROS install has it)")
+    from ladder_ros.ros_conversions import transform_from_msg
+
+    path = calibrated(tmp_path)
+    node = CameraNode(node_name="camera", namespace="/tf", backend=FakeCamera(64, 48, fps=30.0, frames=20),
+                      parameter_overrides=[Parameter("backend", value="fake"),
+                                           Parameter("calibration_file", value=str(path)),
+                                           Parameter("base_frame", value="wx250s/base_link")])
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    # The listener joins after the camera published its pose once: transient local brings it.
+    for _ in range(5):
+        executor.spin_once(timeout_sec=0.02)
+    probe = Probe("/tf")
+    poses = []
+    probe.create_subscription(tf2_msgs.TFMessage, "/tf_static", poses.append, tf_static_qos())
+    executor.add_node(probe)
+    try:
+        assert spin_until(executor, lambda: poses and probe.images, 30), "waited for /tf_static and an image"
+    finally:
+        node.close()
+        for n in (node, probe):
+            executor.remove_node(n)
+            n.destroy_node()
+    assert len(poses) == 1 and len(poses[0].transforms) == 1
+    message = poses[0].transforms[0]
+    transform, parent, child = transform_from_msg(message)
+    assert (parent, child) == ("wx250s/base_link", "camera_color_optical_frame")
+    # Back to 1e-9 against the numbers in the calibration file.
+    stored = yaml.safe_load(path.read_text())["extrinsics"]
+    got = [message.transform.translation.x, message.transform.translation.y, message.transform.translation.z]
+    np.testing.assert_allclose(got, stored["translation"], atol=1e-9, rtol=0)
+    rotation = message.transform.rotation
+    np.testing.assert_allclose([rotation.x, rotation.y, rotation.z, rotation.w], stored["rotation"], atol=1e-9, rtol=0)
+    assert transform.distance_to(CAMERA_POSE)[0] < 1e-9 and np.allclose(transform.R, CAMERA_POSE.R, atol=1e-9)
+    # The images (and so the depth made from them) name the frame the transform connects to the base.
+    assert {m.header.frame_id for m in probe.images} == {child}
+    assert node.diagnostics()[2]["tf_static"] == "wx250s/base_link -> camera_color_optical_frame"
+
+
+@pytest.mark.ros
+def test_frames_that_do_not_chain_to_the_robot_are_refused_at_start(ros, tmp_path):
+    from ladder_ros.core.errors import ConfigError
+
+    path = calibrated(tmp_path, parent="base_link")
+    cases = [([Parameter("frame_id", value="camera_link")], "frame_id is 'camera_link' but the calibration's "
+              "extrinsics place 'camera_color_optical_frame'"),
+             ([Parameter("base_frame", value="wx250s/base_link")], "base_frame is 'wx250s/base_link' but the "
+              "calibration's extrinsics are in 'base_link'")]
+    for overrides, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            CameraNode(node_name="camera", namespace="/bad", backend=FakeCamera(64, 48, frames=1),
+                       parameter_overrides=[Parameter("backend", value="fake"),
+                                            Parameter("calibration_file", value=str(path)), *overrides])
+
+
+@pytest.mark.ros
+def test_every_episode_bag_carries_the_camera_pose(ros, tmp_path):
+    pytest.importorskip("tf2_msgs.msg", reason="needs tf2_msgs (scripts/setup.sh)")
+    from std_msgs.msg import String
+
+    from ladder_ros.messages import EpisodeStatus, encode
+    from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode
+    from ladder_ros.nodes.runtime import publisher
+    from ladder_ros.recording.bag import read_bag
+
+    node = CameraNode(node_name="camera", namespace="/rec", backend=FakeCamera(64, 48, fps=10.0, frames=5),
+                      parameter_overrides=[Parameter("backend", value="fake"),
+                                           Parameter("calibration_file", value=str(calibrated(tmp_path)))])
+    recorder = EpisodeRecorderNode(namespace="/rec", parameter_overrides=[
+        Parameter("output_dir", value=str(tmp_path / "bags")), Parameter("close_grace_s", value=0.1)])
+    orchestrator = rclpy.create_node("orchestrator", namespace="/rec")
+    status = publisher(orchestrator, String, topics.EPISODE_STATUS)
+    executor = SingleThreadedExecutor()
+    for n in (node, recorder, orchestrator):
+        executor.add_node(n)
+    try:
+        assert spin_until(executor, lambda: any(recorder._graph_state_kept.values()), 30), \
+            "waited for the recorder to receive /tf_static"
+        for episode in ("e1", "e2"):
+            status.publish(String(data=encode(EpisodeStatus(episode_id=episode, state="running"))))
+            assert spin_until(executor, lambda: recorder.episode_id == episode and recorder.bag is not None, 30), \
+                f"waited for the recorder to open {episode}'s bag"
+            status.publish(String(data=encode(EpisodeStatus(episode_id=episode, state="finished",
+                                                            finish_reason="success"))))
+            assert spin_until(executor, lambda: len(recorder.closed) == int(episode[1]), 30), \
+                f"waited for {episode}'s bag to close"
+    finally:
+        node.close()
+        recorder.close()
+        for n in (node, recorder, orchestrator):
+            executor.remove_node(n)
+            n.destroy_node()
+    for folder in recorder.closed:
+        summary, decoded = read_bag(folder, decode_topics=["/tf_static"])
+        assert summary.topics.get("/tf_static") == 1, (folder, summary.topics)
+        pose = decoded["/tf_static"][0].transforms[0]
+        assert (pose.header.frame_id, pose.child_frame_id) == ("wx250s/base_link", "camera_color_optical_frame")
+        assert abs(pose.transform.translation.y - CAMERA_POSE.t[1]) < 1e-12
+
+
+@pytest.mark.ros
+def test_without_tf2_msgs_the_camera_says_so_and_streams_on(ros, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tf2_msgs.msg", None)  # what a venv without tf2_msgs gives: ImportError
+    node = CameraNode(node_name="camera", namespace="/notf", backend=FakeCamera(64, 48, fps=30.0, frames=10),
+                      parameter_overrides=[Parameter("backend", value="fake"),
+                                           Parameter("calibration_file", value=str(calibrated(tmp_path)))])
+    probe = Probe("/notf")
+    executor = SingleThreadedExecutor()
+    for n in (node, probe):
+        executor.add_node(n)
+    try:
+        assert spin_until(executor, lambda: len(probe.images) >= 2, 30), "waited for images"
+    finally:
+        node.close()
+        for n in (node, probe):
+            executor.remove_node(n)
+            n.destroy_node()
+    assert node.camera_pose is None and "not published: tf2_msgs is unavailable" in node.camera_pose_note
+    assert node.diagnostics()[2]["tf_static"] == node.camera_pose_note
+
+
+def test_processes_the_project_starts_find_the_interface_libraries():
+    """tf2_msgs built into the venv keeps its typesupport libraries in <venv>/lib, loaded by bare name through
+    the loader's path at process start: every environment the project starts processes with has it."""
+    from ladder_ros.bringup.launch_description import localhost_environment
+    from ladder_ros.ros_env import network_safe_environment, ros_library_dirs
+
+    dirs = ros_library_dirs()
+    if sys.prefix == sys.base_prefix:
+        assert dirs == []  # a ROS install: sourcing its setup.bash sets the path
+        return
+    assert dirs == [str(Path(sys.prefix) / "lib")]
+    env = network_safe_environment({"LD_LIBRARY_PATH": "/opt/other", "PATH": "/bin"})
+    assert env["LD_LIBRARY_PATH"] == os.pathsep.join([*dirs, "/opt/other"])
+    assert network_safe_environment(env)["LD_LIBRARY_PATH"] == env["LD_LIBRARY_PATH"]  # once
+    assert localhost_environment({"PATH": "/bin"})["LD_LIBRARY_PATH"] == dirs[0]  # what ros2 launch sets
+    assert dirs[0] in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)  # this test process

@@ -38,7 +38,7 @@ from ladder_ros.bringup.graph import (
 )
 from ladder_ros.core.errors import ConfigError, LadderError, did_you_mean
 from ladder_ros.nodes.supervision import SUPERVISOR_PID_ENV
-from ladder_ros.ros_env import network_safe_environment
+from ladder_ros.ros_env import network_safe_environment, with_ros_library_path
 
 DEFAULT_STOP_TIMEOUT_S = 10.0
 # Stopped first: the orchestrator's last word (an interrupted episode's final status) must reach the recorder.
@@ -207,7 +207,7 @@ def skip_nodes(graph: GraphDescription, mode: str, launches: list[NodeLaunch], s
 def _run(args: argparse.Namespace, work_dir: Path) -> int:
     graph, launches = prepare(args.graph, args.mode, args.params_file, args.overrides, args.namespace, work_dir)
     launches = skip_nodes(graph, args.mode, launches, args.skip)
-    env = dict(os.environ) if args.allow_network else network_safe_environment()
+    env = dict(with_ros_library_path(dict(os.environ))) if args.allow_network else network_safe_environment()
     requires = graph.mode(args.mode).requires
     print(f"ladder-ros up: graph {graph.name} ({args.mode}), namespace /{(args.namespace or graph.namespace)}, "
           f"ROS_DOMAIN_ID {env.get('ROS_DOMAIN_ID', '0')}"

@@ -1,2 +1,2 @@
 """Cameras without ROS: frames, intrinsics and extrinsics, capture backends, calibration files, ChArUco
-calibration."""
+calibration (charuco, hand_eye) and the check that a calibration still holds (drift)."""

@@ -1,4 +1,4 @@
-"""``ladder-ros calibrate``: ChArUco intrinsics, eye-to-hand extrinsics, and a check for a moved camera.
+"""``ladder-ros calibrate``: ChArUco intrinsics, eye-to-hand extrinsics, and a check that they still hold.
 
     ladder-ros calibrate board --out board.png                    # print this, glue it flat
     ladder-ros calibrate intrinsics IMAGES --robot widowx --camera main
@@ -7,17 +7,21 @@
 
 ``IMAGES`` is a folder of images of the board. For extrinsics the board is held by the gripper and
 ``poses.yaml`` gives the gripper pose in the robot base frame for each image (see
-:func:`ladder_ros.camera.charuco.load_poses`). ``check`` exits 1 when the intrinsics no longer fit or
-the camera has moved, 0 when the calibration still holds.
+:func:`ladder_ros.camera.hand_eye.load_pose_entries`). ``extrinsics`` refuses a result whose
+residuals exceed its limits (exit 1, nothing written, the file keeps its previous calibration) and
+names the likeliest mistake in the poses file. ``check`` answers "holds", "drifted"/"moved" or
+"cannot tell" for the intrinsics and the camera's pose and exits 0 (holds), 1 (a problem) or 3
+(cannot tell) (see :mod:`ladder_ros.camera.drift`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from ladder_ros.camera import charuco
+from ladder_ros.camera import charuco, drift, hand_eye
 from ladder_ros.camera.calibration_file import (
     DEFAULT_FRAME,
     CameraCalibration,
@@ -27,7 +31,23 @@ from ladder_ros.camera.calibration_file import (
     now_utc,
     save_calibration,
 )
-from ladder_ros.core.errors import ConfigError, read_text
+from ladder_ros.core.errors import ConfigError, InvalidInputError, read_text
+
+# Options of `extrinsics` and `check`: (ExtrinsicsLimits / CheckThresholds field, meaning, unit).
+LIMIT_OPTIONS = (
+    ("max_rms_mm", "the views' position residuals exceed this RMS", "mm"),
+    ("max_rms_deg", "the orientation residuals exceed this RMS", "deg"),
+    ("max_rms_px", "the corners predicted through the robot poses miss by more than this RMS", "px"),
+)
+CHECK_OPTIONS = (
+    ("max_reprojection_px", "the stored intrinsics do not fit above this RMS", " px"),
+    ("max_move_mm", "moved: the workspace is off by more than this RMS", " mm"),
+    ("max_turn_deg", "moved: the camera turned by more than this", " deg"),
+    ("max_focal_change_pct", "drifted: the focal length changed by more", " %%"),
+    ("max_centre_shift_px", "drifted: the principal point moved by more", " px"),
+    ("max_distortion_px", "drifted: the distortion moves a seen corner by more", " px"),
+    ("confidence", "confidence of every decision", ""),
+)
 
 
 def _add_board_arguments(p: argparse.ArgumentParser) -> None:
@@ -90,7 +110,10 @@ def run_intrinsics(args: argparse.Namespace) -> int:
     intr = result.intrinsics
     out = Path(args.out) if args.out else calibration_path(args.out_dir, args.robot, args.camera)
     meta = {"method": "charuco", "board": spec.to_dict(), "views": result.views, "rms_px": result.rms_px,
-            "calibrated_at": now_utc()}
+            "calibrated_at": now_utc(),
+            # What `check` weighs a later change against (charuco.calibrate_intrinsics).
+            "covariance": {"parameters": charuco.parameter_names(intr), "sigma_px": result.sigma_px,
+                           "matrix": [[float(v) for v in row] for row in result.covariance]}}
     calibration = CameraCalibration(camera_name=f"{args.robot}_{args.camera}", intrinsics=intr,
                                     frame_id=args.frame_id, intrinsics_calibration=meta)
     if out.exists():
@@ -100,56 +123,114 @@ def run_intrinsics(args: argparse.Namespace) -> int:
                   "`ladder-ros calibrate extrinsics` (the old file is kept as .yaml.bak)")
     save_calibration(calibration, out)
     worst = max(result.per_view_rms_px.items(), key=lambda kv: kv[1])
+    std = result.std
     print(f"intrinsics {intr.width}x{intr.height}: fx {intr.fx:.2f} fy {intr.fy:.2f} cx {intr.cx:.2f} "
-          f"cy {intr.cy:.2f} px, {intr.distortion_model} {[round(v, 5) for v in intr.distortion]}")
+          f"cy {intr.cy:.2f} px (+-{std[0]:.2f}, {std[1]:.2f}, {std[2]:.2f}, {std[3]:.2f}), {intr.distortion_model} "
+          f"{[round(v, 5) for v in intr.distortion]}")
     print(f"RMS reprojection error {result.rms_px:.3f} px over {result.views} views (worst {worst[0]}: "
           f"{worst[1]:.3f} px); written to {out}")
     return 0
+
+
+def _print_residuals(result: hand_eye.HandEyeResult, limits: hand_eye.ExtrinsicsLimits, out=sys.stdout) -> None:
+    print(f"{'view':<24} {'mm':>8} {'deg':>7} {'px':>8}", file=out)
+    for r in result.per_view:
+        flag = " !" if (r.translation_m * 1000 > limits.max_rms_mm or r.rotation_deg > limits.max_rms_deg
+                        or r.reprojection_px > limits.max_rms_px) else ""
+        print(f"{r.name:<24} {r.translation_m * 1000:8.2f} {r.rotation_deg:7.2f} {r.reprojection_px:8.4g}{flag}",
+              file=out)
+    print(f"{'RMS':<24} {result.rms_translation_m * 1000:8.2f} {result.rms_rotation_deg:7.2f} "
+          f"{result.reprojection_rms_px:8.4g}   (limits {limits.max_rms_mm:g} mm, {limits.max_rms_deg:g} deg, "
+          f"{limits.max_rms_px:g} px)", file=out)
 
 
 def run_extrinsics(args: argparse.Namespace) -> int:
     path = Path(args.calibration)
     calibration = load_calibration(path)
     spec = _board(args, _stored_board(calibration))
-    poses = charuco.load_poses(args.poses)
+    limits = hand_eye.ExtrinsicsLimits(**{name: getattr(args, name) for name, _, _ in LIMIT_OPTIONS})
+    entries = hand_eye.load_pose_entries(args.poses)
     views, _ = _views(args.images, spec)
-    result = charuco.calibrate_eye_to_hand(charuco.pair_views(views, poses), calibration.intrinsics,
-                                           refine=not args.no_refine)
-    extrinsics = Extrinsics(parent_frame=args.base_frame, child_frame=calibration.frame_id,
-                            transform=result.base_to_camera, target_in_gripper=result.gripper_to_target,
-                            method=result.method, views=result.views,
-                            residual_translation_m=result.residual_translation_m,
-                            residual_rotation_deg=result.residual_rotation_deg, calibrated_at=now_utc())
+    pairs = hand_eye.pair_views(views, {e.image: e.transform() for e in entries})
+    refine = not args.no_refine
+    try:
+        result = hand_eye.calibrate_eye_to_hand(pairs, calibration.intrinsics, refine=refine)
+        problems = limits.exceeded(result)
+        _print_residuals(result, limits)
+    except InvalidInputError as exc:
+        result, problems = None, [str(exc)]
+    if problems:
+        print(f"ladder-ros calibrate extrinsics: REFUSED: {'; '.join(problems)}", file=sys.stderr)
+        for note in hand_eye.plausibility_notes(entries):
+            print(f"  note: {note}", file=sys.stderr)
+        causes = hand_eye.likely_causes(entries, views, calibration.intrinsics, limits, refine)
+        if causes:
+            best = causes[0]
+            print(f"  likeliest cause: {best.cause}: read that way, the residuals are {best.result.summary()}; "
+                  f"{best.fix}", file=sys.stderr)
+            for other in causes[1:]:
+                print(f"  also fits: {other.cause} ({other.result.summary()})", file=sys.stderr)
+        else:
+            print("  none of the usual mistakes explains it (orientations written [w, x, y, z], millimetres, "
+                  "inverted poses, poses one image off, up to 3 views that do not fit): check the board's printed "
+                  "size (--square-m), the intrinsics, the base frame of the poses, and that the board was fixed "
+                  "on the gripper", file=sys.stderr)
+        print(f"  nothing written: {path} keeps its previous calibration", file=sys.stderr)
+        return 1
+    assert result is not None
+    extrinsics = Extrinsics(
+        parent_frame=args.base_frame, child_frame=calibration.frame_id, transform=result.base_to_camera,
+        target_in_gripper=result.gripper_to_target, method=result.method, views=result.views,
+        residual_translation_m=result.rms_translation_m, residual_rotation_deg=result.rms_rotation_deg,
+        calibrated_at=now_utc(), reprojection_rms_px=result.reprojection_rms_px,
+        noise_position_m=result.noise_position_m, noise_rotation_deg=result.noise_rotation_deg,
+        residuals_per_view={r.name: (r.translation_m * 1000, r.rotation_deg, r.reprojection_px)
+                            for r in result.per_view})
     save_calibration(calibration.with_extrinsics(extrinsics), path)
     t, q = result.base_to_camera.t, result.base_to_camera.quaternion_xyzw
     print(f"camera in {args.base_frame}: translation [{t[0]:.4f}, {t[1]:.4f}, {t[2]:.4f}] m, rotation (x, y, z, w) "
           f"[{q[0]:.4f}, {q[1]:.4f}, {q[2]:.4f}, {q[3]:.4f}] ({result.method}, {result.views} views)")
-    print(f"residuals: {result.residual_translation_m * 1000:.2f} mm, {result.residual_rotation_deg:.3f} deg "
-          f"(median per view); corners predicted from the robot poses: {result.reprojection_rms_px:.2f} px RMS; "
-          f"written to {path}")
+    print(f"residuals {result.summary()}; noise floor {result.noise_position_m * 1000:.2f} mm, "
+          f"{result.noise_rotation_deg:.2f} deg per axis; written to {path}")
     return 0
+
+
+def _print_check(report: drift.CheckReport) -> None:
+    print(f"reprojection error with the stored intrinsics: {report.reprojection_rms_px:.3f} px RMS over "
+          f"{report.views} views")
+    if report.intrinsics is not None:
+        print(f"intrinsics: {report.intrinsics.verdict.upper()}: {report.intrinsics.reason}")
+    if report.camera is not None:
+        camera = report.camera
+        print(f"camera pose: {camera.verdict.upper()}: {camera.reason}")
+        print(f"  {'view':<24} {'mm':>8} {'deg':>7}   (each view against the stored calibration)")
+        for name, (mm, deg) in camera.per_view.items():
+            print(f"  {name:<24} {mm:8.2f} {deg:7.2f}")
+        if report.views_without_pose:
+            print(f"  without a robot pose (used for the intrinsics only): {', '.join(report.views_without_pose)}")
+    for problem in report.problems:
+        print(f"PROBLEM: {problem}")
+    if report.ok:
+        print("calibration OK")
+    elif report.problems:
+        print("calibration does NOT hold")
+    else:
+        print("CANNOT TELL whether the calibration holds (see above)")
 
 
 def run_check(args: argparse.Namespace) -> int:
     calibration = load_calibration(args.calibration)
     spec = _board(args, _stored_board(calibration))
     views, missed = _views(args.images, spec)
-    poses = charuco.load_poses(args.poses) if args.poses else None
-    thresholds = charuco.CheckThresholds(args.max_reprojection_px, args.max_shift_mm / 1000.0, args.max_rotation_deg)
-    report = charuco.check_calibration(views, calibration, poses, thresholds, missed)
+    poses = hand_eye.load_poses(args.poses) if args.poses else None
+    thresholds = drift.CheckThresholds(**{name: getattr(args, name) for name, _, _ in CHECK_OPTIONS},
+                                       pose_noise_mm=args.pose_noise_mm, pose_noise_deg=args.pose_noise_deg)
+    report = drift.check_calibration(views, calibration, poses, thresholds, missed)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        print(f"reprojection error with the stored intrinsics: {report.reprojection_rms_px:.3f} px RMS "
-              f"over {report.views} views")
-        if report.camera_shift_m is not None:
-            print(f"camera vs its calibrated pose: {report.camera_shift_m * 1000:.2f} mm, "
-                  f"{report.camera_rotation_deg:.3f} deg (median); corners predicted from the robot poses: "
-                  f"{report.prediction_rms_px:.2f} px RMS")
-        for problem in report.problems:
-            print(f"PROBLEM: {problem}")
-        print("calibration OK" if report.ok else "calibration does NOT hold")
-    return 0 if report.ok else 1
+        _print_check(report)
+    return report.exit_code
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -178,22 +259,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("images", help="folder of images of the board held by the gripper")
     e.add_argument("--poses", required=True, help="YAML with the gripper pose (base frame) per image")
     e.add_argument("--calibration", required=True, help="calibration file with the intrinsics; extrinsics are added")
-    e.add_argument("--base-frame", default="base_link", help="the robot base frame the poses are in")
-    e.add_argument("--no-refine", action="store_true", help="closed form only (no reprojection refinement)")
+    e.add_argument("--base-frame", default="base_link", help="the robot base frame the poses are in, as the robot "
+                   "driver names it (its base_frame parameter: wx250s/base_link on a WidowX, panda_link0 on a "
+                   "Franka); default base_link")
+    e.add_argument("--no-refine", action="store_true", help="closed form only (no refinement)")
+    d = hand_eye.ExtrinsicsLimits()
+    for name, meaning, unit in LIMIT_OPTIONS:
+        e.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(d, name),
+                       help=f"refuse when {meaning} (default {getattr(d, name):g} {unit})")
     _add_board_arguments(e)
     e.set_defaults(func=run_extrinsics)
 
-    c = sub.add_parser("check", help="does the calibration still hold? flags a camera that moved")
-    c.add_argument("images", help="folder of new board images")
+    c = sub.add_parser("check", help="does the calibration still hold? intrinsics drift and a moved camera")
+    c.add_argument("images", help="folder of new board images (with --poses: those with a pose also check the "
+                   "camera's pose; views that fill the image check the intrinsics best)")
     c.add_argument("--calibration", required=True, help="calibration file to check")
     c.add_argument("--poses", help="gripper poses of the images (board on the gripper): also checks the extrinsics")
-    d = charuco.CheckThresholds()
-    c.add_argument("--max-reprojection-px", type=float, default=d.max_reprojection_px,
-                   help=f"intrinsics fail above this RMS (default {d.max_reprojection_px} px)")
-    c.add_argument("--max-shift-mm", type=float, default=d.max_shift_m * 1000,
-                   help=f"camera moved beyond this (default {d.max_shift_m * 1000:g} mm)")
-    c.add_argument("--max-rotation-deg", type=float, default=d.max_rotation_deg,
-                   help=f"camera turned beyond this (default {d.max_rotation_deg} deg)")
+    t = drift.CheckThresholds()
+    for name, meaning, unit in CHECK_OPTIONS:
+        c.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(t, name),
+                       help=f"{meaning} (default {getattr(t, name):g}{unit})")
+    c.add_argument("--pose-noise-mm", type=float, help="the arm's position noise per axis (repeatability, mm); "
+                   "default: the noise floor the calibration's residuals imply")
+    c.add_argument("--pose-noise-deg", type=float, help="the arm's orientation noise per axis (deg); give both")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_board_arguments(c)
     c.set_defaults(func=run_check)

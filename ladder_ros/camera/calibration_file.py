@@ -15,7 +15,13 @@ driver can load it too. ladder_ros adds, under keys those parsers ignore:
     The camera's pose in the robot base frame (eye-to-hand): ``parent_frame``, ``child_frame``,
     ``translation`` (m) and ``rotation`` (quaternion x, y, z, w) of ``T_parent_child``, plus the
     board's pose on the gripper (``target_in_gripper``) that ``ladder-ros calibrate check`` needs,
-    the method, the number of views, the residuals and the date.
+    the method, the number of views, the residuals (RMS over the views: ``residual_translation_m``,
+    ``residual_rotation_deg``, ``reprojection_rms_px``; per view: ``residuals_per_view``, name ->
+    [mm, deg, px]), the noise floor they imply per axis (``noise_position_m``,
+    ``noise_rotation_deg``: what ``check`` weighs a move against) and the date.
+
+The camera node publishes ``extrinsics`` on ``/tf_static`` (``parent_frame`` -> ``child_frame``);
+``child_frame`` is the frame its images name.
 """
 
 from __future__ import annotations
@@ -58,9 +64,13 @@ class Extrinsics:
     target_in_gripper: RigidTransform | None = None  # the board's pose on the gripper (eye-to-hand)
     method: str = ""
     views: int = 0
-    residual_translation_m: float | None = None
+    residual_translation_m: float | None = None  # RMS over the views
     residual_rotation_deg: float | None = None
     calibrated_at: str = ""
+    reprojection_rms_px: float | None = None
+    noise_position_m: float | None = None  # per axis
+    noise_rotation_deg: float | None = None
+    residuals_per_view: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)  # mm, deg, px
 
     def to_dict(self) -> dict[str, Any]:
         def pose(t: RigidTransform) -> dict[str, list[float]]:
@@ -72,7 +82,12 @@ class Extrinsics:
             out["target_in_gripper"] = pose(self.target_in_gripper)
         out.update({"method": self.method, "views": self.views,
                     "residual_translation_m": self.residual_translation_m,
-                    "residual_rotation_deg": self.residual_rotation_deg, "calibrated_at": self.calibrated_at})
+                    "residual_rotation_deg": self.residual_rotation_deg,
+                    "reprojection_rms_px": self.reprojection_rms_px, "noise_position_m": self.noise_position_m,
+                    "noise_rotation_deg": self.noise_rotation_deg, "calibrated_at": self.calibrated_at})
+        if self.residuals_per_view:
+            out["residuals_per_view"] = {name: [round(float(v), 4) for v in values]
+                                         for name, values in self.residuals_per_view.items()}
         return out
 
     @classmethod
@@ -94,13 +109,22 @@ class Extrinsics:
             if not isinstance(data.get(key), str) or not data[key]:
                 raise ConfigError("must be a frame name", source=source, key=f"extrinsics.{key}")
         target = data.get("target_in_gripper")
+        numbers = {key: _optional_number(data.get(key), source, f"extrinsics.{key}")
+                   for key in ("residual_translation_m", "residual_rotation_deg", "reprojection_rms_px",
+                               "noise_position_m", "noise_rotation_deg")}
+        for key in ("noise_position_m", "noise_rotation_deg"):
+            if numbers[key] is not None and numbers[key] <= 0:
+                raise ConfigError(f"must be positive, got {numbers[key]!r}", source=source, key=f"extrinsics.{key}")
+        per_view = data.get("residuals_per_view") or {}
+        if not isinstance(per_view, Mapping):
+            raise ConfigError("expected {image: [mm, deg, px]}", source=source, key="extrinsics.residuals_per_view")
+        residuals = {str(name): tuple(_numbers(values, 3, source, f"extrinsics.residuals_per_view.{name}"))
+                     for name, values in per_view.items()}
         return cls(parent_frame=data["parent_frame"], child_frame=data["child_frame"],
                    transform=pose(data, "extrinsics"),
                    target_in_gripper=None if target is None else pose(target, "extrinsics.target_in_gripper"),
                    method=str(data.get("method", "")), views=int(data.get("views", 0) or 0),
-                   residual_translation_m=data.get("residual_translation_m"),
-                   residual_rotation_deg=data.get("residual_rotation_deg"),
-                   calibrated_at=str(data.get("calibrated_at", "")))
+                   calibrated_at=str(data.get("calibrated_at", "")), residuals_per_view=residuals, **numbers)
 
 
 @dataclass(frozen=True)
@@ -150,6 +174,14 @@ def _numbers(value: Any, count: int, source: str, key: str) -> list[float]:
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
         raise ConfigError(f"expected a list of {count} numbers, got {value!r}", source=source, key=key)
     return [float(v) for v in value]
+
+
+def _optional_number(value: Any, source: str, key: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise ConfigError(f"expected a number, got {value!r}", source=source, key=key)
+    return float(value)
 
 
 def _matrix(data: Mapping[str, Any], key: str, rows: int, cols: int | None, source: str) -> np.ndarray:

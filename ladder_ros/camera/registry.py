@@ -23,7 +23,8 @@ def make_camera(params: Mapping[str, Any]) -> CameraBackend:
     if name == "opencv":
         from ladder_ros.camera.opencv_camera import OpenCVCamera
 
-        return OpenCVCamera(device=str(params.get("device", "0")), width=width, height=height, fps=fps)
+        return OpenCVCamera(device=str(params.get("device", "0")), width=width, height=height, fps=fps,
+                            real_time=bool(params.get("realtime_playback", True)), loop=bool(params.get("loop", False)))
     if name == "fake":
         from ladder_ros.camera.fake import FakeCamera
 

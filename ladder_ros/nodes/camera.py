@@ -1,4 +1,5 @@
-"""The camera node: a RealSense, USB or fake camera on the topics the sim bridge publishes in simulation."""
+"""The camera node: a RealSense, USB or fake camera on the topics the sim bridge publishes in simulation,
+and the camera's calibrated pose on ``/tf_static``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from typing import Sequence
 
 from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import TransformStamped
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
@@ -19,7 +21,13 @@ from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import CAMERA
 from ladder_ros.nodes.runtime import declare_parameters, publisher, run_node
 from ladder_ros.paths import resolve_share_file
-from ladder_ros.ros_conversions import camera_info_to_msg, depth_to_msg, diagnostics_to_msg, image_to_msg
+from ladder_ros.ros_conversions import (
+    camera_info_to_msg,
+    depth_to_msg,
+    diagnostics_to_msg,
+    image_to_msg,
+    transform_to_msg,
+)
 
 
 class CameraNode(Node):
@@ -36,13 +44,21 @@ class CameraNode(Node):
     (RealSense factory calibration); a plain USB camera without a calibration file publishes no
     ``CameraInfo``. A calibration whose image size differs from the frames is never published.
 
+    A calibration with extrinsics puts the camera in the robot's TF tree: its pose goes out once, at
+    start, on ``/tf_static`` (tf2_msgs/TFMessage, transient local depth 1, as tf2's
+    StaticTransformBroadcaster sends it), from the extrinsics' ``parent_frame`` (the robot base) to
+    ``child_frame``, which must be ``frame_id``, the frame the images, camera info and depth name; with
+    ``base_frame`` set, the parent must be that frame too. Without ``tf2_msgs`` (not on PyPI; a ROS
+    install has it, ``scripts/setup.sh`` builds it) the node says so once and publishes no transform.
+
     Topics (relative to the namespace): publishes ``camera/image_raw`` (sensor_msgs/Image, rgb8),
     ``camera/camera_info`` (sensor_msgs/CameraInfo), ``camera/aligned_depth_to_color/image_raw``
-    (sensor_msgs/Image, 32FC1, m), ``diagnostics`` (diagnostic_msgs/DiagnosticArray: frames,
-    drops, capture-to-publish latency in ms, rate in Hz, last error).
+    (sensor_msgs/Image, 32FC1, m), ``/diagnostics`` (diagnostic_msgs/DiagnosticArray: frames,
+    drops, capture-to-publish latency in ms, rate in Hz, last error, the camera pose's transform) and
+    ``/tf_static`` (tf2_msgs/TFMessage).
     Parameters: see ``CAMERA`` in :mod:`ladder_ros.nodes.parameters` (backend, serial, recording,
-    device, width/height (px), fps (Hz), depth, realtime_playback, calibration_file, frame_id,
-    camera_name, retry_s (s), diagnostics_period_s (s)).
+    device, width/height (px), fps (Hz), depth, realtime_playback, loop, calibration_file, frame_id,
+    base_frame, camera_name, retry_s (s), diagnostics_period_s (s)).
     """
 
     def __init__(self, *, backend: CameraBackend | None = None, node_name: str = "camera", **node_options):
@@ -56,14 +72,18 @@ class CameraNode(Node):
             if all(wanted) and wanted != size:
                 raise ConfigError(f"parameter {self.get_name()}.width/height: {wanted[0]}x{wanted[1]} differs from "
                                   f"the calibration's {size[0]}x{size[1]} ({self.params['calibration_file']})")
-        self.backend = backend if backend is not None else make_camera(self.params)
         self.frame_id = self.params["frame_id"]
+        self._check_frames()
+        self.backend = backend if backend is not None else make_camera(self.params)
         self._device_intrinsics: CameraIntrinsics | None = None
         self._lock = threading.Lock()
         self._image_pub = publisher(self, Image, topics.IMAGE)
         self._info_pub = publisher(self, CameraInfo, topics.CAMERA_INFO)
         self._depth_pub = publisher(self, Image, topics.SENSOR_DEPTH)
         self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
+        self.camera_pose: TransformStamped | None = None  # what went out on /tf_static
+        self.camera_pose_note = ""
+        self._tf_static_pub = self._publish_camera_pose()
         self.published = 0
         self.latency = LatencyWindow()
         self._size_error = ""
@@ -72,6 +92,45 @@ class CameraNode(Node):
                                    retry_s=self.params["retry_s"])
         self.create_timer(self.params["diagnostics_period_s"], self._publish_diagnostics)
         self.capture.start()
+
+    def _check_frames(self) -> None:
+        """The images must name the frame the calibration places in the robot's TF tree."""
+        extrinsics = self.calibration.extrinsics if self.calibration is not None else None
+        if extrinsics is None:
+            return
+        source = self.params["calibration_file"]
+        if extrinsics.child_frame != self.frame_id:
+            raise ConfigError(f"parameter {self.get_name()}.frame_id is {self.frame_id!r} but the calibration's "
+                              f"extrinsics place {extrinsics.child_frame!r} ({source}): the images would name a frame "
+                              "that /tf_static does not connect to the robot; make them the same")
+        base = self.params["base_frame"]
+        if base and extrinsics.parent_frame != base:
+            raise ConfigError(f"parameter {self.get_name()}.base_frame is {base!r} but the calibration's extrinsics "
+                              f"are in {extrinsics.parent_frame!r} ({source}): calibrate with --base-frame {base}")
+
+    def _publish_camera_pose(self):
+        """Send the calibrated camera pose on /tf_static once; transient local keeps it for late listeners."""
+        extrinsics = self.calibration.extrinsics if self.calibration is not None else None
+        if extrinsics is None:
+            self.camera_pose_note = "none (no extrinsics in the calibration)" if self.calibration is not None else \
+                "none (no calibration file)"
+            return None
+        try:
+            from tf2_msgs.msg import TFMessage
+
+            tf_static = publisher(self, TFMessage, topics.TF_STATIC)
+        except Exception as exc:  # ImportError, or the typesupport library not on the loader's path
+            self.camera_pose_note = f"not published: tf2_msgs is unavailable ({exc})"
+            self.get_logger().warning(f"/tf_static: {self.camera_pose_note}; a ROS install has tf2_msgs, "
+                                      "scripts/setup.sh builds it into the venv (docs/calibration.md)")
+            return None
+        self.camera_pose = transform_to_msg(extrinsics.transform, extrinsics.parent_frame, extrinsics.child_frame,
+                                            self.get_clock().now().nanoseconds)
+        tf_static.publish(TFMessage(transforms=[self.camera_pose]))
+        self.camera_pose_note = f"{extrinsics.parent_frame} -> {extrinsics.child_frame}"
+        self.get_logger().info(f"camera pose on /tf_static: {self.camera_pose_note} (calibrated "
+                               f"{extrinsics.calibrated_at or 'at an unknown date'})")
+        return tf_static
 
     def _on_open(self, intrinsics: CameraIntrinsics | None) -> None:  # capture thread
         with self._lock:
@@ -124,6 +183,7 @@ class CameraNode(Node):
             "capture_to_publish_p95_ms": timing["p95_ms"], "errors": stats.errors,
             "camera_info": "calibration" if self.calibration is not None else (
                 "device" if self.intrinsics is not None else "none"),
+            "tf_static": self.camera_pose_note,
         }
         if stats.last_error:
             values["last_error"] = stats.last_error

@@ -44,6 +44,10 @@ FINAL_STATUS_WAIT_S = 5.0
 # order, and a recorder that just (re)started may be matched by the status publisher last.
 IDLE_BUFFER_S = 5.0
 RECORDER_DEPTH = 1000  # messages queued per topic, so a slow disk does not lose reliable messages
+# Latched topics that describe the graph rather than an episode: sent once when their node starts, so each
+# distinct message is kept and written into every episode's bag when it opens (a bag replays on its own).
+GRAPH_STATE_TOPICS = (topics.TF_STATIC,)
+GRAPH_STATE_KEPT = 32  # distinct messages kept per such topic (one per publisher: each camera's pose)
 WATCH_PERIOD_S = 0.5  # how often an open episode's orchestrator is looked for in the graph
 _INFINITE = {"sec": 2147483647, "nsec": 4294967295}  # rosbag2's "infinite" QoS duration
 
@@ -104,6 +108,11 @@ class EpisodeRecorderNode(Node):
     marked final, the next episode starts, or ``labels_grace_s`` has passed; labels made later are
     still in the panel's episode record file (the labels' primary copy).
 
+    ``/tf_static`` (the camera's calibrated pose) is sent once when the camera starts: every distinct
+    message of it is kept and written into each episode's bag when it opens. A topic whose message
+    type is not installed (``tf2_msgs`` outside a ROS install, before ``scripts/setup.sh``) is not
+    recorded, with one warning.
+
     Topics: subscribes to all graph topics (see the README's table), ``/clock`` included.
     Parameters: preset, clock_mode, output_dir, graph, config_files, close_grace_s (s),
     labels_grace_s (s).
@@ -134,9 +143,15 @@ class EpisodeRecorderNode(Node):
         self._command_topic = self.resolve_topic_name(topics.EPISODE_COMMAND.name)
         self._events_topic = self.resolve_topic_name(topics.EVENTS_TOPIC.name)
         self.closed: list[str] = []  # bag folders finished by this node
+        self._graph_state = {self.resolve_topic_name(spec.name): spec.type for spec in GRAPH_STATE_TOPICS}
+        self._graph_state_kept: dict[str, dict[bytes, None]] = {topic: {} for topic in self._graph_state}
         for spec in topics.TOPICS:
-            subscription(self, message_class(spec.type), spec,
-                         self._make_callback(self.resolve_topic_name(spec.name), spec.type),
+            try:
+                kind = message_class(spec.type)
+            except ImportError as exc:
+                self.get_logger().warning(f"not recording {spec.name}: its type {spec.type} is not installed ({exc})")
+                continue
+            subscription(self, kind, spec, self._make_callback(self.resolve_topic_name(spec.name), spec.type),
                          depth=None if spec.qos == topics.LATCHED else RECORDER_DEPTH, raw=True)
         self.create_timer(0.1, self._close_when_due)
         self.create_timer(FLUSH_PERIOD_S, self._flush)
@@ -231,6 +246,10 @@ class EpisodeRecorderNode(Node):
             return
         self.episode_id, self.status, self._events, self._final = status.episode_id, status, [], False
         self._opened_at = time.monotonic()
+        opened_ns = self.get_clock().now().nanoseconds
+        for topic, kept in self._graph_state_kept.items():
+            for data in kept:
+                self._write(topic, self._graph_state[topic], opened_ns, data)
         now = time.monotonic()
         for received, topic, type_name, stamp, data in self._idle:
             if topic == self._labels_topic:
@@ -244,6 +263,16 @@ class EpisodeRecorderNode(Node):
                                + (f" (continuing {continues})" if continues else ""))
 
     def _record(self, topic: str, type_name: str, stamp_ns: int, data: bytes) -> None:
+        if topic in self._graph_state:
+            kept = self._graph_state_kept[topic]
+            if bytes(data) in kept:
+                return
+            if len(kept) >= GRAPH_STATE_KEPT:
+                kept.pop(next(iter(kept)))
+            kept[bytes(data)] = None
+            if self.bag is not None:
+                self._write(topic, type_name, stamp_ns, data)
+            return  # written into each bag when it opens, not through the idle buffer
         if self.bag is None:
             self._idle.append((time.monotonic(), topic, type_name, stamp_ns, bytes(data)))
             return

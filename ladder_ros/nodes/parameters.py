@@ -137,11 +137,12 @@ CAMERA = COMMON + (
     ParamSpec("device", STR, "0", "opencv: camera index, device path (/dev/video0) or video file"),
     ParamSpec("width", INT, 0, "Colour image width (px); 0: the device's default", min=0, max=8192),
     ParamSpec("height", INT, 0, "Colour image height (px); 0: the device's default", min=0, max=8192),
-    ParamSpec("fps", FLOAT, 0.0, "Frame rate (Hz); 0: the device's default (fake: 30)", min=0.0, max=1000.0),
+    ParamSpec("fps", FLOAT, 0.0, "Frame rate (Hz); 0: the device's default (fake: 30; a video file: its own "
+              "rate)", min=0.0, max=1000.0),
     ParamSpec("depth", BOOL, True, "realsense: also stream depth, aligned to colour, on "
               "camera/aligned_depth_to_color/image_raw (32FC1, m)"),
-    ParamSpec("realtime_playback", BOOL, True, "realsense recordings: play at the recorded speed (false: as fast "
-              "as frames are read)"),
+    ParamSpec("realtime_playback", BOOL, True, "realsense recordings and video files: play at the recorded "
+              "speed, or a video at fps when given (false: as fast as frames are read)"),
     ParamSpec("calibration_file", STR, "", "Intrinsics for camera/camera_info (ROS camera_info YAML, e.g. "
               "calibration/widowx_main.yaml; relative paths also resolve against the package share folder); "
               "empty: the device's factory intrinsics (RealSense), none for a plain USB camera"),
@@ -150,6 +151,11 @@ CAMERA = COMMON + (
     ParamSpec("retry_s", FLOAT, 2.0, "Wait this long (s) before opening the camera again after it failed or was "
               "unplugged", min=0.05, max=600.0),
     ParamSpec("diagnostics_period_s", FLOAT, 1.0, "Publish diagnostics this often (s)", min=0.05, max=60.0),
+    ParamSpec("loop", BOOL, False, "opencv video files: start again from the first frame at the end (false: the "
+              "stream ends)"),
+    ParamSpec("base_frame", STR, "", "The robot base frame the calibration's extrinsics must be in (the driver's "
+              "base_frame, e.g. wx250s/base_link); empty: whatever the calibration file says. The camera pose goes "
+              "out on /tf_static from it to frame_id"),
 )
 
 DEPTH = COMMON + (

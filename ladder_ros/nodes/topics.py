@@ -162,12 +162,19 @@ JOINT_COMMAND = TopicSpec("robot/joint_command", "sensor_msgs/msg/JointState", S
                           "(sent when armed; dry run: computed only), plus the commanded `gripper_aperture`; "
                           "Franka: velocities are the waypoint velocities", external=True)
 
+# The camera's calibrated pose, absolute as tf2 expects it, with the QoS of tf2's StaticTransformBroadcaster
+# (ros2/geometry2 tf2_ros_py/tf2_ros/static_transform_broadcaster.py: depth 1, transient local, keep last).
+TF_STATIC = TopicSpec("/tf_static", "tf2_msgs/msg/TFMessage", LATCHED, "once, at start", "camera (robot, from "
+                      "calibration/<robot>_<camera>.yaml)", ("episode_recorder (into every bag)", "tf2 listeners"),
+                      "The calibrated camera pose: the robot base frame (extrinsics parent_frame) to the optical "
+                      "frame the images and depth name", external=True)
+
 TOPICS: tuple[TopicSpec, ...] = (IMAGE, CAMERA_INFO, SENSOR_DEPTH, DEPTH, DIAGNOSTICS,
                                  JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
                                  CURRENT_SUBGOAL, EVENTS_TOPIC, VERIFY_REQUEST, VERIFY_RESULT, PLAN_REQUEST,
                                  PLAN_RESULT, ACTION, ACTION_TAG,
                                  EPISODE_COMMAND, EPISODE_STATUS, LABELS, SAFETY_STATE,
-                                 COMMAND_REPLY, SAFETY, CLOCK, JOINT_COMMAND)
+                                 COMMAND_REPLY, SAFETY, CLOCK, JOINT_COMMAND, TF_STATIC)
 
 # Services, relative to the graph namespace: the orchestrator's (std_srvs/srv/Trigger) and the robot
 # driver's safety interface (standard types, so any driver package can offer them).

@@ -1,72 +1,95 @@
 """What the WidowX and Franka driver nodes share: the safety interface, the state streams, the watchdog.
 
-:class:`RobotDriverNode` is the base of both drivers. It owns everything that is the same for any
-arm: the ``policy/action`` subscription and the checks every action gets before the arm's own
-(only the configured policy publishes, not stale, one per control period), the safety supervisor
-(:mod:`ladder_ros.core.safety_supervisor`: dry run until armed, latched e-stop, watchdog, hold while
-verifying) with its services and latched state, the joint-state and end-effector-pose streams,
-the published and counted interventions, homing through the control loop, and the diagnostics
-(control period and jitter). A driver subclass supplies the arm: how to read it, how an action
-becomes a target, how to send and hold.
+:class:`RobotDriverNode` is the base of both drivers and only wires things together:
+
+* actions on ``policy/action`` go through the source check (only the configured policy
+  publishes), :class:`~ladder_ros.robots.admission.ActionAdmission` (not stale, not from the
+  future, one per control period) and then the subclass's filter and arm (``arm_apply``);
+* the safety supervisor (:mod:`ladder_ros.core.safety_supervisor`: dry run until armed, latched
+  e-stop, watchdog, hold while verifying, faults that need a recovery) with its services;
+* every vendor call that can block runs on a :class:`~ladder_ros.robots.vendor_calls.VendorCallWorker`
+  with a deadline, so the e-stop, the watchdog and the joint states never wait for the arm's API;
+  a call past its deadline is a ``vendor_timeout`` fault;
+* stopping (e-stop, watchdog, faults, disarming): the subclass stops the arm and says how
+  (:class:`StopOutcome`); a stop the arm refused escalates to the subclass's last resort (the
+  WidowX turns its torque off), and the state says what happened and whether the arm is at rest
+  yet, measured;
+* what is published and logged: :class:`~ladder_ros.nodes.driver_reporting.DriverReporter`.
+
+A subclass supplies the arm through the ``arm_*`` hooks.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
-from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from ladder_ros.core.errors import ConfigError, LadderError
+from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.safety import (
-    DUPLICATE,
+    ESTOP,
     FOREIGN_PUBLISHER,
+    HOLD_REFUSED,
     ROBOT_ERROR,
-    STALE,
+    VENDOR_TIMEOUT,
     WATCHDOG,
     InterventionCounts,
 )
 from ladder_ros.core.safety_supervisor import Permission, SafetySupervisor, SupervisorConfig
-from ladder_ros.messages import RUNNING, WALL_CLOCK, EpisodeStatus, SafetyInterventionDoc
+from ladder_ros.messages import RUNNING, WALL_CLOCK, EpisodeStatus
 from ladder_ros.nodes import topics
+from ladder_ros.nodes.driver_reporting import DriverReporter
 from ladder_ros.nodes.parameters import NODE_CHECKS, ParamSpec
-from ladder_ros.nodes.runtime import ActionSource, EpisodeFollower, declare_parameters, publisher, subscription
+from ladder_ros.nodes.runtime import ActionSource, EpisodeFollower, declare_parameters, subscription
+from ladder_ros.robots.admission import ActionAdmission, AdmissionConfig
+from ladder_ros.robots.arm_health import RestDetector
 from ladder_ros.robots.kinematics import joint_path
 from ladder_ros.robots.timing import ControlTiming
-from ladder_ros.ros_conversions import (
-    diagnostic_status,
-    diagnostics_to_msg,
-    document_to_msg,
-    joint_state_to_msg,
-    pose_matrix_to_msg,
-    stamp_to_ns,
-)
+from ladder_ros.robots.vendor_calls import DONE, EXPIRED, LATE, VendorCall, VendorCallWorker
+from ladder_ros.ros_conversions import stamp_to_ns
 
-LEVELS = {0: "ok", 1: "warn", 2: "error"}  # the supervisor's level (armed, dry run, e-stop) as a diagnostic level
+# At rest: every joint slower than this (rad/s) in two readings in a row. A Dynamixel reports velocity in
+# steps of 0.229 rpm = 0.024 rad/s (e-manual, Present_Velocity), so one step of noise still reads as rest.
+REST_SPEED_RAD_S = 0.03
+REST_READINGS = 2
 
 
 class ArmSnapshot:
     """One reading of the arm: joints (rad), aperture in [0, 1], end-effector pose (4x4, base frame)."""
 
-    __slots__ = ("names", "joints", "aperture", "pose", "velocities")
+    __slots__ = ("names", "joints", "aperture", "pose", "velocities", "stamp_ns")
 
     def __init__(self, names: Sequence[str], joints: np.ndarray, aperture: float, pose: np.ndarray,
-                 velocities: np.ndarray | None = None):
-        self.names, self.joints, self.aperture, self.pose, self.velocities = (
-            tuple(names), np.asarray(joints, dtype=np.float64), float(aperture), pose, velocities)
+                 velocities: np.ndarray | None = None, stamp_ns: int | None = None):
+        self.names, self.joints, self.aperture, self.pose, self.velocities, self.stamp_ns = (
+            tuple(names), np.asarray(joints, dtype=np.float64), float(aperture), pose, velocities, stamp_ns)
+
+
+@dataclass(frozen=True)
+class StopOutcome:
+    """How a stop went: ``held`` (the arm took it), in words; ``refused``: the arm's API refused a first attempt.
+
+    ``last_resort``: when not held, a blocking call that stops the arm another way (torque off),
+    run on the vendor-call worker; it returns a sentence saying what it did.
+    """
+
+    held: bool
+    how: str
+    refused: bool = False
+    last_resort: Callable[[], str] | None = None
 
 
 class RobotDriverNode(Node):
     """Base of the robot drivers (see the module docstring); subclasses implement the ``arm_*`` hooks."""
+
+    vendor = "the arm's API"  # how log lines name the vendor API
 
     def __init__(self, node_name: str, executable: str, specs: Sequence[ParamSpec], **node_options):
         super().__init__(node_name, **node_options)
@@ -80,19 +103,19 @@ class RobotDriverNode(Node):
         self.preset = get_preset(self.params["preset"])
         self.period = 1.0 / self.preset.control_rate_hz
         self.timing = ControlTiming(self.period)
+        self.admission = ActionAdmission(AdmissionConfig(self.period, self.params["max_action_age_s"],
+                                                         self.params["future_tolerance_s"]))
+        self.worker = VendorCallWorker(f"{node_name}-vendor-calls")
+        self.reporter = DriverReporter(self, self.params["aperture_joint"], self.params["base_frame"], time.monotonic)
+        self.rest = RestDetector(REST_SPEED_RAD_S, REST_READINGS)
         self.supervisor: SafetySupervisor | None = None
         self.snapshot: ArmSnapshot | None = None
         self.homing: list[np.ndarray] = []  # joint targets still to send to reach home
         self.action_ages_ms: deque[float] = deque(maxlen=200)
-        self._last_action_stamp_ns: int | None = None  # the stamp of the last action let in
-        self._stopped_for_watchdog_at: float | None = None
-        self._state_values: dict[str, str] = {}
-        self._joint_pub = publisher(self, JointState, topics.JOINT_STATES)
-        self._pose_pub = publisher(self, PoseStamped, topics.EE_POSE)
-        self._command_pub = publisher(self, JointState, topics.JOINT_COMMAND)
-        self._safety_pub = publisher(self, String, topics.SAFETY)
-        self._state_pub = publisher(self, DiagnosticStatus, topics.SAFETY_STATE)
-        self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
+        self._handlers: dict[int, Callable[[VendorCall], None]] = {}
+        self._recovery: VendorCall | None = None
+        self._next_health_at = 0.0
+        self._health_reported = ""  # the last fault the health poll reported (each is reported once)
 
     # ------------------------------------------------------------------ start (after the subclass has its arm)
     def start(self, counts: InterventionCounts) -> None:
@@ -109,9 +132,13 @@ class RobotDriverNode(Node):
         self.action_source = ActionSource(self, self.params["action_source"])
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
         self.create_timer(self.period, self._on_control_tick)
-        self.create_timer(self.period / 4, self._on_watchdog_tick)
+        self.create_timer(self.period / 4, self._on_fast_tick)
         self.create_timer(1.0, self._publish_diagnostics)
-        self._publish_state(force=True)
+        check = self.arm_ready_job()
+        if check is not None:
+            self.supervisor.set_not_ready("checking the arm before it can be armed")
+            self.run_blocking("start-up check", check, self.params["vendor_call_timeout_s"], self._on_ready_checked)
+        self.publish_state(force=True)
         self.get_logger().info(f"{self.get_name()}: started DISARMED (dry run): commands are computed and recorded, "
                                f"nothing moves until {self.resolve_service_name(topics.ARM_SERVICE)} arms the robot")
 
@@ -120,11 +147,11 @@ class RobotDriverNode(Node):
         raise NotImplementedError
 
     def arm_apply(self, msg: JointTrajectory, now: float) -> None:
-        """Check one action (layout, filter, target) and send or hold it as ``self.supervisor.permit`` says."""
+        """Check one action (layout, filter, target) and send or hold it as ``self.permit`` says."""
         raise NotImplementedError
 
-    def arm_hold(self) -> None:
-        """Stop the arm where it is going now and keep it there (watchdog, e-stop, disarm)."""
+    def arm_stop(self) -> StopOutcome:
+        """Stop the arm where it is now and keep it there (never blocking); say how it went."""
         raise NotImplementedError
 
     def arm_reseed(self) -> None:
@@ -137,51 +164,56 @@ class RobotDriverNode(Node):
         """(current joints, home joints, largest step per period) for homing; opens the gripper."""
         raise NotImplementedError
 
-    def arm_poll_error(self) -> str | None:
+    def arm_check(self, snapshot: ArmSnapshot, now: float) -> list[tuple[str, str]]:
+        """Faults seen in a reading, as (kind, reason): a stalled joint, an overdue gripper, an arm's error."""
+        return []
+
+    def arm_ready_job(self) -> Callable[[], str] | None:
+        """A blocking check to pass before the robot may be armed (the WidowX's profile), or None."""
         return None
 
-    def arm_recover(self) -> str:
+    def arm_health_job(self) -> Callable[[], list[tuple[str, str]]] | None:
+        """A blocking poll of the arm's health (motor registers), run every ``health_poll_s``; None: none."""
+        return None
+
+    def arm_recover_job(self) -> Callable[[], str]:
         raise NotImplementedError
+
+    def arm_recovered(self) -> None:
+        """After a confirmed recovery (never blocking): restart what follows the arm's motion."""
 
     def arm_diagnostics(self) -> dict[str, Any]:
         return {}
+
+    def hardware_id(self) -> str:
+        return self.get_name()
 
     # ------------------------------------------------------------------ actions
     def _on_action(self, msg: JointTrajectory) -> None:
         try:
             now = time.monotonic()
-            age_s = (self.get_clock().now().nanoseconds - stamp_to_ns(msg.header.stamp)) / 1e9
-            self.action_ages_ms.append(age_s * 1000.0)
+            arrival_ns = self.get_clock().now().nanoseconds
+            stamp_ns = stamp_to_ns(msg.header.stamp)
+            self.action_ages_ms.append((arrival_ns - stamp_ns) / 1e6)
             foreign = self.action_source.foreign_publishers()
             if foreign:
                 self.intervene(FOREIGN_PUBLISHER, f"policy/action has publishers besides the configured policy "
                                f"{self.action_source.name}: {', '.join(foreign)}; no action is trusted while they "
                                "publish")
                 return
-            if age_s > self.params["max_action_age_s"]:
-                self.intervene(STALE, f"an action stamped {age_s:.3f} s ago (max_action_age_s "
-                               f"{self.params['max_action_age_s']}): it answers a moment that has passed",
-                               value=age_s, limit=self.params["max_action_age_s"])
+            verdict = self.admission.judge(stamp_ns, arrival_ns)
+            if not verdict.admitted:
+                self.intervene(str(verdict.kind), verdict.reason, value=verdict.value, limit=verdict.limit)
                 return
-            # One action per control step, judged by the policy's stamps (the moment each answers), so
-            # actions that the transport delivers bunched together are still told apart.
-            stamp_ns = stamp_to_ns(msg.header.stamp)
-            if self._last_action_stamp_ns is not None and \
-                    stamp_ns - self._last_action_stamp_ns < 0.5e9 * self.period:
-                gap_ms = (stamp_ns - self._last_action_stamp_ns) / 1e6
-                self.intervene(DUPLICATE, f"an action stamped {gap_ms:.1f} ms after the last one: one action per "
-                               f"control period ({1000 * self.period:.0f} ms) is applied")
-                return
-            self._last_action_stamp_ns = stamp_ns
             if self.homing:
                 self.get_logger().warning("homing: actions are ignored until the arm is home",
                                           throttle_duration_sec=2.0)
                 return
             self.arm_apply(msg, now)
-            self._publish_state()
-        except Exception as exc:  # a callback never lets an exception escape: hold, say why
-            self.get_logger().error(f"action not applied (holding): {exc!r}")
-            self._hold_quietly()
+            self.publish_state()
+        except Exception as exc:  # a callback never lets an exception escape: stop, say why
+            self.get_logger().error(f"action not applied (stopping the arm): {exc!r}")
+            self.stop_arm()
 
     def permit(self, now: float) -> Permission:
         """The supervisor's verdict on a command that passed the filter; a moving command is a control tick."""
@@ -193,81 +225,168 @@ class RobotDriverNode(Node):
 
     def intervene(self, kind: str, reason: str, *, axis: str | None = None, value: float | None = None,
                   limit: float | None = None, counted: bool = False) -> None:
-        """Count (unless ``counted`` already) and publish one intervention; log it."""
+        """Count (unless ``counted`` already), publish and log one intervention."""
         assert self.supervisor is not None
         if not counted:
             self.supervisor.counts.count(kind)
-        self.get_logger().error(f"safety: {kind}: {reason}", throttle_duration_sec=1.0)
         status = self.episodes.current
-        episode_id = status.episode_id if status is not None and status.state == RUNNING else ""
-        step = max(0, status.step) if status is not None and status.state == RUNNING else 0
-        self._safety_pub.publish(document_to_msg(SafetyInterventionDoc(
-            episode_id=episode_id, step=step, source=self.get_fully_qualified_name(), kind=kind, reason=reason,
-            axis=axis, value=None if value is None else float(value), limit=None if limit is None else float(limit),
-            counts=dict(self.supervisor.counts.counts))))
-        self._publish_state()
+        running = status is not None and status.state == RUNNING
+        self.reporter.intervention(kind, reason, self.supervisor.counts.counts, status.episode_id if running else "",
+                                   max(0, status.step) if running else 0, axis=axis, value=value, limit=limit)
+        self.publish_state()
 
     def publish_command(self, names: Sequence[str], joints: np.ndarray, aperture: float,
                         velocities: np.ndarray | None = None) -> None:
-        msg = joint_state_to_msg(names, joints, aperture, self.get_clock().now().nanoseconds,
-                                 self.params["aperture_joint"])
-        if velocities is not None:
-            msg.velocity = [*map(float, velocities), 0.0]
-        self._command_pub.publish(msg)
+        self.reporter.command(names, joints, aperture, velocities)
 
-    # ------------------------------------------------------------------ periodic
-    def _on_control_tick(self) -> None:
-        """Read and publish the arm's state; poll its errors; follow a pending verification; step homing."""
+    # ------------------------------------------------------------------ stopping and faults
+    def stop_arm(self) -> None:
+        """Stop the arm now; escalate a refused stop; the state says how it went (module docstring)."""
         assert self.supervisor is not None
         try:
-            snapshot = self.arm_read()
+            outcome = self.arm_stop()
+        except Exception as exc:
+            outcome = StopOutcome(False, f"the stop raised {exc!r}", refused=True)
+        self.rest.reset()
+        if outcome.held:
+            self.supervisor.note_stop(outcome.how)
+            if outcome.refused:
+                self.intervene(HOLD_REFUSED, outcome.how)
+            return
+        self.supervisor.fault(HOLD_REFUSED, outcome.how)
+        if outcome.last_resort is None:
+            self.supervisor.note_stop(f"{outcome.how}; NOT STOPPED: use the hardware e-stop")
+        else:
+            self.supervisor.note_stop(f"{outcome.how}; stopping it by its last resort")
+            self.run_blocking("last-resort stop", outcome.last_resort, self.params["vendor_call_timeout_s"],
+                              lambda call: self._on_last_resort(outcome.how, call))
+        self.intervene(HOLD_REFUSED, outcome.how, counted=True)
+
+    def _on_last_resort(self, how: str, call: VendorCall) -> None:
+        assert self.supervisor is not None
+        if call.state == DONE:
+            self.supervisor.note_stop(f"{how}; {call.result}")
+        else:
+            self.supervisor.note_stop(f"{how}; the last resort failed ({call.describe()}): use the hardware e-stop")
+            self.get_logger().error(f"the arm could not be stopped: {call.describe()}: use the hardware e-stop")
+        self.publish_state()
+
+    def fault(self, kind: str, reason: str) -> None:
+        """A fault: counted, disarmed, the arm stopped; arming waits for a confirmed recovery."""
+        assert self.supervisor is not None
+        self.supervisor.fault(kind, reason)
+        self.homing = []
+        self.stop_arm()
+        self.intervene(kind, reason, counted=True)
+
+    # ------------------------------------------------------------------ vendor calls
+    def run_blocking(self, name: str, function: Callable[[], Any], deadline_s: float,
+                     on_end: Callable[[VendorCall], None] | None = None) -> VendorCall:
+        """Run a blocking vendor call on the worker; ``on_end`` gets it when it ended or missed its deadline."""
+        call = self.worker.submit(name, function, deadline_s)
+        if on_end is not None:
+            self._handlers[id(call)] = on_end
+        return call
+
+    def _poll_vendor_calls(self) -> None:
+        for call in self.worker.poll():
+            if call.state == LATE:
+                self.get_logger().warning(f"{self.vendor}: {call.describe()}")
+                continue
+            handler = self._handlers.pop(id(call), None)
+            if call.state == EXPIRED:
+                self.fault(VENDOR_TIMEOUT, f"{self.vendor} did not answer ({call.describe()}); the robot stays "
+                                           "disarmed until a recovery succeeds")
+            if handler is not None:
+                handler(call)
+
+    def _on_ready_checked(self, call: VendorCall) -> None:
+        assert self.supervisor is not None
+        if call.state == DONE:
+            self.supervisor.set_not_ready(None)
+            self.arm_recovered()
+            self.get_logger().info(f"ready to arm: {call.result}")
+        else:
+            reason = f"start-up check failed: {call.error}" if call.error is not None else call.describe()
+            self.supervisor.set_not_ready(reason)
+            self.get_logger().error(f"the robot cannot be armed: {reason}")
+        self.publish_state(force=True)
+
+    # ------------------------------------------------------------------ periodic
+    def _read(self) -> ArmSnapshot | None:
+        try:
+            self.snapshot = self.arm_read()
         except Exception as exc:
             self.get_logger().error(f"cannot read the arm: {exc!r}", throttle_duration_sec=1.0)
-            return
-        self.snapshot = snapshot
-        stamp = self.get_clock().now().nanoseconds
-        try:
-            joints = joint_state_to_msg(snapshot.names, snapshot.joints, snapshot.aperture, stamp,
-                                        self.params["aperture_joint"])
-            if snapshot.velocities is not None:
-                joints.velocity = [*map(float, snapshot.velocities), 0.0]
-            self._joint_pub.publish(joints)
-            self._pose_pub.publish(pose_matrix_to_msg(snapshot.pose, stamp, self.params["base_frame"]))
-        except LadderError as exc:
-            self.get_logger().error(f"not publishing the arm's state: {exc}", throttle_duration_sec=1.0)
-        try:
-            error = self.arm_poll_error()
-        except Exception as exc:
-            error = repr(exc)
-        if error:
-            self.supervisor.robot_error(error)
-            self.homing = []
-            self._hold_quietly()
-            self.intervene(ROBOT_ERROR, f"the arm reported an error, the robot is disarmed: {error}", counted=True)
+            return None
+        return self.snapshot
+
+    def _on_control_tick(self) -> None:
+        """Publish the arm's state; notice faults; follow a pending verification; step homing; poll the health."""
+        assert self.supervisor is not None
+        now = time.monotonic()
+        snapshot = self._read()
+        if snapshot is not None:
+            self.reporter.arm_state(snapshot.names, snapshot.joints, snapshot.aperture, snapshot.pose,
+                                    snapshot.velocities)
+            if self.supervisor.recovery_required is None:
+                for kind, reason in self._stale(snapshot) + self.arm_check(snapshot, now):
+                    self.fault(kind, reason)
+                    break
         status = self.episodes.current
         self.supervisor.set_verifying(status is not None and status.state == RUNNING
                                       and status.pending_request is not None)
         if self.homing:
             self._step_homing()
-        self._publish_state()
+        health = self.arm_health_job()
+        if health is not None and now >= self._next_health_at and not self.worker.busy:
+            self._next_health_at = now + self.params["health_poll_s"]
+            self.run_blocking("health poll", health, self.params["vendor_call_timeout_s"], self._on_health)
+        self._poll_vendor_calls()
+        self.publish_state()
 
-    def _on_watchdog_tick(self) -> None:
+    def _stale(self, snapshot: ArmSnapshot) -> list[tuple[str, str]]:
+        if snapshot.stamp_ns is None or self._recovery is not None:
+            return []
+        age_s = (self.get_clock().now().nanoseconds - snapshot.stamp_ns) / 1e9
+        if age_s <= self.params["max_state_age_s"]:
+            return []
+        return [(VENDOR_TIMEOUT, f"the arm's joint states are {age_s:.2f} s old (max_state_age_s "
+                                 f"{self.params['max_state_age_s']:g}): {self.vendor} stopped reporting")]
+
+    def _on_health(self, call: VendorCall) -> None:
+        assert self.supervisor is not None
+        if call.state != DONE:
+            if call.state != EXPIRED and self.supervisor.recovery_required is None:
+                self.fault(ROBOT_ERROR, f"the health poll failed: {call.error!r}")
+            return
+        for kind, reason in call.result or []:
+            if reason == self._health_reported:
+                break
+            self._health_reported = reason
+            if self.supervisor.recovery_required is None:
+                self.fault(kind, reason)
+            else:  # a fault is pending already: what the motors say about it is reported beside it
+                self.intervene(kind, f"while a fault is pending: {reason}")
+            break
+
+    def _on_fast_tick(self) -> None:
+        """The watchdog, the vendor calls, and whether a stopped arm is at rest yet, four times a period."""
         assert self.supervisor is not None
         now = time.monotonic()
         if self.supervisor.watchdog_due(now):
-            self._hold_quietly()
-            self.timing.gap()
-            self._stopped_for_watchdog_at = now
             last = self.supervisor.last_command_at or now
+            self.stop_arm()
+            self.timing.gap()
             self.intervene(WATCHDOG, f"no action for {now - last:.3f} s (watchdog "
-                           f"{self.supervisor.config.watchdog_s:.3f} s): the arm holds", counted=True,
+                           f"{self.supervisor.config.watchdog_s:.3f} s): the arm is stopped and holds", counted=True,
                            value=now - last, limit=self.supervisor.config.watchdog_s)
-
-    def _hold_quietly(self) -> None:
-        try:
-            self.arm_hold()
-        except Exception as exc:
-            self.get_logger().error(f"cannot command the hold: {exc!r}")
+        if self.supervisor.at_rest is False:
+            snapshot = self._read()
+            if snapshot is not None and snapshot.velocities is not None and self.rest.update(snapshot.velocities):
+                self.supervisor.note_rest(True)
+        self._poll_vendor_calls()
+        self.publish_state()
 
     # ------------------------------------------------------------------ services
     def _on_arm(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
@@ -280,33 +399,33 @@ class RobotDriverNode(Node):
             else:
                 ok, message = self.supervisor.disarm()
                 self.homing = []
-                self._hold_quietly()
+                self.stop_arm()
             response.success, response.message = ok, message
         except Exception as exc:
             response.success, response.message = False, f"error: {exc!r}"
         self.get_logger().warning(f"{topics.ARM_SERVICE} {request.data}: {response.message}")
-        self._publish_state(force=True)
+        self.publish_state(force=True)
         return response
 
     def _on_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         assert self.supervisor is not None
-        self.homing = []
-        self._hold_quietly()  # first, before anything else
         already = self.supervisor.estopped
         message = self.supervisor.estop()
+        self.homing = []
         if not already:
-            self.intervene("estop", "e-stop by the operator: the arm holds until released and armed again",
-                           counted=True)
+            self.stop_arm()
+            self.timing.gap()
+            self.intervene(ESTOP, "e-stop by the operator", counted=True)
         response.success, response.message = True, message
         self.get_logger().error(f"{topics.ESTOP_SERVICE}: {message}")
-        self._publish_state(force=True)
+        self.publish_state(force=True)
         return response
 
     def _on_release(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         assert self.supervisor is not None
         response.success, response.message = self.supervisor.release()
         self.get_logger().warning(f"{topics.ESTOP_RELEASE_SERVICE}: {response.message}")
-        self._publish_state(force=True)
+        self.publish_state(force=True)
         return response
 
     def _on_home(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
@@ -314,18 +433,35 @@ class RobotDriverNode(Node):
         return response
 
     def _on_recover(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        """Start the vendor's recovery on the worker; its outcome arrives in ``robot/safety_state``."""
         assert self.supervisor is not None
-        self.supervisor.disarm("recovering from an arm error")
+        if self._recovery is not None:
+            response.success, response.message = False, "a recovery is already running"
+            return response
+        self.supervisor.disarm("recovering")
+        self.supervisor.set_not_ready("recovering")
         self.homing = []
-        try:
-            message = self.arm_recover()
-            self.arm_reseed()
-            response.success, response.message = True, f"{message}; the robot stays disarmed"
-        except Exception as exc:
-            response.success, response.message = False, f"recovery failed: {exc!r}"
+        deadline = self.params["recover_timeout_s"]
+        self._recovery = self.run_blocking("recovery", self.arm_recover_job(), deadline, self._on_recovered)
+        response.success = True
+        response.message = (f"recovery started (deadline {deadline:g} s); robot/safety_state reports its outcome; the "
+                            "robot stays disarmed")
         self.get_logger().warning(f"{topics.RECOVER_SERVICE}: {response.message}")
-        self._publish_state(force=True)
+        self.publish_state(force=True)
         return response
+
+    def _on_recovered(self, call: VendorCall) -> None:
+        assert self.supervisor is not None
+        self._recovery = None
+        self.supervisor.set_not_ready(None)
+        if call.state == DONE:
+            self._health_reported = ""
+            self.supervisor.recovered(str(call.result))
+            self.arm_recovered()
+            self.get_logger().warning(f"recovered: {call.result}; the robot stays disarmed")
+        elif call.state != EXPIRED:  # an expired recovery is a vendor_timeout fault already
+            self.fault(ROBOT_ERROR, f"recovery failed: {call.error!r}")
+        self.publish_state(force=True)
 
     # ------------------------------------------------------------------ homing
     def go_home(self) -> tuple[bool, str]:
@@ -355,9 +491,11 @@ class RobotDriverNode(Node):
     def _on_episode_start(self, status: EpisodeStatus) -> None:
         assert self.supervisor is not None
         self.supervisor.new_episode()
+        self.admission.reset()
+        self.reporter.log.reset()
         self.timing.gap()
         self.arm_reseed()
-        self._publish_state(force=True)
+        self.publish_state(force=True)
 
     def _on_episode_end(self, status: EpisodeStatus) -> None:
         assert self.supervisor is not None
@@ -366,36 +504,32 @@ class RobotDriverNode(Node):
             self.get_logger().info(f"episode {status.episode_id} over: {message}")
 
     # ------------------------------------------------------------------ reporting
-    def _publish_state(self, force: bool = False) -> None:
+    def publish_state(self, force: bool = False) -> None:
         assert self.supervisor is not None
-        values = self.supervisor.values()
-        if not force and values == self._state_values:
-            return
-        self._state_values = values
-        level = self.supervisor.level
-        message = {0: "ARMED", 1: "DRY RUN (disarmed)", 2: "E-STOP latched"}[level]
-        self._state_pub.publish(diagnostic_status(f"{self.get_fully_qualified_name()}: safety", self.hardware_id(),
-                                                  LEVELS[level], message, values))
-
-    def hardware_id(self) -> str:
-        return self.get_name()
+        self.reporter.safety_state(self.supervisor, self.hardware_id(), force)
 
     def _publish_diagnostics(self) -> None:
         assert self.supervisor is not None
         ages = np.array(self.action_ages_ms) if self.action_ages_ms else None
+        running = self.worker.running()
+        snapshot = self.snapshot
+        state_age = None if snapshot is None or snapshot.stamp_ns is None else \
+            (self.get_clock().now().nanoseconds - snapshot.stamp_ns) / 1e6
         values: dict[str, Any] = {
             **self.timing.stats(),
             "action_age_p50_ms": None if ages is None else float(np.percentile(ages, 50)),
             "action_age_p99_ms": None if ages is None else float(np.percentile(ages, 99)),
+            "arm_state_age_ms": state_age, "vendor_call_running": running.name if running else "",
+            "vendor_threads_given_up": self.worker.threads_given_up,
             "held": dict(self.supervisor.holds), "interventions": dict(self.supervisor.counts.counts),
             "armed": str(self.supervisor.armed).lower(), "estop": str(self.supervisor.estopped).lower(),
             **self.arm_diagnostics()}
-        problem = "e-stop latched" if self.supervisor.estopped else "" if self.supervisor.armed else "dry run"
-        level = LEVELS[2 if self.supervisor.estopped else 0 if self.supervisor.armed else 1]
-        status_name = f"{self.get_fully_qualified_name()}: driver"
-        self._diagnostics_pub.publish(diagnostics_to_msg(status_name, self.hardware_id(), level, problem or "armed",
-                                                         values, self.get_clock().now().nanoseconds))
+        self.reporter.diagnostics(self.supervisor, self.hardware_id(), values)
 
     def on_shutdown(self, executor) -> None:
-        """Hold the arm before the process ends."""
-        self._hold_quietly()
+        """Stop the arm before the process ends."""
+        if self.supervisor is not None:
+            self.stop_arm()
+
+    def close(self) -> None:
+        self.worker.close()

@@ -174,6 +174,12 @@ class InterbotixArm:
     def node_name(self) -> str:
         return self.node.get_fully_qualified_name()
 
+    @property
+    def finger_limits(self) -> tuple[float, float]:
+        """The left finger's lower and upper limit (m) the API stops the PWM at (the URDF's)."""
+        gripper = self.bot.gripper
+        return float(gripper.left_finger_lower_limit), float(gripper.left_finger_upper_limit)
+
     # ------------------------------------------------------------------ never blocking
     def read(self) -> ArmReading:
         state = self.bot.core.robot_get_joint_states()

@@ -60,7 +60,8 @@ class VendorCall:
         if self.state == EXPIRED:
             return f"{self.name}: no answer within its {self.deadline_s:g} s deadline"
         if self.state == LATE:
-            return f"{self.name}: answered {self.seconds:.3f} s after it started, past its {self.deadline_s:g} s deadline"
+            return (f"{self.name}: answered {self.seconds:.3f} s after it started, past its {self.deadline_s:g} s "
+                    "deadline")
         return f"{self.name}: {self.state}"
 
 

@@ -67,7 +67,9 @@ SLEEP_POSITIONS = (0.0, -1.80, 1.55, 0.0, 0.8, 0.0, 0.0)  # config/wx250s.yaml s
 MODES_PROFILE = dxl.ProfileRegisters(2000, 300)  # config/modes.yaml, group arm
 HORN_RADIUS_M = 0.014  # config/wx250s.yaml grippers.gripper
 ARM_LENGTH_M = 0.024
-FINGER_LOWER_M, FINGER_UPPER_M = 0.015, 0.037  # URDF left_finger limits
+# URDF left_finger limits, as the float32 values xs_sdk reports them: the fingers' stops, where the API's timer
+# (finger <= lower, >= upper) switches the PWM off
+FINGER_LOWER_M, FINGER_UPPER_M = float(np.float32(0.015)), float(np.float32(0.037))
 FINGER_VELOCITY_LIMIT = 1.0  # URDF left_finger velocity (m/s)
 PWM_LIMIT = 885  # X-series PWM_Limit(36) initial value (e-manual)
 # Gripper motor speed at full PWM (rad/s): an X-series motor's no-load speed, about 46 rpm at 12 V

@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
-from ladder_ros.core.safety import WorkspaceBox
+from ladder_ros.core.safety import DUPLICATE, FUTURE_STAMP, STALE, WorkspaceBox
+from ladder_ros.robots.admission import ActionAdmission, AdmissionConfig
+from ladder_ros.robots.arm_health import GripperMonitor, RestDetector, TrackingMonitor
+from ladder_ros.robots.dynamixel import ProfileRegisters, TimeProfile
+from ladder_ros.robots.vendor_calls import DONE, EXPIRED, FAILED, LATE, VendorCallWorker
 from ladder_ros.robots.ee_target import BridgeTarget
 from ladder_ros.robots.franka import (
     BRAKE_MARGIN,
@@ -243,3 +247,191 @@ def test_control_timing_reports_period_and_jitter_against_nominal():
     timing.gap()
     timing.tick(5.0)  # after a hold, no period spans the gap
     assert timing.stats()["period_max_ms"] == pytest.approx(210.0)
+
+
+# ------------------------------------------------------------------ admission: stamp and arrival together
+PERIOD_NS = 200_000_000
+
+
+def admission(**config):
+    return ActionAdmission(AdmissionConfig(**{"period_s": 0.2, "max_age_s": 0.5, "future_tolerance_s": 0.05,
+                                              **config}))
+
+
+def test_stale_and_future_stamps_are_refused_with_a_small_tolerance_either_way():
+    gate = admission()
+    now = 10_000_000_000
+    assert gate.judge(now - 500_000_000, now).admitted  # exactly max_age: let in
+    gate.reset()
+    verdict = gate.judge(now - 500_000_001, now)
+    assert verdict.kind == STALE and verdict.value == pytest.approx(0.500000001) and verdict.limit == 0.5
+    assert gate.judge(now + 50_000_000, now).admitted  # 50 ms ahead: within the clocks' tolerance
+    gate.reset()
+    verdict = gate.judge(now + 50_000_001, now)
+    assert verdict.kind == FUTURE_STAMP and verdict.limit == 0.05 and "ahead" in verdict.reason
+    assert gate.last_stamp_ns is None  # refusals leave no mark
+
+
+def test_a_burst_stamped_a_period_apart_but_arriving_together_applies_one_action():
+    gate = admission(future_tolerance_s=10.0)  # even with a lax clock tolerance
+    arrival = 50_000_000_000
+    verdicts = [gate.judge(arrival + k * PERIOD_NS, arrival + k * 1_000_000) for k in range(30)]
+    assert sum(v.admitted for v in verdicts) == 1
+    assert all(v.kind == DUPLICATE and "arrived" in v.reason for v in verdicts[1:])
+
+
+def test_one_action_per_period_by_stamp_and_by_arrival_with_half_a_period_of_jitter():
+    gate = admission()
+    t = 100 * PERIOD_NS
+    assert gate.judge(t, t).admitted
+    assert gate.judge(t + PERIOD_NS // 2, t + PERIOD_NS // 2).admitted  # half a period later on both: fine
+    assert gate.judge(t + PERIOD_NS // 2 + 99_999_999, t + 2 * PERIOD_NS).kind == DUPLICATE  # stamp too close
+    assert gate.judge(t + PERIOD_NS, t + PERIOD_NS // 2 + 99_999_999).kind == DUPLICATE  # arrival too close
+    # a steady stream with arrival jitter of +-40 ms is let through whole
+    gate = admission()
+    rng = np.random.default_rng(0)
+    stamps = [k * PERIOD_NS for k in range(1, 200)]
+    arrivals = [s + int(rng.uniform(0, 40e6)) for s in stamps]
+    assert all(gate.judge(s, a).admitted for s, a in zip(stamps, arrivals))
+
+
+def test_admission_config_is_validated():
+    for bad in ({"period_s": 0.0}, {"max_age_s": -1.0}, {"future_tolerance_s": -0.1}, {"period_s": math.nan},
+                {"max_age_s": True}):
+        with pytest.raises(ConfigError, match="admission"):
+            admission(**bad)
+
+
+# ------------------------------------------------------------------ vendor calls with deadlines
+class StepClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def wait_until(condition, what, timeout_s=10.0):
+    import time
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.002)
+
+
+def test_vendor_calls_run_in_order_and_report_results_and_errors_once():
+    clock = StepClock()
+    worker = VendorCallWorker("test", clock)
+    done = []
+    first = worker.submit("write", lambda: done.append(1) or "written", 1.0)
+    second = worker.submit("read", lambda: 1 / 0, 1.0)
+    wait_until(lambda: not worker.busy, "the calls to end")
+    ended = worker.poll()
+    assert [c.name for c in ended] == ["write", "read"] and done == [1]
+    assert first.state == DONE and first.result == "written"
+    assert second.state == FAILED and isinstance(second.error, ZeroDivisionError) and "failed" in second.describe()
+    assert worker.poll() == []  # each reported once
+    with pytest.raises(ConfigError, match="deadline"):
+        worker.submit("x", lambda: None, 0.0)
+    worker.close()
+    with pytest.raises(ConfigError, match="closed"):
+        worker.submit("x", lambda: None, 1.0)
+
+
+def test_a_call_past_its_deadline_expires_a_fresh_thread_serves_the_rest_and_a_late_answer_is_reported():
+    import threading
+    clock = StepClock()
+    worker = VendorCallWorker("test", clock)
+    release = threading.Event()
+    entered = threading.Event()
+    stuck = worker.submit("reboot", lambda: (entered.set(), release.wait(), "rebooted")[2], 2.0)
+    queued = worker.submit("read", lambda: "value", 2.0)
+    assert entered.wait(10.0)
+    clock.t = 1.9
+    assert worker.poll() == [] and worker.running() is stuck  # within its deadline
+    clock.t = 2.1
+    expired = worker.poll()
+    assert expired == [stuck] and stuck.state == EXPIRED and worker.threads_given_up == 1
+    assert "2 s deadline" in stuck.describe()
+    wait_until(lambda: queued.state == DONE, "the queued call on a fresh thread")
+    assert worker.poll() == [queued]
+    clock.t = 5.0
+    release.set()
+    wait_until(lambda: stuck.state == LATE, "the stuck call to come back")
+    late = worker.poll()
+    assert late == [stuck] and stuck.result == "rebooted" and "past its 2 s deadline" in stuck.describe()
+    assert worker.poll() == []
+    worker.close()
+
+
+# ------------------------------------------------------------------ what the readings show
+def test_tracking_predicts_each_joint_and_reports_one_that_falls_behind_for_enough_readings():
+    profile = ProfileRegisters(250, 100)
+    monitor = TrackingMonitor(("a", "b"), (math.pi, 2.0), tolerance_rad=0.1, readings=2)
+    assert monitor.check([0.0, 0.0], 0.0) is None and not monitor.active  # not started: nothing to compare
+    monitor.start([0.0, 0.5], None, 10.0, profile)
+    monitor.commanded([0.4, 0.1], 10.0)
+    predicted = monitor.predicted(10.1)
+    expected = [TimeProfile(10.0, q0, 0.0, q1, profile, vmax).position(10.1)
+                for q0, q1, vmax in ((0.0, 0.4, math.pi), (0.5, 0.1, 2.0))]
+    assert np.allclose(predicted, expected)
+    assert monitor.check(predicted, 10.1) is None
+    # joint a stuck at 0: off by more than 0.1 rad once the profile has moved on, for two readings
+    assert monitor.check([0.0, monitor.predicted(10.15)[1]], 10.15) is None  # first strike
+    fault = monitor.check([0.0, monitor.predicted(10.2)[1]], 10.2)
+    assert fault is not None and fault.joint == "a" and fault.error_rad == pytest.approx(monitor.predicted(10.2)[0])
+    assert "a stopped following its command" in fault.describe()
+    # a joint back on its track clears its strikes
+    assert monitor.check(monitor.predicted(10.3), 10.3) is None
+    assert monitor.check([0.0, monitor.predicted(10.35)[1]], 10.35) is None
+    monitor.stop()
+    assert monitor.check([9.0, 9.0], 11.0) is None
+    with pytest.raises(ConfigError, match="velocity limits"):
+        TrackingMonitor(("a",), (1.0, 2.0), 0.1, 2)
+    with pytest.raises(ConfigError, match="readings"):
+        TrackingMonitor(("a",), (1.0,), 0.1, 0)
+
+
+def test_a_gripper_command_must_open_or_move_towards_closed_within_its_timeout():
+    gripper = GripperMonitor(open_m=0.037, closed_m=0.015, timeout_s=2.0)
+    assert gripper.check(0.02, 0.0) is None  # nothing commanded
+    gripper.commanded(False, 0.037, 0.0)
+    assert gripper.check(0.037, 1.9) is None  # still on its way
+    late = gripper.check(0.0365, 2.0)
+    assert late is not None and "did not close within 2 s" in late and "0.0365" in late
+    assert gripper.check(0.0365, 5.0) is None  # reported once
+    gripper.commanded(False, 0.037, 10.0)
+    assert gripper.check(0.030, 10.5) is None and gripper.check(0.030, 20.0) is None  # stopped on an object: a grasp
+    gripper.commanded(True, 0.015, 30.0)
+    assert gripper.check(0.0345, 32.5) is None  # within 3 mm of open
+    gripper.commanded(True, 0.015, 40.0)
+    assert "did not open" in gripper.check(0.020, 42.0)
+    gripper.commanded(False, 0.016, 50.0)
+    assert gripper.check(0.016, 52.0) is None  # at the closed stop already
+    gripper.commanded(True, 0.02, 60.0)
+    gripper.cancel()
+    assert gripper.check(0.02, 99.0) is None
+    with pytest.raises(ConfigError, match="open position"):
+        GripperMonitor(open_m=0.01, closed_m=0.02, timeout_s=1.0)
+
+
+def test_rest_needs_every_joint_slow_for_consecutive_readings():
+    rest = RestDetector(0.03, 2)
+    assert not rest.update([0.0, 0.01]) and rest.update([0.02, -0.029])
+    assert not rest.update([0.0, 0.031])  # one joint moving resets it
+    assert not rest.update([0.0, 0.0]) and rest.update([0.0, 0.0])
+    rest.reset()
+    assert not rest.at_rest
+
+
+def test_the_first_intervention_of_each_kind_is_logged_and_later_ones_once_a_second_with_a_count():
+    from ladder_ros.nodes.driver_reporting import InterventionLog
+
+    log = InterventionLog(every_s=1.0)
+    assert "first this episode" in log.line("stale", "late", 0.0)
+    assert log.line("stale", "late", 0.1) is None and log.line("stale", "late", 0.5) is None
+    assert "first this episode" in log.line("robot_error", "reflex", 0.6)  # never swallowed by another kind
+    assert log.line("stale", "late", 1.2) == "safety: stale: late (2 more stale not logged)"
+    assert log.line("stale", "late", 2.3) == "safety: stale: late"
+    log.reset()
+    assert "first this episode" in log.line("stale", "late", 2.4)

@@ -262,37 +262,78 @@ def test_stale_and_future_stamps_are_refused_with_a_small_tolerance_either_way()
     gate = admission()
     now = 10_000_000_000
     assert gate.judge(now - 500_000_000, now).admitted  # exactly max_age: let in
-    gate.reset()
     verdict = gate.judge(now - 500_000_001, now)
     assert verdict.kind == STALE and verdict.value == pytest.approx(0.500000001) and verdict.limit == 0.5
     assert gate.judge(now + 50_000_000, now).admitted  # 50 ms ahead: within the clocks' tolerance
-    gate.reset()
     verdict = gate.judge(now + 50_000_001, now)
     assert verdict.kind == FUTURE_STAMP and verdict.limit == 0.05 and "ahead" in verdict.reason
-    assert gate.last_stamp_ns is None  # refusals leave no mark
+    assert gate.last_stamp_ns is None and gate.last_applied_ns is None  # judging leaves no mark
 
 
-def test_a_burst_stamped_a_period_apart_but_arriving_together_applies_one_action():
+def apply_stream(gate, stamps, arrivals, tick_ns=PERIOD_NS // 4):
+    """Feed actions to ``gate`` as a driver does; returns the (stamp, time) of every applied action and the refusals."""
+    applied, refused = [], []
+    events = sorted(zip(arrivals, stamps))
+    t = events[0][0]
+    end = events[-1][0] + 4 * PERIOD_NS
+    i = 0
+    while t <= end:
+        while i < len(events) and events[i][0] <= t:
+            arrival, stamp = events[i]
+            verdict = gate.judge(stamp, arrival)
+            if not verdict.admitted:
+                refused.append(verdict.kind)
+            elif verdict.due_ns:
+                replaced = gate.wait(stamp, stamp, verdict.due_ns)
+                if replaced is not None:
+                    refused.append(replaced.kind)
+            else:
+                gate.applied(stamp, arrival)
+                applied.append((stamp, arrival))
+            i += 1
+        ready = gate.due(t)
+        if ready is not None:
+            gate.applied(ready[1], t)
+            applied.append((ready[1], t))
+        t += tick_ns if i >= len(events) else min(tick_ns, max(1, events[i][0] - t))
+    return applied, refused
+
+
+def test_a_burst_stamped_a_period_apart_but_arriving_together_moves_the_arm_once_with_the_newest():
     gate = admission(future_tolerance_s=10.0)  # even with a lax clock tolerance
     arrival = 50_000_000_000
-    verdicts = [gate.judge(arrival + k * PERIOD_NS, arrival + k * 1_000_000) for k in range(30)]
-    assert sum(v.admitted for v in verdicts) == 1
-    assert all(v.kind == DUPLICATE and "arrived" in v.reason for v in verdicts[1:])
+    stamps = [arrival + k * PERIOD_NS for k in range(30)]
+    applied, refused = apply_stream(gate, stamps, [arrival + k * 1_000_000 for k in range(30)])
+    assert len(applied) == 2 and applied[0][0] == stamps[0] and applied[1][0] == stamps[-1]
+    assert applied[1][1] - applied[0][1] >= 0.75 * PERIOD_NS  # the second one waited for its period
+    assert refused == [DUPLICATE] * 28
 
 
-def test_one_action_per_period_by_stamp_and_by_arrival_with_half_a_period_of_jitter():
+def test_never_two_actions_in_less_than_three_quarters_of_a_period_and_none_lost_to_jitter():
+    rng = np.random.default_rng(0)
+    stamps = [k * PERIOD_NS for k in range(1, 300)]
+    arrivals = [s + int(rng.uniform(0, 90e6)) for s in stamps]  # delivery jitter up to 90 ms at 5 Hz
+    gate = admission()
+    applied, refused = apply_stream(gate, stamps, arrivals, tick_ns=1_000_000)
+    times = np.array([t for _, t in applied])
+    assert np.min(np.diff(times)) >= 0.75 * PERIOD_NS
+    assert refused == [] and [s for s, _ in applied] == stamps  # every action applied, in order
+    # two actions for one step (stamps closer than half a period) are a duplicate however they arrive
     gate = admission()
     t = 100 * PERIOD_NS
-    assert gate.judge(t, t).admitted
-    assert gate.judge(t + PERIOD_NS // 2, t + PERIOD_NS // 2).admitted  # half a period later on both: fine
-    assert gate.judge(t + PERIOD_NS // 2 + 99_999_999, t + 2 * PERIOD_NS).kind == DUPLICATE  # stamp too close
-    assert gate.judge(t + PERIOD_NS, t + PERIOD_NS // 2 + 99_999_999).kind == DUPLICATE  # arrival too close
-    # a steady stream with arrival jitter of +-40 ms is let through whole
-    gate = admission()
-    rng = np.random.default_rng(0)
-    stamps = [k * PERIOD_NS for k in range(1, 200)]
-    arrivals = [s + int(rng.uniform(0, 40e6)) for s in stamps]
-    assert all(gate.judge(s, a).admitted for s, a in zip(stamps, arrivals))
+    gate.applied(t, t)
+    assert gate.judge(t + PERIOD_NS // 2 - 1, t + 2 * PERIOD_NS).kind == DUPLICATE
+    assert gate.judge(t + PERIOD_NS // 2, t + 2 * PERIOD_NS).admitted
+    soon = gate.judge(t + PERIOD_NS // 2, t + PERIOD_NS // 2)
+    assert soon.admitted and soon.due_ns == t + int(0.75 * PERIOD_NS)
+    assert gate.judge(t + PERIOD_NS // 2, t + int(0.75 * PERIOD_NS)).due_ns == 0  # just in time: no wait
+    assert gate.due(t + 10 * PERIOD_NS) is None  # nothing waiting
+    gate.wait("a", t + PERIOD_NS, t + 3 * PERIOD_NS)
+    assert gate.waiting and gate.due(t + 3 * PERIOD_NS - 1) is None
+    assert gate.due(t + 3 * PERIOD_NS) == ("a", t + PERIOD_NS)
+    assert not gate.waiting
+    gate.reset()
+    assert gate.judge(t, t + 1).due_ns == 0 and gate.last_stamp_ns is None
 
 
 def test_admission_config_is_validated():

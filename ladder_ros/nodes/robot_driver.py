@@ -205,13 +205,31 @@ class RobotDriverNode(Node):
             if not verdict.admitted:
                 self.intervene(str(verdict.kind), verdict.reason, value=verdict.value, limit=verdict.limit)
                 return
-            if self.homing:
-                self.get_logger().warning("homing: actions are ignored until the arm is home",
-                                          throttle_duration_sec=2.0)
+            if verdict.due_ns:  # too soon after the last one: it waits for its period (the newest wins)
+                replaced = self.admission.wait(msg, stamp_ns, verdict.due_ns)
+                if replaced is not None:
+                    self.intervene(str(replaced.kind), replaced.reason, value=replaced.value, limit=replaced.limit)
                 return
-            self.arm_apply(msg, now)
-            self.publish_state()
+            self._apply(msg, stamp_ns, now, arrival_ns)
         except Exception as exc:  # a callback never lets an exception escape: stop, say why
+            self.get_logger().error(f"action not applied (stopping the arm): {exc!r}")
+            self.stop_arm()
+
+    def _apply(self, msg: JointTrajectory, stamp_ns: int, now: float, now_ns: int) -> None:
+        self.admission.applied(stamp_ns, now_ns)
+        if self.homing:
+            self.get_logger().warning("homing: actions are ignored until the arm is home", throttle_duration_sec=2.0)
+            return
+        self.arm_apply(msg, now)
+        self.publish_state()
+
+    def _apply_waiting(self) -> None:
+        ready = self.admission.due(self.get_clock().now().nanoseconds)
+        if ready is None:
+            return
+        try:
+            self._apply(ready[0], ready[1], time.monotonic(), self.get_clock().now().nanoseconds)
+        except Exception as exc:  # as in _on_action: stop, say why
             self.get_logger().error(f"action not applied (stopping the arm): {exc!r}")
             self.stop_arm()
 
@@ -371,8 +389,9 @@ class RobotDriverNode(Node):
             break
 
     def _on_fast_tick(self) -> None:
-        """The watchdog, the vendor calls, and whether a stopped arm is at rest yet, four times a period."""
+        """An action that waited for its period, the watchdog, the vendor calls, whether a stopped arm rests."""
         assert self.supervisor is not None
+        self._apply_waiting()
         now = time.monotonic()
         if self.supervisor.watchdog_due(now):
             last = self.supervisor.last_command_at or now

@@ -25,7 +25,8 @@ read from its ROS 2 sources (Interbotix/interbotix_ros_toolboxes, branch rolling
   ``robot_torque_enable`` and the register calls block their caller for as long as xs_sdk takes, or
   for ever. The methods that make them are marked *blocking*: the driver runs them on its vendor-call
   worker with a deadline, never on its control thread. Each such call also leaves a 20 Hz ``Rate``
-  timer behind on the API's node; the blocking methods destroy the ones they created.
+  timer behind on the API's node; the blocking methods destroy them once no call is in flight (a
+  call given up on may sleep in its Rate for ever: then the leftovers stay).
 * **The API's own node** would be a process-global node named ``interbotix_robot_manipulation``,
   which a launch's ``-r __node:=widowx_driver`` renames into the driver's name (two nodes of one
   name, colliding parameter services). The arm is built on a node of its own,
@@ -169,6 +170,8 @@ class InterbotixArm:
         self.upper = np.array(info.joint_upper_limits, dtype=np.float64)
         self.velocity_limits = np.array(info.joint_velocity_limits, dtype=np.float64)
         self._gripper_open: bool | None = None
+        self._in_flight = 0  # blocking calls under way (on the driver's worker threads)
+        self._in_flight_lock = threading.Lock()
 
     @property
     def node_name(self) -> str:
@@ -230,15 +233,23 @@ class InterbotixArm:
     # ------------------------------------------------------------------ blocking (the driver's worker only)
     @contextmanager
     def _service_calls(self) -> Iterator[None]:
-        """Destroy the 20 Hz Rate timers the API's service waits create and never destroy."""
-        before = set(self.node.timers)
+        """Destroy the 20 Hz Rate timers the API's service waits create and never destroy.
+
+        Only once no blocking call is in flight (a call given up on may still be waiting in its
+        Rate): then every Rate timer on the API's node is left over from a finished wait.
+        """
+        with self._in_flight_lock:
+            self._in_flight += 1
         try:
             yield
         finally:
-            for timer in set(self.node.timers) - before:
-                callback = getattr(timer, "callback", None)
-                if isinstance(getattr(callback, "__self__", None), threading.Event):  # a Rate's timer
-                    self.node.destroy_timer(timer)
+            with self._in_flight_lock:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    for timer in list(self.node.timers):
+                        callback = getattr(timer, "callback", None)
+                        if isinstance(getattr(callback, "__self__", None), threading.Event):  # a Rate's timer
+                            self.node.destroy_timer(timer)
 
     def write_profile(self) -> None:
         """*Blocking.* Write Profile_Velocity and Profile_Acceleration to every arm motor."""

@@ -53,7 +53,7 @@ class _Publisher:
         self.sdk, self.topic_name = sdk, topic
 
     def publish(self, msg) -> None:
-        self.sdk.publish(self.topic_name, msg)
+        self.sdk.publish(self.topic_name, copy.deepcopy(msg))  # a ROS publish sends the message as it is now
 
 
 class InterbotixRobotXSCore:

@@ -23,6 +23,7 @@ from ladder_ros.robots.franka import (
     clip_step_into_box,
     forward_kinematics,
     get_model,
+    speed_change_distance,
     speed_to_stop_within,
     stopping_distance,
     stream_waypoints,
@@ -141,8 +142,20 @@ def test_the_via_point_lies_short_of_the_target_by_the_braking_distance_of_its_v
     # braking from the via velocity ends exactly on the target, never past it
     assert np.allclose(via + np.sign(v) * stopping_distance(v, a, j) * BRAKE_MARGIN, q1)
     assert np.all((q1 - via) * np.sign(step) >= 0.0)
-    # the via velocity is the most the room between the arm and the target allows
-    assert np.all(stopping_distance(v, a, j) * BRAKE_MARGIN <= np.abs(q1 - q0) + 1e-12)
+    # from rest the arm must speed up to the via velocity and brake again within the room to the target
+    used = speed_change_distance(np.zeros(7), v, a, j) + BRAKE_MARGIN * stopping_distance(v, a, j)
+    assert np.all(used <= np.abs(step) + 1e-9)
+    capped = np.abs(v) < np.abs(step) / period - 1e-9
+    assert np.allclose(used[capped], np.abs(step)[capped], atol=1e-6)  # where capped, the room is used up
+    # already moving at the via speed, the arm needs only the braking distance: a faster via velocity
+    _, moving = stream_waypoints(q0, q1, q0, period, FR3_STREAM, measured_velocity=v)
+    assert np.all(np.abs(moving) >= np.abs(v) - 1e-12)
+    # moving away from the target, it must first undo that motion: a slower via velocity
+    _, away = stream_waypoints(q0, q1, q0, period, FR3_STREAM, measured_velocity=-np.sign(step) * 0.3)
+    assert np.all(np.abs(away) <= np.abs(v) + 1e-12) and np.any(np.abs(away) < np.abs(v) - 1e-6)
+    assert speed_change_distance(np.array([0.5]), np.array([0.5]), a[:1], j[:1])[0] == 0.0
+    assert speed_change_distance(np.array([0.0]), np.array([1.0]), a[:1], j[:1])[0] == pytest.approx(
+        stopping_distance(np.array([1.0]), a[:1], j[:1])[0])
 
 
 def test_the_via_velocity_is_capped_by_the_limit_and_zero_when_the_arm_is_at_or_past_the_target():
@@ -456,13 +469,19 @@ def test_a_gripper_command_must_open_or_move_towards_closed_within_its_timeout()
         GripperMonitor(open_m=0.01, closed_m=0.02, timeout_s=1.0)
 
 
-def test_rest_needs_every_joint_slow_for_consecutive_readings():
-    rest = RestDetector(0.03, 2)
-    assert not rest.update([0.0, 0.01]) and rest.update([0.02, -0.029])
-    assert not rest.update([0.0, 0.031])  # one joint moving resets it
-    assert not rest.update([0.0, 0.0]) and rest.update([0.0, 0.0])
+def test_rest_is_judged_by_positions_over_a_window_on_every_joint():
+    rest = RestDetector(0.03, 0.1)
+    q = np.array([0.5, -0.2])
+    assert not rest.update(q, 0.0) and not rest.update(q, 0.05)  # less than a window of readings
+    assert rest.update(q, 0.1) and rest.at_rest
+    assert rest.update(q + [0.0, 0.0029], 0.2)  # 0.029 rad/s over the window: one encoder tick of noise, at rest
+    assert not rest.update(q + [0.0, 0.0075], 0.25)  # the second joint moves: not at rest
+    assert not rest.update(q + [0.0045, 0.0075], 0.3) and not rest.at_rest  # now the first one
+    assert rest.update(q + [0.0045, 0.0075], 0.41)
     rest.reset()
-    assert not rest.at_rest
+    assert not rest.at_rest and not rest.update(q, 1.0)
+    with pytest.raises(ConfigError, match="window_s"):
+        RestDetector(0.03, 0.0)
 
 
 def test_the_first_intervention_of_each_kind_is_logged_and_later_ones_once_a_second_with_a_count():

@@ -93,6 +93,10 @@ class FrankaDriverNode(RobotDriverNode):
     def arm_reseed(self) -> None:
         self.previous = None
 
+    def _measured(self) -> tuple[np.ndarray, np.ndarray]:
+        reading = self.arm.read()
+        return reading.joints, reading.velocities
+
     def _previous(self) -> np.ndarray:
         return self.previous if self.previous is not None else self.arm.read().joints
 
@@ -129,8 +133,8 @@ class FrankaDriverNode(RobotDriverNode):
         permission = self.permit(now)
         if permission in (Permission.ESTOP, Permission.VERIFYING):
             return
-        measured = self.snapshot.joints if self.snapshot is not None else self.arm.read().joints
-        via, velocity = stream_waypoints(previous, target, measured, self.period, self.limits)
+        joints, speeds = self._measured()
+        via, velocity = stream_waypoints(previous, target, joints, self.period, self.limits, speeds)
         self.previous = target
         self.publish_command(self.names, target, aperture, velocity)
         if permission is Permission.MOVE:
@@ -158,9 +162,11 @@ class FrankaDriverNode(RobotDriverNode):
     def arm_send_home_step(self, joints: np.ndarray, last: bool) -> None:
         previous = self._previous()
         target = np.asarray(joints, dtype=np.float64)
-        measured = self.snapshot.joints if self.snapshot is not None else self.arm.read().joints
-        via, velocity = (target, np.zeros(len(target))) if last else \
-            stream_waypoints(previous, target, measured, self.period, self.limits)
+        if last:
+            via, velocity = target, np.zeros(len(target))
+        else:
+            joints, speeds = self._measured()
+            via, velocity = stream_waypoints(previous, target, joints, self.period, self.limits, speeds)
         self.previous = target
         self.publish_command(self.names, target, 1.0, velocity)
         self.arm.send_joints(via, velocity, target, self.period)

@@ -55,10 +55,10 @@ from ladder_ros.robots.timing import ControlTiming
 from ladder_ros.robots.vendor_calls import DONE, EXPIRED, LATE, VendorCall, VendorCallWorker
 from ladder_ros.ros_conversions import stamp_to_ns
 
-# At rest: every joint slower than this (rad/s) in two readings in a row. A Dynamixel reports velocity in
-# steps of 0.229 rpm = 0.024 rad/s (e-manual, Present_Velocity), so one step of noise still reads as rest.
+# At rest: no joint moved faster than this (rad/s) over the last REST_WINDOW_S of readings. One Dynamixel
+# encoder tick (2 pi / 4096 = 0.0015 rad, e-manual) over the window reads as 0.015 rad/s: still at rest.
 REST_SPEED_RAD_S = 0.03
-REST_READINGS = 2
+REST_WINDOW_S = 0.1
 
 
 class ArmSnapshot:
@@ -107,7 +107,7 @@ class RobotDriverNode(Node):
                                                          self.params["future_tolerance_s"]))
         self.worker = VendorCallWorker(f"{node_name}-vendor-calls")
         self.reporter = DriverReporter(self, self.params["aperture_joint"], self.params["base_frame"], time.monotonic)
-        self.rest = RestDetector(REST_SPEED_RAD_S, REST_READINGS)
+        self.rest = RestDetector(REST_SPEED_RAD_S, REST_WINDOW_S)
         self.supervisor: SafetySupervisor | None = None
         self.snapshot: ArmSnapshot | None = None
         self.homing: list[np.ndarray] = []  # joint targets still to send to reach home
@@ -402,7 +402,7 @@ class RobotDriverNode(Node):
                            value=now - last, limit=self.supervisor.config.watchdog_s)
         if self.supervisor.at_rest is False:
             snapshot = self._read()
-            if snapshot is not None and snapshot.velocities is not None and self.rest.update(snapshot.velocities):
+            if snapshot is not None and self.rest.update(snapshot.joints, now):
                 self.supervisor.note_rest(True)
         self._poll_vendor_calls()
         self.publish_state()

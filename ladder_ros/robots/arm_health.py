@@ -11,8 +11,8 @@ arrive, an arm at rest.
 * :class:`GripperMonitor` checks that a gripper command had its effect within ``timeout_s``:
   opening reaches the open finger position; closing moves the fingers towards closed (an object
   may stop them short of the limit: that is a grasp, not a fault) or finds them closed already.
-* :class:`RestDetector` says when the arm is at rest: every joint slower than ``speed_rad_s`` for
-  ``readings`` readings in a row.
+* :class:`RestDetector` says when the arm is at rest: no joint moved faster than ``speed_rad_s``
+  over the last ``window_s`` of readings.
 
 No rclpy here; times are monotonic seconds, passed in.
 """
@@ -157,21 +157,34 @@ class GripperMonitor:
 
 
 class RestDetector:
-    """At rest once every joint is slower than ``speed_rad_s`` for ``readings`` readings in a row."""
+    """At rest once no joint has moved faster than ``speed_rad_s`` over the last ``window_s`` of readings.
 
-    def __init__(self, speed_rad_s: float, readings: int):
+    Judged by positions, not by reported velocities: a motor's velocity reading is quantised (a
+    Dynamixel reports steps of 0.024 rad/s) and a simulator's may carry an offset while its
+    positions stand still; positions over a window long enough to average out one encoder tick are
+    what "the arm is not moving" means.
+    """
+
+    def __init__(self, speed_rad_s: float, window_s: float):
         self.speed = _positive("rest speed_rad_s", speed_rad_s)
-        self.readings = _count("rest readings", readings)
-        self._still = 0
+        self.window = _positive("rest window_s", window_s)
+        self._readings: list[tuple[float, np.ndarray]] = []
+        self._at_rest = False
 
     def reset(self) -> None:
-        self._still = 0
+        self._readings = []
+        self._at_rest = False
 
-    def update(self, velocities: Sequence[float]) -> bool:
-        v = np.abs(np.asarray(velocities, dtype=np.float64))
-        self._still = self._still + 1 if v.size and float(v.max()) < self.speed else 0
-        return self.at_rest
+    def update(self, joints: Sequence[float], now: float) -> bool:
+        q = np.asarray(joints, dtype=np.float64)
+        self._readings.append((now, q))
+        while len(self._readings) > 1 and now - self._readings[1][0] >= self.window:
+            self._readings.pop(0)  # keep one reading at least a window old
+        first_t, first_q = self._readings[0]
+        span = now - first_t
+        self._at_rest = span >= self.window and float(np.max(np.abs(q - first_q))) < self.speed * span
+        return self._at_rest
 
     @property
     def at_rest(self) -> bool:
-        return self._still >= self.readings
+        return self._at_rest

@@ -24,7 +24,9 @@ last step, and the target itself at rest. The via point lies exactly as far shor
 the arm needs to brake from that velocity (jerk-limited, :func:`stopping_distance`, with a margin),
 so when the stream stops the arm comes to rest *on* the last target, never past it; while targets
 keep coming, each new motion takes over from the arm's current state and the arm never stops. The
-via velocity is capped by the velocity limit and by the room between the arm and the target.
+via velocity is capped by the velocity limit and by the room between the arm and the target: from
+its measured position and speed the arm must be able to reach the via speed and then brake onto
+the target (:func:`speed_change_distance`).
 
 The ready pose is DROID's reset joints (droid ``robot_env``: ``[0, -pi/5, 0, -4 pi/5, 0, 3 pi/5,
 0]``), where pi0.5-DROID's episodes begin.
@@ -187,24 +189,54 @@ def speed_to_stop_within(distance: np.ndarray, acceleration: np.ndarray, jerk: n
     return np.where(full >= a * a / j, full, short)
 
 
+def speed_change_distance(start: np.ndarray, end: np.ndarray, acceleration: np.ndarray, jerk: np.ndarray) -> np.ndarray:
+    """How far a joint travels while its speed changes from ``start`` to ``end`` (both >= 0) at the limits.
+
+    The same jerk-limited ramp as :func:`stopping_distance` (which is the change from ``v`` to 0):
+    the time is ``dv/a + a/j`` (or ``2 sqrt(dv/j)`` below ``a^2/j``) at the mean speed of the two.
+    """
+    u = np.abs(np.asarray(start, dtype=np.float64))
+    v = np.abs(np.asarray(end, dtype=np.float64))
+    a = np.asarray(acceleration, dtype=np.float64)
+    j = np.asarray(jerk, dtype=np.float64)
+    dv = np.abs(v - u)
+    duration = np.where(dv >= a * a / j, dv / a + a / j, 2.0 * np.sqrt(dv / j))
+    return (u + v) / 2.0 * duration
+
+
 def stream_waypoints(previous: np.ndarray, target: np.ndarray, measured: np.ndarray, period_s: float,
-                     limits: StreamLimits) -> tuple[np.ndarray, np.ndarray]:
+                     limits: StreamLimits,
+                     measured_velocity: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(via point, via velocity) for streaming ``target`` one period after ``previous`` (module docstring).
 
-    The arm passes the via point with the last step's average velocity (capped by the velocity
-    limit and by the room between the ``measured`` joints and the target) and then brakes onto
-    the target, which it reaches at rest unless the next target takes over first.
+    The arm passes the via point with the last step's average velocity, capped by the velocity
+    limit and by the room between the ``measured`` joints and the target: from where it is and how
+    fast it moves (``measured_velocity``) it must be able to reach that speed and then brake onto the
+    target; it reaches the target at rest unless the next target takes over first.
     """
     if not period_s > 0:
         raise ConfigError(f"period must be positive, got {period_s!r}")
     q0 = np.asarray(previous, dtype=np.float64)
     q1 = np.asarray(target, dtype=np.float64)
     qm = np.asarray(measured, dtype=np.float64)
+    vm = np.zeros(len(q1)) if measured_velocity is None else np.asarray(measured_velocity, dtype=np.float64)
     a, j = np.array(limits.acceleration), np.array(limits.jerk)
     v = np.clip((q1 - q0) / period_s, -np.array(limits.velocity), np.array(limits.velocity))
     direction = np.sign(v)
-    room = (q1 - qm) * direction  # how far the arm still is from the target, along the motion
-    speed = np.minimum(np.abs(v), speed_to_stop_within(room / BRAKE_MARGIN, a, j))
+    along = vm * direction  # the arm's speed towards the target (negative: away from it)
+    room = (q1 - qm) * direction - stopping_distance(np.minimum(along, 0.0), a, j)  # first undo a backward motion
+    now = np.maximum(along, 0.0)
+
+    def fits(speed: np.ndarray) -> np.ndarray:
+        return speed_change_distance(now, speed, a, j) + BRAKE_MARGIN * stopping_distance(speed, a, j) <= room
+
+    low, high = np.zeros(len(q1)), np.abs(v)
+    ok = fits(high)
+    for _ in range(30):  # bisection for the largest speed that fits, where the full one does not
+        middle = (low + high) / 2.0
+        good = fits(middle)
+        low, high = np.where(good, middle, low), np.where(good, high, middle)
+    speed = np.where(ok, np.abs(v), low)
     speed = np.where(room > 0.0, speed, 0.0)
     via = q1 - direction * stopping_distance(speed, a, j) * BRAKE_MARGIN
     return via, direction * speed

@@ -117,7 +117,7 @@ class ActionAdmission:
         return Admission(None, due_ns=due if due > arrival_ns else 0)
 
     def wait(self, item: Any, stamp_ns: int, due_ns: int) -> Admission | None:
-        """Hold an admitted action until ``due_ns``; returns the verdict on the one it replaces (a duplicate), if any."""
+        """Hold an admitted action until ``due_ns``; the verdict on the one it replaces (a duplicate), if any."""
         replaced = self._waiting
         self._waiting = _Waiting(item, stamp_ns, due_ns)
         if replaced is None:

@@ -383,7 +383,8 @@ def main() -> int:
             print("Franka (franky-sim, MuJoCo FR3), 15 Hz:")
             measure_loop(rig)
             print(f"  franky-sim real-time factor: {(robot.state.time.to_sec() - s0) / (time.monotonic() - t0):.2f}")
-            print(f"  streaming velocity limits (franky's): {[round(float(v), 3) for v in rig.driver.limits.velocity]} rad/s")
+            limits = [round(float(v), 3) for v in rig.driver.limits.velocity]
+            print(f"  streaming velocity limits (franky's): {limits} rad/s")
             measure_estop(rig, args.repeats)
             measure_watchdog(rig, args.repeats)
             measure_overshoot(rig, max(2, args.repeats // 2))

@@ -438,8 +438,12 @@ def test_tracking_predicts_each_joint_and_reports_one_that_falls_behind_for_enou
     # a joint back on its track clears its strikes
     assert monitor.check(monitor.predicted(10.3), 10.3) is None
     assert monitor.check([0.0, monitor.predicted(10.35)[1]], 10.35) is None
+    # joint a ends with the 250 ms profile; joint b would need 2.67 rad/s, more than its 2 rad/s: it takes longer
+    assert monitor.settles_at() == pytest.approx(10.0 + 0.1 + 0.4 / 2.0)
+    monitor.commanded([0.4, 0.1], 10.5)
+    assert monitor.settles_at() == pytest.approx(10.75)  # already there: the profile's 250 ms pass standing still
     monitor.stop()
-    assert monitor.check([9.0, 9.0], 11.0) is None
+    assert monitor.check([9.0, 9.0], 11.0) is None and monitor.settles_at() is None
     with pytest.raises(ConfigError, match="velocity limits"):
         TrackingMonitor(("a",), (1.0, 2.0), 0.1, 2)
     with pytest.raises(ConfigError, match="readings"):

@@ -6,14 +6,14 @@
   publishes), :class:`~ladder_ros.robots.admission.ActionAdmission` (not stale, not from the
   future, one per control period) and then the subclass's filter and arm (``arm_apply``);
 * the safety supervisor (:mod:`ladder_ros.core.safety_supervisor`: dry run until armed, latched
-  e-stop, watchdog, hold while verifying, faults that need a recovery) with its services;
-* every vendor call that can block runs on a :class:`~ladder_ros.robots.vendor_calls.VendorCallWorker`
-  with a deadline, so the e-stop, the watchdog and the joint states never wait for the arm's API;
-  a call past its deadline is a ``vendor_timeout`` fault;
-* stopping (e-stop, watchdog, faults, disarming): the subclass stops the arm and says how
-  (:class:`StopOutcome`); a stop the arm refused escalates to the subclass's last resort (the
-  WidowX turns its torque off), and the state says what happened and whether the arm is at rest
-  yet, measured;
+  e-stop, watchdog, hold while verifying, faults that need a recovery), and two timers: the
+  control tick (read and publish the arm, notice faults, step homing, poll the arm's health) and a
+  fast tick at a quarter period (an action that waited for its period, the watchdog, finished
+  vendor calls, whether a stopped arm is at rest yet, measured);
+* the operator's services and homing: :mod:`ladder_ros.nodes.driver_services`;
+* stopping, faults and the vendor calls that can block (each on a worker thread with a deadline,
+  so the e-stop, the watchdog and the joint states never wait for the arm's API):
+  :mod:`ladder_ros.nodes.driver_faults`;
 * what is published and logged: :class:`~ladder_ros.nodes.driver_reporting.DriverReporter`.
 
 A subclass supplies the arm through the ``arm_*`` hooks.
@@ -23,42 +23,38 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 from rclpy.node import Node
-from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.presets import get_preset
-from ladder_ros.core.safety import (
-    ESTOP,
-    FOREIGN_PUBLISHER,
-    HOLD_REFUSED,
-    ROBOT_ERROR,
-    VENDOR_TIMEOUT,
-    WATCHDOG,
-    InterventionCounts,
-)
+from ladder_ros.core.safety import FOREIGN_PUBLISHER, WATCHDOG, InterventionCounts
 from ladder_ros.core.safety_supervisor import Permission, SafetySupervisor, SupervisorConfig
 from ladder_ros.messages import RUNNING, WALL_CLOCK, EpisodeStatus
 from ladder_ros.nodes import topics
+from ladder_ros.nodes.driver_faults import ArmStopping, StopOutcome
 from ladder_ros.nodes.driver_reporting import DriverReporter
+from ladder_ros.nodes.driver_services import OperatorServices
 from ladder_ros.nodes.parameters import NODE_CHECKS, ParamSpec
 from ladder_ros.nodes.runtime import ActionSource, EpisodeFollower, declare_parameters, subscription
 from ladder_ros.robots.admission import ActionAdmission, AdmissionConfig
 from ladder_ros.robots.arm_health import RestDetector
-from ladder_ros.robots.kinematics import joint_path
 from ladder_ros.robots.timing import ControlTiming
-from ladder_ros.robots.vendor_calls import DONE, EXPIRED, LATE, VendorCall, VendorCallWorker
+from ladder_ros.robots.vendor_calls import VendorCall, VendorCallWorker
 from ladder_ros.ros_conversions import stamp_to_ns
+
+__all__ = ["ArmSnapshot", "RobotDriverNode", "StopOutcome"]
 
 # At rest: no joint moved faster than this (rad/s) over the last REST_WINDOW_S of readings. One Dynamixel
 # encoder tick (2 pi / 4096 = 0.0015 rad, e-manual) over the window reads as 0.015 rad/s: still at rest.
 REST_SPEED_RAD_S = 0.03
 REST_WINDOW_S = 0.1
+# ... and, where the driver knows when the motion it commanded ends (a time-based profile), not before that
+# moment plus this margin for the command's way to the motors.
+SETTLE_MARGIN_S = 0.05
 
 
 class ArmSnapshot:
@@ -72,21 +68,7 @@ class ArmSnapshot:
             tuple(names), np.asarray(joints, dtype=np.float64), float(aperture), pose, velocities, stamp_ns)
 
 
-@dataclass(frozen=True)
-class StopOutcome:
-    """How a stop went: ``held`` (the arm took it), in words; ``refused``: the arm's API refused a first attempt.
-
-    ``last_resort``: when not held, a blocking call that stops the arm another way (torque off),
-    run on the vendor-call worker; it returns a sentence saying what it did.
-    """
-
-    held: bool
-    how: str
-    refused: bool = False
-    last_resort: Callable[[], str] | None = None
-
-
-class RobotDriverNode(Node):
+class RobotDriverNode(OperatorServices, ArmStopping, Node):
     """Base of the robot drivers (see the module docstring); subclasses implement the ``arm_*`` hooks."""
 
     vendor = "the arm's API"  # how log lines name the vendor API
@@ -123,11 +105,7 @@ class RobotDriverNode(Node):
         self.supervisor = SafetySupervisor(counts, SupervisorConfig(
             watchdog_s=self.params["watchdog_periods"] * self.period,
             hold_while_verifying=self.params["hold_while_verifying"]))
-        self.create_service(SetBool, topics.ARM_SERVICE, self._on_arm)
-        self.create_service(Trigger, topics.ESTOP_SERVICE, self._on_estop)
-        self.create_service(Trigger, topics.ESTOP_RELEASE_SERVICE, self._on_release)
-        self.create_service(Trigger, topics.HOME_SERVICE, self._on_home)
-        self.create_service(Trigger, topics.RECOVER_SERVICE, self._on_recover)
+        self.create_operator_services()
         subscription(self, JointTrajectory, topics.ACTION, self._on_action)
         self.action_source = ActionSource(self, self.params["action_source"])
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
@@ -181,6 +159,10 @@ class RobotDriverNode(Node):
 
     def arm_recovered(self) -> None:
         """After a confirmed recovery (never blocking): restart what follows the arm's motion."""
+
+    def arm_settles_at(self) -> float | None:
+        """When (monotonic s) the arm's commanded motion ends, if the driver knows (a time-based profile)."""
+        return None
 
     def arm_diagnostics(self) -> dict[str, Any]:
         return {}
@@ -257,79 +239,6 @@ class RobotDriverNode(Node):
                         velocities: np.ndarray | None = None) -> None:
         self.reporter.command(names, joints, aperture, velocities)
 
-    # ------------------------------------------------------------------ stopping and faults
-    def stop_arm(self) -> None:
-        """Stop the arm now; escalate a refused stop; the state says how it went (module docstring)."""
-        assert self.supervisor is not None
-        try:
-            outcome = self.arm_stop()
-        except Exception as exc:
-            outcome = StopOutcome(False, f"the stop raised {exc!r}", refused=True)
-        self.rest.reset()
-        if outcome.held:
-            self.supervisor.note_stop(outcome.how)
-            if outcome.refused:
-                self.intervene(HOLD_REFUSED, outcome.how)
-            return
-        self.supervisor.fault(HOLD_REFUSED, outcome.how)
-        if outcome.last_resort is None:
-            self.supervisor.note_stop(f"{outcome.how}; NOT STOPPED: use the hardware e-stop")
-        else:
-            self.supervisor.note_stop(f"{outcome.how}; stopping it by its last resort")
-            self.run_blocking("last-resort stop", outcome.last_resort, self.params["vendor_call_timeout_s"],
-                              lambda call: self._on_last_resort(outcome.how, call))
-        self.intervene(HOLD_REFUSED, outcome.how, counted=True)
-
-    def _on_last_resort(self, how: str, call: VendorCall) -> None:
-        assert self.supervisor is not None
-        if call.state == DONE:
-            self.supervisor.note_stop(f"{how}; {call.result}")
-        else:
-            self.supervisor.note_stop(f"{how}; the last resort failed ({call.describe()}): use the hardware e-stop")
-            self.get_logger().error(f"the arm could not be stopped: {call.describe()}: use the hardware e-stop")
-        self.publish_state()
-
-    def fault(self, kind: str, reason: str) -> None:
-        """A fault: counted, disarmed, the arm stopped; arming waits for a confirmed recovery."""
-        assert self.supervisor is not None
-        self.supervisor.fault(kind, reason)
-        self.homing = []
-        self.stop_arm()
-        self.intervene(kind, reason, counted=True)
-
-    # ------------------------------------------------------------------ vendor calls
-    def run_blocking(self, name: str, function: Callable[[], Any], deadline_s: float,
-                     on_end: Callable[[VendorCall], None] | None = None) -> VendorCall:
-        """Run a blocking vendor call on the worker; ``on_end`` gets it when it ended or missed its deadline."""
-        call = self.worker.submit(name, function, deadline_s)
-        if on_end is not None:
-            self._handlers[id(call)] = on_end
-        return call
-
-    def _poll_vendor_calls(self) -> None:
-        for call in self.worker.poll():
-            if call.state == LATE:
-                self.get_logger().warning(f"{self.vendor}: {call.describe()}")
-                continue
-            handler = self._handlers.pop(id(call), None)
-            if call.state == EXPIRED:
-                self.fault(VENDOR_TIMEOUT, f"{self.vendor} did not answer ({call.describe()}); the robot stays "
-                                           "disarmed until a recovery succeeds")
-            if handler is not None:
-                handler(call)
-
-    def _on_ready_checked(self, call: VendorCall) -> None:
-        assert self.supervisor is not None
-        if call.state == DONE:
-            self.supervisor.set_not_ready(None)
-            self.arm_recovered()
-            self.get_logger().info(f"ready to arm: {call.result}")
-        else:
-            reason = f"start-up check failed: {call.error}" if call.error is not None else call.describe()
-            self.supervisor.set_not_ready(reason)
-            self.get_logger().error(f"the robot cannot be armed: {reason}")
-        self.publish_state(force=True)
-
     # ------------------------------------------------------------------ periodic
     def _read(self) -> ArmSnapshot | None:
         try:
@@ -363,31 +272,6 @@ class RobotDriverNode(Node):
         self._poll_vendor_calls()
         self.publish_state()
 
-    def _stale(self, snapshot: ArmSnapshot) -> list[tuple[str, str]]:
-        if snapshot.stamp_ns is None or self._recovery is not None:
-            return []
-        age_s = (self.get_clock().now().nanoseconds - snapshot.stamp_ns) / 1e9
-        if age_s <= self.params["max_state_age_s"]:
-            return []
-        return [(VENDOR_TIMEOUT, f"the arm's joint states are {age_s:.2f} s old (max_state_age_s "
-                                 f"{self.params['max_state_age_s']:g}): {self.vendor} stopped reporting")]
-
-    def _on_health(self, call: VendorCall) -> None:
-        assert self.supervisor is not None
-        if call.state != DONE:
-            if call.state != EXPIRED and self.supervisor.recovery_required is None:
-                self.fault(ROBOT_ERROR, f"the health poll failed: {call.error!r}")
-            return
-        for kind, reason in call.result or []:
-            if reason == self._health_reported:
-                break
-            self._health_reported = reason
-            if self.supervisor.recovery_required is None:
-                self.fault(kind, reason)
-            else:  # a fault is pending already: what the motors say about it is reported beside it
-                self.intervene(kind, f"while a fault is pending: {reason}")
-            break
-
     def _on_fast_tick(self) -> None:
         """An action that waited for its period, the watchdog, the vendor calls, whether a stopped arm rests."""
         assert self.supervisor is not None
@@ -402,109 +286,12 @@ class RobotDriverNode(Node):
                            value=now - last, limit=self.supervisor.config.watchdog_s)
         if self.supervisor.at_rest is False:
             snapshot = self._read()
-            if snapshot is not None and self.rest.update(snapshot.joints, now):
+            settles = self.arm_settles_at()
+            still = snapshot is not None and self.rest.update(snapshot.joints, now)
+            if still and (settles is None or now >= settles + SETTLE_MARGIN_S):
                 self.supervisor.note_rest(True)
         self._poll_vendor_calls()
         self.publish_state()
-
-    # ------------------------------------------------------------------ services
-    def _on_arm(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
-        assert self.supervisor is not None
-        try:
-            if request.data:
-                ok, message = self.supervisor.arm()
-                if ok:
-                    self.arm_reseed()
-            else:
-                ok, message = self.supervisor.disarm()
-                self.homing = []
-                self.stop_arm()
-            response.success, response.message = ok, message
-        except Exception as exc:
-            response.success, response.message = False, f"error: {exc!r}"
-        self.get_logger().warning(f"{topics.ARM_SERVICE} {request.data}: {response.message}")
-        self.publish_state(force=True)
-        return response
-
-    def _on_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        assert self.supervisor is not None
-        already = self.supervisor.estopped
-        message = self.supervisor.estop()
-        self.homing = []
-        if not already:
-            self.stop_arm()
-            self.timing.gap()
-            self.intervene(ESTOP, "e-stop by the operator", counted=True)
-        response.success, response.message = True, message
-        self.get_logger().error(f"{topics.ESTOP_SERVICE}: {message}")
-        self.publish_state(force=True)
-        return response
-
-    def _on_release(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        assert self.supervisor is not None
-        response.success, response.message = self.supervisor.release()
-        self.get_logger().warning(f"{topics.ESTOP_RELEASE_SERVICE}: {response.message}")
-        self.publish_state(force=True)
-        return response
-
-    def _on_home(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        response.success, response.message = self.go_home()
-        return response
-
-    def _on_recover(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        """Start the vendor's recovery on the worker; its outcome arrives in ``robot/safety_state``."""
-        assert self.supervisor is not None
-        if self._recovery is not None:
-            response.success, response.message = False, "a recovery is already running"
-            return response
-        self.supervisor.disarm("recovering")
-        self.supervisor.set_not_ready("recovering")
-        self.homing = []
-        deadline = self.params["recover_timeout_s"]
-        self._recovery = self.run_blocking("recovery", self.arm_recover_job(), deadline, self._on_recovered)
-        response.success = True
-        response.message = (f"recovery started (deadline {deadline:g} s); robot/safety_state reports its outcome; the "
-                            "robot stays disarmed")
-        self.get_logger().warning(f"{topics.RECOVER_SERVICE}: {response.message}")
-        self.publish_state(force=True)
-        return response
-
-    def _on_recovered(self, call: VendorCall) -> None:
-        assert self.supervisor is not None
-        self._recovery = None
-        self.supervisor.set_not_ready(None)
-        if call.state == DONE:
-            self._health_reported = ""
-            self.supervisor.recovered(str(call.result))
-            self.arm_recovered()
-            self.get_logger().warning(f"recovered: {call.result}; the robot stays disarmed")
-        elif call.state != EXPIRED:  # an expired recovery is a vendor_timeout fault already
-            self.fault(ROBOT_ERROR, f"recovery failed: {call.error!r}")
-        self.publish_state(force=True)
-
-    # ------------------------------------------------------------------ homing
-    def go_home(self) -> tuple[bool, str]:
-        """Open the gripper and move to the home joints through the control loop (armed, no e-stop)."""
-        assert self.supervisor is not None
-        if self.supervisor.estopped or not self.supervisor.armed:
-            return False, "refused: homing moves the arm; arm the robot first (and release any e-stop)"
-        try:
-            current, home, max_step = self.arm_home_start()
-            self.homing = joint_path(current, home, max_step * 0.5)
-        except Exception as exc:
-            return False, f"cannot home: {exc!r}"
-        return True, f"homing in {len(self.homing)} steps of {1000 * self.period:.0f} ms"
-
-    def _step_homing(self) -> None:
-        assert self.supervisor is not None
-        if not self.supervisor.armed or self.supervisor.estopped:
-            self.homing = []
-            return
-        target = self.homing.pop(0)
-        self.arm_send_home_step(target, last=not self.homing)
-        if not self.homing:
-            self.arm_reseed()
-            self.get_logger().info("home")
 
     # ------------------------------------------------------------------ episodes
     def _on_episode_start(self, status: EpisodeStatus) -> None:

@@ -211,6 +211,9 @@ class WidowXDriverNode(RobotDriverNode):
             faults.append((GRIPPER_FAULT, late))
         return faults
 
+    def arm_settles_at(self) -> float | None:
+        return self.tracking.settles_at()
+
     def arm_health_job(self) -> Callable[[], list[tuple[str, str]]]:
         return self._poll_motors
 

@@ -91,6 +91,12 @@ class TrackingMonitor:
             return None
         return np.array([m.position(now) for m in self._moves])
 
+    def settles_at(self) -> float | None:
+        """When (monotonic s) the last commanded moves end, by the profile; None when not predicting."""
+        if self._moves is None:
+            return None
+        return max(m.end_time for m in self._moves)
+
     def commanded(self, goals: Sequence[float], now: float) -> None:
         """A goal for every joint went to the motors at ``now``: each starts a new move from its predicted state."""
         if self._moves is None or self.profile is None:

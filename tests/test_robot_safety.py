@@ -305,3 +305,22 @@ def test_the_state_says_a_stopped_arm_is_at_rest_only_when_told_so():
     assert s.watchdog_due(1.0) and s.values()["arm_at_rest"] == "false"
     s.permit(1.1)  # the next command lifts the hold: nothing stopped to report any more
     assert s.values()["arm_at_rest"] == "" and s.detail == "armed"
+
+
+def test_the_reason_shown_follows_what_matters_most_estop_then_fault_then_dry_run():
+    counts, s = supervisor()
+    s.arm()
+    s.estop("from the panel")
+    s.fault(STALL, "elbow blocked")  # a fault while the e-stop is latched: the e-stop stays the headline
+    assert s.detail.startswith("E-STOP: from the panel") and s.values()["recovery_required"] == "stall: elbow blocked"
+    s.disarm("operator")
+    assert s.detail.startswith("E-STOP: from the panel")  # disarming never hides a latched e-stop
+    s.release()
+    assert s.detail.startswith("FAULT: stall: elbow blocked") and s.level == ERROR
+    s.recovered("rebooted")
+    assert s.detail.startswith("dry run: recovered (rebooted)") and s.level == WARN
+    assert counts.counts[ESTOP] == 1 and counts.counts[STALL] == 1
+    s.disarm("operator")
+    assert s.detail == "dry run: operator"
+    s.arm()
+    assert s.detail == "armed" and s.level == OK and s.summary()["armed"] is True

@@ -485,3 +485,23 @@ def test_no_blocking_call_runs_on_the_control_thread(rig):
     assert probe.trigger(executor, topics.ESTOP_SERVICE).success
     probe.spin_until(executor, lambda: len(callers) >= 8, 10, "health polls")
     assert callers and control not in callers
+
+
+def test_a_hold_refused_at_a_joint_past_the_apis_limit_is_sent_clamped_inside_it_and_counted(rig):
+    import time as clock
+
+    from ladder_ros.sim.widowx_twin import xs_sdk
+    from ladder_ros.sim.widowx_twin.motors import WidowXMotors
+
+    executor, build = rig
+    # the shoulder's motor limit (819 ticks, -1.8852 rad) lies 0.3 mrad past the URDF's -108 deg the API checks
+    start = (0.0, -1.8851, 1.55, 0.0, 0.8, 0.0)
+    driver, probe, sdk = build(sdk=xs_sdk.SimulatedXsSdk(WidowXMotors(clock.monotonic, joints=start)))
+    assert probe.arm(executor).success
+    assert probe.trigger(executor, topics.ESTOP_SERVICE).success
+    probe.spin_until(executor, lambda: "hold_refused" in probe.kinds(), 5, "the refused hold counted")
+    probe.spin_until(executor, lambda: "clamped" in probe.state().get("stop", ""), 5, "the clamped hold")
+    hold = sdk.calls_of("commands/joint_group")[-1].cmd
+    assert hold[1] == pytest.approx(wx250s.LOWER[1] + 2e-3, abs=1e-6)  # just inside the API's limit
+    assert probe.state()["recovery_required"] == ""  # held: no torque-off, no recovery needed
+    assert sdk.calls_of("torque_enable") == []

@@ -321,6 +321,8 @@ def test_the_reason_shown_follows_what_matters_most_estop_then_fault_then_dry_ru
     assert s.detail.startswith("dry run: recovered (rebooted)") and s.level == WARN
     assert counts.counts[ESTOP] == 1 and counts.counts[STALL] == 1
     s.disarm("operator")
-    assert s.detail == "dry run: operator"
+    assert s.detail == "dry run: operator; the arm is stopping"  # not measured at rest since the stop
+    s.note_rest(True)
+    assert s.detail == "dry run: operator; the arm is at rest"
     s.arm()
     assert s.detail == "armed" and s.level == OK and s.summary()["armed"] is True

@@ -175,12 +175,10 @@ def test_params_file_reader_flattens_nested_parameters(tmp_path):
 
 @pytest.mark.ros
 def test_real_mode_refuses_the_simulation_only_policy(tmp_path):
-    # The driver gets the Interbotix API double, so the policy's refusal is the graph's only error.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "tests" / "interbotix_double"),
-                                                                     os.environ.get("PYTHONPATH")]))}
+    # The driver talks to the WidowX twin, so the policy's refusal is the graph's only error.
     result = subprocess.run([*LADDER, "up", "widowx", "--mode", "real", "--set",
-                             f"episode_recorder.output_dir={tmp_path}", "--log-dir", str(tmp_path)],
-                            capture_output=True, text=True, timeout=90, cwd=REPO, env=env)
+                             f"episode_recorder.output_dir={tmp_path}", "--set", "widowx_driver.interbotix_api=twin",
+                             "--log-dir", str(tmp_path)], capture_output=True, text=True, timeout=90, cwd=REPO)
     assert result.returncode == 1
     assert "node policy exited with code 2: ladder_ros policy: error: parameter policy.policy: scripted_expert " \
            "reads the simulator's privileged state and cannot drive a robot" in result.stderr

@@ -16,8 +16,9 @@ import rclpy  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
+from ladder_ros.core.safety_supervisor import SupervisorConfig  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
-from ladder_ros.robots.franka import get_model  # noqa: E402
+from ladder_ros.robots.franka import FRANKY_VELOCITY_LIMITS, forward_kinematics, get_model  # noqa: E402
 from tests.driver_probe import DriverProbe  # noqa: E402
 from tests.franky_sim_server import FrankySim  # noqa: E402
 
@@ -73,8 +74,13 @@ def rig(connected):
     probe.spin_until(executor, lambda: probe.state().get("armed") == "false", 10, "the disarmed state")
     probe.interventions.clear()
     probe.commands.clear()
+    probe.spin_until(executor, lambda: at_rest(probe), 60, "the arm at rest")
     probe.spin_for(executor, 2 / 15)  # a fresh stamp for the next action (one per period)
     return connected
+
+
+def at_rest(probe):
+    return len(probe.joint_states) >= 3 and np.all(np.abs(probe.joint_states[-1][2] - probe.joint_states[-3][2]) < 1e-4)
 
 
 def stream(probe, executor, targets, gripper=0.0, period=1 / 15):
@@ -153,9 +159,10 @@ def test_estop_stops_motion_and_latches(rig):
     stream(probe, executor, [start + np.array([0.03, 0, 0, 0, 0, 0, 0]) * k for k in range(1, 6)])
     assert probe.trigger(executor, topics.ESTOP_SERVICE).success
     probe.spin_until(executor, lambda: probe.state().get("estop") == "true", 5, "the e-stop state")
+    probe.spin_until(executor, lambda: probe.state().get("arm_at_rest") == "true", 60, "the state saying at rest")
+    assert "JointStopMotion" in probe.state()["stop"]
     stream(probe, executor, [start + np.array([0.3, 0, 0, 0, 0, 0, 0])] * 5)  # ignored while latched
-    probe.spin_until(executor, lambda: np.all(np.abs(probe.joint_states[-1][2] - probe.joint_states[-3][2]) < 1e-4),
-                     60, "the arm at rest")
+    probe.spin_until(executor, lambda: at_rest(probe), 60, "the arm at rest")
     rest = probe.latest_joints().copy()
     probe.spin_for(executor, 1.0)
     assert np.allclose(probe.latest_joints(), rest, atol=1e-3) and rest[0] < start[0] + 0.2
@@ -171,5 +178,92 @@ def test_the_watchdog_stops_the_arm_when_the_policy_goes_quiet(rig):
     probe.spin_until(executor, lambda: "watchdog" in probe.kinds(), 5, "a watchdog intervention")
     doc = [d for d in probe.interventions if d.kind == "watchdog"][-1]
     assert doc.limit == pytest.approx(1.5 / 15)
-    probe.spin_until(executor, lambda: np.all(np.abs(probe.joint_states[-1][2] - probe.joint_states[-3][2]) < 1e-4),
-                     60, "the arm at rest")
+    probe.spin_until(executor, lambda: at_rest(probe), 60, "the arm at rest")
+
+
+def test_the_streaming_limits_are_what_franky_reports_for_the_connected_arm(rig):
+    executor, driver, probe = rig
+    assert driver.arm.reported_velocity == pytest.approx(FRANKY_VELOCITY_LIMITS)
+    assert driver.limits.velocity == pytest.approx(FRANKY_VELOCITY_LIMITS)  # below the FR3 datasheet's 2.62..5.26
+    assert max(driver.limits.velocity) < max(FR3.max_velocity)
+    assert driver.filter.limits.max_step[4] == pytest.approx(2.61 / 15)
+    # the URDF franky-sim reports (joint 6: 0.4398 .. 4.6216) narrows nothing the FR3 table allows; both sides kept
+    assert driver.limits.lower[5] == pytest.approx(max(FR3.lower[5], 0.4398))
+    assert driver.limits.upper[5] == pytest.approx(min(FR3.upper[5], 4.6216))
+
+
+def test_the_arm_comes_to_rest_on_the_last_target_without_overshoot(rig):
+    executor, driver, probe = rig
+    assert probe.arm(executor).success
+    start = probe.latest_joints().copy()
+    # joint 7 (it turns the hand in place: no workspace wall in the way) at 95 % of its velocity limit
+    step = -np.sign(start[6]) * 0.95 * driver.filter.limits.max_step[6]
+    targets = [start + np.array([0, 0, 0, 0, 0, 0, step]) * k for k in range(1, 9)]
+    seen = len(probe.joint_states)
+    watchdog = driver.supervisor.config
+    # franky-sim runs slower than real time: a wall-clock watchdog would stop the arm before the stream's end
+    driver.supervisor.config = SupervisorConfig(watchdog_s=120.0)
+    try:
+        stream(probe, executor, targets)  # then nothing: the last motion ends at its final waypoint, at rest
+        final = targets[-1][6]
+        probe.spin_until(executor, lambda: abs(probe.latest_joints()[6] - start[6]) > 0.1 and at_rest(probe), 120,
+                         "the arm to move and come to rest")
+    finally:
+        driver.supervisor.config = watchdog
+    reached = np.array([js[2][6] for js in probe.joint_states[seen:]]) * np.sign(step)
+    assert reached.max() > (start[6] + 0.5 * (final - start[6])) * np.sign(step), probe.kinds()  # it moved fast
+    overshoot = reached.max() - final * np.sign(step)
+    assert overshoot < 0.01, f"the arm went {overshoot:.4f} rad past its last target"
+    assert abs(probe.latest_joints()[6] - final) < 0.01  # and it rests on it
+
+
+def test_a_step_out_of_the_workspace_box_stops_the_hand_at_its_wall(connected):
+    executor, driver, probe = connected
+    probe.trigger(executor, topics.ESTOP_RELEASE_SERVICE)
+    probe.arm(executor, False)
+    box = driver.workspace
+    start = probe.latest_joints().copy()
+    hand = forward_kinematics(start)[:3, 3]
+    from ladder_ros.core.safety import WorkspaceBox
+    driver.workspace = WorkspaceBox(tuple(hand - 0.2), (hand[0] + 0.2, hand[1] + 0.2, hand[2] + 0.03))
+    try:
+        probe.interventions.clear()
+        probe.spin_for(executor, 2 / 15)
+        assert probe.arm(executor).success
+        up = np.array([0.0, -0.04, 0.0, 0.04, 0.0, 0.0, 0.0])  # raises the hand about 2 cm a step
+        targets = [start + up * k for k in range(1, 8)]
+        stream(probe, executor, targets)
+        hold_at(probe, executor, targets[-1], 0.0, lambda: "workspace" in probe.kinds(), 60, "a workspace clip")
+        probe.spin_until(executor, lambda: at_rest(probe), 120, "the arm at rest")
+        assert forward_kinematics(probe.latest_joints())[2, 3] <= driver.workspace.high[2] + 2e-3
+        assert [d.axis for d in probe.interventions if d.kind == "workspace"][0] == "z"
+    finally:
+        driver.workspace = box
+
+
+def test_fuzzing_the_supervisor_with_legal_actions_never_makes_the_planner_fail(rig):
+    """A bounded run of random actions the filter accepts: franky must take every one (no planner error)."""
+    import time
+    executor, driver, probe = rig
+    assert probe.arm(executor).success
+    rng = np.random.default_rng(7)
+    limits = driver.filter.limits
+    lower, upper = np.array(limits.lower) + 0.2, np.array(limits.upper) - 0.2
+    applied_before = driver.filter.applied
+    sent = 0
+    deadline = time.monotonic() + 20.0
+    while time.monotonic() < deadline:
+        base = driver.previous if driver.previous is not None else probe.latest_joints()
+        for _ in range(50):  # a random step the filter accepts, with the hand inside the workspace box
+            target = np.clip(base + rng.uniform(-0.95, 0.95, size=7) * np.array(limits.max_step), lower, upper)
+            if driver.workspace.contains(forward_kinematics(target)[:3, 3]):
+                break
+        probe.send(AXES, [*target, float(rng.integers(0, 2))])
+        sent += 1
+        probe.spin_for(executor, 1 / 15)
+        assert probe.state().get("recovery_required", "") == "", probe.state()
+    accepted = driver.filter.applied - applied_before
+    kinds = probe.kinds()
+    assert accepted >= 0.8 * sent, (accepted, sent, kinds)
+    assert "robot_error" not in kinds and "vendor_timeout" not in kinds, kinds
+    assert driver.arm.poll() is None

@@ -3,7 +3,7 @@
 The graph is the shipped description's real mode (``config/graphs/<robot>.yaml``, its params
 file), nodes as processes, with one change: the policy node is ``tests/random_policy.py``, a
 stand-in publishing random actions in the robot's layout (the learned policy needs weights). The
-WidowX driver drives the Interbotix API test double (``tests/interbotix_double`` on PYTHONPATH),
+WidowX driver drives the WidowX twin (``interbotix_api: twin``: the vendor API's surface over simulated motors),
 the Franka driver franky-sim on a loopback address; the camera node runs its fake
 backend. The test arms the robot, runs one episode with
 the proprioceptive trigger (no verifier calls), checks it ended by the paper's trigger rule, and
@@ -30,7 +30,6 @@ from ladder_ros.bringup.up import prepare  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
-DOUBLE = REPO / "tests" / "interbotix_double"
 TASK = "kitchen_single_1"
 DRIVER_TOPICS = ("joint_states", "ee_pose", "policy/action", "robot/safety_state", "robot/joint_command",
                  "gripper/events")
@@ -84,7 +83,14 @@ class Operator:
         return future.result()
 
     def arm_and_home(self, home_joints, tolerance):
-        assert self.call(self.arm_client, self.request_types[0](data=True)).success
+        deadline = time.monotonic() + 60
+        while True:  # the driver refuses to arm until it has checked the arm (the WidowX's motion profile)
+            reply = self.call(self.arm_client, self.request_types[0](data=True))
+            if reply.success or "checking" not in reply.message or time.monotonic() > deadline:
+                break
+            wake = time.monotonic() + 0.2
+            self.spin_until(lambda: time.monotonic() > wake, 5, "a moment before asking again")
+        assert reply.success, reply.message
         reply = self.call(self.home_client, self.request_types[1]())
         assert reply.success, reply.message
         self.spin_until(lambda: self.joints and np.allclose(self.joints[-1][1], home_joints, atol=tolerance), 120,
@@ -109,15 +115,15 @@ def check_episode_and_recording(graph, outcome, tmp_path, finish_reason):
     return summary
 
 
-def test_widowx_graph_runs_an_episode_on_the_interbotix_double(tmp_path, monkeypatch):
+def test_widowx_graph_runs_an_episode_on_the_widowx_twin(tmp_path, monkeypatch):
     from ladder_ros.robots import wx250s
 
-    paths = [str(DOUBLE), str(REPO), os.environ.get("PYTHONPATH")]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, paths)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     # The WidowX trigger stays on the last subgoal until the budget ends (Appendix B); ending the episode
     # after the last subgoal instead keeps the test short.
     graph, session = bring_up("widowx", tmp_path, ["orchestrator.variant=proprio_trigger",
-                                                   "orchestrator.preset_options=[after_last_subgoal=end]"])
+                                                   "orchestrator.preset_options=[after_last_subgoal=end]",
+                                                   "widowx_driver.interbotix_api=twin"])
     with session:
         operator = Operator(session)
         operator.arm_and_home(np.array(wx250s.NEUTRAL_JOINTS), 5e-3)

@@ -15,6 +15,7 @@ from ladder_ros.core.safety import (
     MALFORMED,
     NON_FINITE,
     ROBOT_ERROR,
+    STALL,
     WATCHDOG,
     ActionFilter,
     JointLimits,
@@ -188,3 +189,140 @@ def test_driver_parameters_are_checked_before_start_with_the_value_named():
         check_node_parameters("franka_driver", {"joint_names": ["a"] * 7})
     with pytest.raises(ConfigError, match="speed_scale"):
         check_node_parameters("franka_driver", {"speed_scale": 0.0})
+
+
+# ------------------------------------------------------------------ property-style checks of the filter and supervisor
+ASYMMETRIC = JointLimits(("j1", "j2", "j3"), (-1.0, -0.2, 0.5), (0.7, 2.0, 0.9), (0.05, 0.3, 0.01), source="test")
+
+
+def test_every_joint_is_held_to_its_own_limits_on_both_sides():
+    joints = JointTargetFilter(ASYMMETRIC)
+    middle = np.array([(lo + hi) / 2 for lo, hi in zip(ASYMMETRIC.lower, ASYMMETRIC.upper)])
+    for i, name in enumerate(ASYMMETRIC.names):
+        for bound, outward in ((ASYMMETRIC.lower[i], -1.0), (ASYMMETRIC.upper[i], 1.0)):
+            at = middle.copy()
+            at[i] = bound
+            previous = at.copy()
+            assert joints.check(at, previous).applied  # on the limit is inside
+            beyond = at.copy()
+            beyond[i] = bound + outward * 1e-6
+            result = joints.check(beyond, previous)
+            assert result.kind == JOINT_LIMIT and result.axis == name and result.limit == bound
+    assert joints.counts[JOINT_LIMIT] == 6 and joints.applied == 6
+
+
+def test_each_joint_may_step_its_own_largest_step_in_either_direction_and_no_more():
+    joints = JointTargetFilter(ASYMMETRIC)
+    previous = np.array([0.0, 0.9, 0.7])
+    for i, name in enumerate(ASYMMETRIC.names):
+        for sign in (-1.0, 1.0):
+            ok = previous.copy()
+            ok[i] += sign * ASYMMETRIC.max_step[i] * 0.999
+            assert joints.check(ok, previous).applied
+            too_far = previous.copy()
+            too_far[i] += sign * ASYMMETRIC.max_step[i] * 1.001
+            result = joints.check(too_far, previous)
+            assert result.kind == JUMP and result.axis == name and result.limit == ASYMMETRIC.max_step[i]
+            assert result.value == pytest.approx(ASYMMETRIC.max_step[i] * 1.001)
+    # the joint named is the one furthest over its own step, not the one that moved furthest
+    both = previous + np.array([0.06, 0.29, 0.0])  # j2 moved more, but j1 is over its smaller step
+    assert joints.check(both, previous).axis == "j1"
+    assert joints.counts[JUMP] == 7 and joints.applied == 6
+
+
+def test_counts_add_up_over_many_episodes_and_the_lifetime_total_keeps_them():
+    counts, s = supervisor()
+    rng = np.random.default_rng(3)
+    expected_total = 0
+    for episode in range(12):
+        s.new_episode()
+        kinds = rng.choice([ESTOP, WATCHDOG, NON_FINITE, MALFORMED], size=int(rng.integers(0, 6)))
+        for kind in kinds:
+            counts.count(str(kind))
+        expected_total += len(kinds)
+        assert counts.interventions == len(kinds)
+        assert s.values()["episode_interventions"] == str(len(kinds))
+        assert s.interventions_total == expected_total
+        assert sum(counts.counts.values()) == len(kinds)
+
+
+def test_arming_after_an_idle_period_restarts_the_watchdog_from_the_first_command():
+    counts, s = supervisor()
+    s.arm()
+    assert s.permit(1.0) is Permission.MOVE
+    s.disarm()
+    assert not s.watchdog_due(100.0)  # idle while disarmed: nothing to stop
+    s.arm()
+    assert s.last_command_at is None and not s.watchdog_due(200.0)  # armed but never commanded since: nothing
+    assert s.permit(200.0) is Permission.MOVE
+    assert not s.watchdog_due(200.29) and s.watchdog_due(200.31)
+    assert counts.counts[WATCHDOG] == 1
+
+
+def test_a_fault_blocks_arming_until_a_recovery_is_confirmed_and_the_state_says_why():
+    counts, s = supervisor()
+    s.arm()
+    s.fault(STALL, "shoulder stopped following its command")
+    assert not s.armed and counts.counts[STALL] == 1 and s.level == ERROR
+    assert s.values()["recovery_required"] == "stall: shoulder stopped following its command"
+    ok, message = s.arm()
+    assert not ok and "stall" in message and "robot/recover" in message
+    s.estop()
+    s.release()
+    assert not s.arm()[0] and s.detail.startswith("FAULT: stall")  # releasing an e-stop does not clear a fault
+    s.recovered("motors rebooted")
+    assert s.values()["recovery_required"] == "" and s.level == WARN and "recovered" in s.detail
+    assert s.arm()[0]
+    s.robot_error("reflex")
+    assert counts.counts[ROBOT_ERROR] == 1 and s.values()["recovery_required"] == "robot_error: reflex"
+
+
+def test_not_ready_blocks_arming_and_disarms_an_armed_robot():
+    _, s = supervisor()
+    s.set_not_ready("checking the motors' profile")
+    ok, message = s.arm()
+    assert not ok and message == "refused: checking the motors' profile"
+    s.set_not_ready(None)
+    assert s.arm()[0]
+    s.set_not_ready("recovering")
+    assert not s.armed and s.values()["not_ready"] == "recovering"
+
+
+def test_the_state_says_a_stopped_arm_is_at_rest_only_when_told_so():
+    _, s = supervisor()
+    assert s.values()["arm_at_rest"] == ""  # no stop to report
+    s.arm()
+    s.estop()
+    assert s.values()["arm_at_rest"] == "false" and s.detail.endswith("the arm is stopping")
+    s.note_stop("hold refused by the API; arm motors torqued off")
+    assert "hold refused" in s.detail and "holds" not in s.detail
+    s.note_rest(True)
+    assert s.values()["arm_at_rest"] == "true" and s.detail.endswith("the arm is at rest")
+    s.release()
+    s.arm()
+    assert s.values()["arm_at_rest"] == "" and s.values()["stop"] == ""
+    s.permit(0.0)
+    assert s.watchdog_due(1.0) and s.values()["arm_at_rest"] == "false"
+    s.permit(1.1)  # the next command lifts the hold: nothing stopped to report any more
+    assert s.values()["arm_at_rest"] == "" and s.detail == "armed"
+
+
+def test_the_reason_shown_follows_what_matters_most_estop_then_fault_then_dry_run():
+    counts, s = supervisor()
+    s.arm()
+    s.estop("from the panel")
+    s.fault(STALL, "elbow blocked")  # a fault while the e-stop is latched: the e-stop stays the headline
+    assert s.detail.startswith("E-STOP: from the panel") and s.values()["recovery_required"] == "stall: elbow blocked"
+    s.disarm("operator")
+    assert s.detail.startswith("E-STOP: from the panel")  # disarming never hides a latched e-stop
+    s.release()
+    assert s.detail.startswith("FAULT: stall: elbow blocked") and s.level == ERROR
+    s.recovered("rebooted")
+    assert s.detail.startswith("dry run: recovered (rebooted)") and s.level == WARN
+    assert counts.counts[ESTOP] == 1 and counts.counts[STALL] == 1
+    s.disarm("operator")
+    assert s.detail == "dry run: operator; the arm is stopping"  # not measured at rest since the stop
+    s.note_rest(True)
+    assert s.detail == "dry run: operator; the arm is at rest"
+    s.arm()
+    assert s.detail == "armed" and s.level == OK and s.summary()["armed"] is True

@@ -1,61 +1,55 @@
-"""The WidowX driver against the Interbotix Python API test double (tests/interbotix_double), no hardware.
+"""The WidowX driver against the WidowX twin: Interbotix's API surface with its real semantics, no hardware.
 
-The double has the real module path, classes, method names and signatures, the wx250s kinematics
-and a simulated motor bus that records every call. The driver and a probe (playing the policy and
-the operator) share one executor; the double's own node spins in the thread ``robot_startup``
-starts, as the real API's does.
+The driver runs with ``interbotix_api: twin`` (the code that runs on the arm, only the API's import
+differs) over an in-process xs_sdk whose motors follow Dynamixel time-based profiles
+(``ladder_ros/sim/widowx_twin``); each test registers a fresh xs_sdk and can inject a stall, a motor
+error or a service that never answers. The driver and a probe (playing the policy and the operator)
+share one executor; the API's own node spins in the thread ``robot_startup`` starts, as on the robot.
+Waits end on what they wait for; times are measured by benchmarks/bench_robot_safety.py, not here.
 """
 
 import subprocess
 import sys
-from pathlib import Path
+import threading
+import time
 
 import numpy as np
 import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
-pytest.importorskip("modern_robotics", reason="the Interbotix double needs modern-robotics (requirements/test.txt)")
 
 import rclpy  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
 from ladder_ros.core.errors import LadderError  # noqa: E402
 from ladder_ros.core.safety import ACTION_AXES  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.robots import dynamixel as dxl  # noqa: E402
 from ladder_ros.robots import wx250s  # noqa: E402
 from tests.driver_probe import DriverProbe  # noqa: E402
 
 pytestmark = pytest.mark.ros
-DOUBLE = Path(__file__).resolve().parent / "interbotix_double"
 NS = "widowx"
 CHAIN = wx250s.chain()
+PROFILE = dxl.ProfileRegisters(250, 100)  # moving_time_s 0.25, accel_time_s 0.1 (config/widowx_params.yaml)
 
 
 @pytest.fixture
-def double_on_path():
-    sys.path.insert(0, str(DOUBLE))
-    try:
-        from interbotix_common_modules.common_robot import robot
-        from interbotix_xs_modules.xs_robot import _bus
-        yield _bus.reset()
-        robot._reset()
-    finally:
-        sys.path.remove(str(DOUBLE))
-        for name in [m for m in sys.modules if m.startswith(("interbotix_xs_modules", "interbotix_common_modules"))]:
-            del sys.modules[name]
-
-
-@pytest.fixture
-def rig(double_on_path):
+def rig():
     from ladder_ros.nodes.widowx_driver import WidowXDriverNode
+    from ladder_ros.sim import widowx_twin
+    from ladder_ros.sim.widowx_twin import xs_sdk
 
     rclpy.init()
     executor = SingleThreadedExecutor()
     nodes = []
     try:
-        def build(**overrides):
-            params = [Parameter("clock_mode", value="wall_clock"), Parameter("connect_timeout_s", value=30.0),
+        def build(sdk=None, ready=True, **overrides):
+            sdk = xs_sdk.register("wx250s", sdk or xs_sdk.SimulatedXsSdk())
+            params = [Parameter("clock_mode", value="wall_clock"), Parameter("interbotix_api", value="twin"),
+                      Parameter("connect_timeout_s", value=30.0),
                       *(Parameter(k, value=v) for k, v in overrides.items())]
             driver = WidowXDriverNode(namespace=NS, parameter_overrides=params)
             probe = DriverProbe(NS)
@@ -64,11 +58,18 @@ def rig(double_on_path):
                 nodes.append(node)
             probe.spin_until(executor, lambda: probe.states and probe.joint_states and probe.poses, 20,
                              "the driver's first state")
-            return driver, probe, double_on_path
+            if ready:
+                probe.spin_until(executor, lambda: probe.state().get("not_ready") == "", 20,
+                                 "the motors' profile written and read back")
+            return driver, probe, sdk
         yield executor, build
     finally:
         for node in nodes:
+            close = getattr(node, "close", None)
+            if callable(close):
+                close()
             node.destroy_node()
+        widowx_twin.reset()
         rclpy.try_shutdown()
 
 
@@ -83,7 +84,8 @@ def act(probe, executor, values, steps=1, period=0.2, **send):
 
 
 def home(probe, executor, driver):
-    assert probe.arm(executor).success
+    reply = probe.arm(executor)
+    assert reply.success, reply.message
     reply = probe.trigger(executor, topics.HOME_SERVICE)
     assert reply.success, reply.message
     neutral = np.array(wx250s.NEUTRAL_JOINTS)
@@ -92,11 +94,15 @@ def home(probe, executor, driver):
     probe.spin_until(executor, lambda: not driver.homing, 30, "the homing path to end")
 
 
+def level(name):
+    return getattr(DiagnosticStatus, name)
+
+
 def test_missing_interbotix_api_is_one_clear_error():
     rclpy.init()
     try:
         from ladder_ros.nodes.widowx_driver import WidowXDriverNode
-        with pytest.raises(LadderError, match="interbotix_xs_modules.*not on PyPI"):
+        with pytest.raises(LadderError, match="interbotix_xs_modules.*not on PyPI.*interbotix_api: twin"):
             WidowXDriverNode(namespace=NS, parameter_overrides=[Parameter("clock_mode", value="wall_clock")])
     finally:
         rclpy.try_shutdown()
@@ -105,34 +111,74 @@ def test_missing_interbotix_api_is_one_clear_error():
     assert run.returncode == 2 and "source that workspace" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_starts_disarmed_publishing_state_and_moves_nothing_in_dry_run(rig):
+def test_starts_disarmed_with_the_profile_written_and_read_back_and_moves_nothing_in_dry_run(rig):
     executor, build = rig
-    driver, probe, bus = build()
+    driver, probe, sdk = build()
     state = probe.state()
     assert state["armed"] == "false" and state["estop"] == "false" and state["interventions"] == "0"
-    assert probe.states[-1].level == topics_level("WARN")
+    assert probe.states[-1].level == level("WARN")
+    # the API's constructor wrote nothing; the driver wrote both registers and read them back
+    writes = [(r.reg, r.value) for r in sdk.calls_of("set_motor_registers")]
+    assert writes == [("Profile_Velocity", 250), ("Profile_Acceleration", 100)]
+    assert [r.reg for r in sdk.calls_of("get_motor_registers")][:2] == ["Profile_Velocity", "Profile_Acceleration"]
+    assert set(sdk.motors.profile().values()) == {PROFILE}
     names, joints = probe.joint_states[-1][1], probe.latest_joints()
     assert names == wx250s.JOINT_NAMES and np.allclose(joints, wx250s.SLEEP_JOINTS, atol=1e-6)
     assert probe.latest_aperture() == 1.0  # fingers at 0.037 m, past Bridge's open 0.035 m: clipped
-    pose = probe.poses[-1][1]
-    assert np.allclose(pose, CHAIN.forward(joints), atol=1e-9)  # the true orientation, not just a position
-    before = len(bus.calls)
+    assert np.allclose(probe.poses[-1][1], CHAIN.forward(joints), atol=1e-9)
     act(probe, executor, action(dz=0.02, gripper=-1.0), steps=5)
     probe.spin_until(executor, lambda: len(probe.commands) >= 5, 10, "five dry-run commands")
-    moved = [c for c in bus.calls[before:] if c[0] in ("arm.set_joint_positions", "gripper.grasp")]
-    assert moved == []  # computed and recorded, nothing sent
+    assert sdk.calls_of("commands/joint_group") == [] and sdk.calls_of("commands/joint_single") == []
     assert np.allclose(probe.latest_joints(), wx250s.SLEEP_JOINTS, atol=1e-6)
     assert int(probe.state()["dry_run_commands"]) >= 5
 
 
-def topics_level(name):
-    from diagnostic_msgs.msg import DiagnosticStatus
-    return getattr(DiagnosticStatus, name)
+def test_arming_waits_for_the_profile_check_and_a_wedged_xs_sdk_is_a_fault(rig):
+    from ladder_ros.sim.widowx_twin import xs_sdk
+
+    executor, build = rig
+    sdk = xs_sdk.SimulatedXsSdk()
+    hang = sdk.hang("set_motor_registers")  # the first register write never answers: xs_sdk stalls behind it
+    driver, probe, _ = build(sdk=sdk, ready=False)
+    assert hang.entered.wait(10)
+    reply = probe.arm(executor)
+    assert not reply.success and "checking the arm" in reply.message  # the check is still running
+    # the driver keeps publishing, notices that the arm's state stopped coming, and says so
+    probe.spin_until(executor, lambda: probe.state().get("recovery_required", "").startswith("vendor_timeout"), 10,
+                     "the stale arm state noticed")
+    assert "vendor_timeout" in probe.kinds() and len(probe.joint_states) > 2
+    hang.release()
+    probe.spin_until(executor, lambda: probe.state().get("not_ready") == "", 10, "the profile check")
+    reply = probe.arm(executor)
+    assert not reply.success and "robot/recover" in reply.message
+    assert probe.trigger(executor, topics.RECOVER_SERVICE).success
+    probe.spin_until(executor, lambda: "recovered" in probe.state().get("detail", ""), 10, "the recovery")
+    assert probe.arm(executor).success
+
+
+def test_arming_is_refused_when_the_motors_read_the_profile_back_otherwise(rig):
+    from ladder_ros.sim.widowx_twin import xs_sdk
+
+    executor, build = rig
+    sdk = xs_sdk.SimulatedXsSdk()
+    original = sdk.motors.set_registers
+
+    def lossy(cmd_type, name, reg, value):  # an elbow whose Profile_Velocity does not take the write
+        original(cmd_type, name, reg, value)
+        if reg == dxl.PROFILE_VELOCITY:
+            sdk.motors.arm["elbow"].registers[reg] = 2000
+    sdk.motors.set_registers = lossy
+    driver, probe, _ = build(sdk=sdk, ready=False)
+    probe.spin_until(executor, lambda: "profile reads back" in probe.state().get("not_ready", ""), 10,
+                     "the profile mismatch")
+    assert "elbow 2000/100 ms" in probe.state()["not_ready"]
+    reply = probe.arm(executor)
+    assert not reply.success and "elbow 2000/100 ms" in reply.message
 
 
 def test_armed_the_arm_follows_bridge_deltas_and_the_gripper_closes_and_opens(rig):
     executor, build = rig
-    driver, probe, bus = build()
+    driver, probe, sdk = build()
     home(probe, executor, driver)
     start = CHAIN.forward(probe.latest_joints())[:3, 3]
     act(probe, executor, action(dx=0.02, dz=-0.01), steps=5)
@@ -145,20 +191,55 @@ def test_armed_the_arm_follows_bridge_deltas_and_the_gripper_closes_and_opens(ri
     probe.spin_until(executor, lambda: abs(probe.latest_aperture() - closed) < 1e-6, 10, "the gripper closed")
     act(probe, executor, action(gripper=1.0), steps=3)
     probe.spin_until(executor, lambda: probe.latest_aperture() == 1.0, 10, "the gripper open")
-    # never a blocking call: joints without moving_time and blocking=False, gripper with delay 0, no IK call
-    sets = [c for c in bus.calls if c[0] == "arm.set_joint_positions"]
-    assert sets and all(c[2:] == (None, None, False) for c in sets)
-    assert all(c[1] == 0.0 for c in bus.calls if c[0] in ("gripper.grasp", "gripper.release"))
-    assert not any(c[0] == "arm.set_ee_pose_matrix" for c in bus.calls)
-    assert len([c for c in bus.calls if c[0] == "robot_set_motor_registers"]) == 2  # the profile, once at start
-    stats = probe.diagnostics[-1] if probe.diagnostics else {}
+    assert len(sdk.calls_of("set_motor_registers")) == 2  # the profile, once at start: never per command
+    pwm = [c.cmd for c in sdk.calls_of("commands/joint_single")]
+    assert -250.0 in pwm and 250.0 in pwm  # the API's PWM at gripper_pressure 0.5
     probe.spin_until(executor, lambda: any(d.get("ik_p50_ms") for d in probe.diagnostics), 5, "diagnostics")
-    assert "jitter_p99_ms" in stats or any("jitter_p99_ms" in d for d in probe.diagnostics)
+    diagnostics = [d for d in probe.diagnostics if "jitter_p99_ms" in d][-1]
+    assert diagnostics["interbotix_api"] == "twin" and float(diagnostics["arm_state_age_ms"]) >= 0.0
+    assert set(probe.kinds()) <= {"watchdog"}  # the pauses between the test's steps, nothing else
+
+
+def test_the_vendor_api_gets_its_own_node_and_its_service_waits_leave_no_timers_behind(rig):
+    executor, build = rig
+    driver, probe, sdk = build(health_poll_s=0.1)
+    assert driver.arm.node_name == f"/{NS}/widowx_driver_interbotix"
+    polls = len(sdk.calls_of("get_motor_registers"))
+    probe.spin_until(executor, lambda: len(sdk.calls_of("get_motor_registers")) >= polls + 12, 20,
+                     "three health polls")
+    probe.spin_until(executor, lambda: not driver.worker.busy, 10, "no vendor call in flight")
+    # each service wait of the API created a 20 Hz Rate timer; none is left (the gripper's own timer is)
+    rates = [t for t in driver.arm.node.timers if isinstance(getattr(t.callback, "__self__", None), threading.Event)]
+    assert rates == [] and len(list(driver.arm.node.timers)) == 1
+
+
+def test_a_launch_remapping_renames_the_driver_and_not_the_vendor_node(tmp_path):
+    rclpy.init()
+    watcher = rclpy.create_node("watcher")
+    process = subprocess.Popen([sys.executable, "-m", "ladder_ros.nodes.widowx_driver", "--ros-args", "-r",
+                                "__node:=widowx_driver", "-r", f"__ns:=/{NS}", "-p", "clock_mode:=wall_clock", "-p",
+                                "interbotix_api:=twin"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        names = []
+        while time.monotonic() < deadline:
+            names = watcher.get_node_names_and_namespaces()
+            if ("widowx_driver_interbotix", f"/{NS}") in names:
+                break
+            time.sleep(0.2)
+        assert ("widowx_driver_interbotix", f"/{NS}") in names, names
+        assert names.count(("widowx_driver", f"/{NS}")) == 1
+        assert not any(name == "interbotix_robot_manipulation" for name, _ in names)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        watcher.destroy_node()
+        rclpy.try_shutdown()
 
 
 def test_bad_actions_are_refused_counted_and_published_and_the_arm_holds(rig):
     executor, build = rig
-    driver, probe, bus = build()
+    driver, probe, sdk = build()
     home(probe, executor, driver)
     held = probe.latest_joints().copy()
     cases = [(action(dx=float("nan")), "non_finite"), (action(dy=0.2), "translation_limit"),
@@ -168,14 +249,17 @@ def test_bad_actions_are_refused_counted_and_published_and_the_arm_holds(rig):
         probe.spin_until(executor, lambda: kind in probe.kinds(), 5, f"a {kind} intervention")
     act(probe, executor, action(dx=0.01), steps=1, period=0.25, age_s=2.0)  # stamped 2 s ago
     probe.spin_until(executor, lambda: "stale" in probe.kinds(), 5, "a stale intervention")
+    act(probe, executor, action(dx=0.01), steps=1, period=0.25, age_s=-1.0)  # stamped 1 s ahead
+    probe.spin_until(executor, lambda: "future_stamp" in probe.kinds(), 5, "a future_stamp intervention")
     probe.send(ACTION_AXES, action(dx=0.01))
     probe.send(ACTION_AXES, action(dx=0.01))  # a second action in the same period
     probe.spin_until(executor, lambda: "duplicate" in probe.kinds(), 5, "a duplicate intervention")
     probe.spin_for(executor, 0.5)
     doc = probe.interventions[-1]
     assert doc.counts["non_finite"] == 1 and doc.counts["translation_limit"] == 1 and doc.counts["stale"] == 1
+    assert doc.counts["future_stamp"] == 1
     assert doc.source.endswith("widowx_driver") and "gripper" in [d.axis for d in probe.interventions]
-    assert int(probe.state()["interventions"]) >= 6
+    assert int(probe.state()["interventions"]) >= 7
     # only the one accepted action (dx=0.01) moved the arm, by one centimetre
     moved = CHAIN.forward(probe.latest_joints())[:3, 3] - CHAIN.forward(held)[:3, 3]
     assert np.linalg.norm(moved) < 0.012
@@ -183,7 +267,7 @@ def test_bad_actions_are_refused_counted_and_published_and_the_arm_holds(rig):
 
 def test_the_workspace_box_clips_the_target_and_counts_it(rig):
     executor, build = rig
-    driver, probe, bus = build(workspace_low=[0.10, -0.25, 0.20], workspace_high=[0.45, 0.25, 0.35])
+    driver, probe, sdk = build(workspace_low=[0.10, -0.25, 0.20], workspace_high=[0.45, 0.25, 0.35])
     home(probe, executor, driver)
     act(probe, executor, action(dz=-0.04), steps=4)  # 16 cm down from 0.247 m: the floor is 0.20 m
     probe.spin_until(executor, lambda: "workspace" in probe.kinds(), 5, "a workspace intervention")
@@ -191,42 +275,152 @@ def test_the_workspace_box_clips_the_target_and_counts_it(rig):
     assert probe.interventions[-1].axis == "z"
 
 
-def test_estop_holds_latches_and_release_leaves_the_robot_disarmed(rig):
+def motors_at_rest_at(sdk):
+    """When (monotonic s) the twin's motors finish their current moves: each joint's profile end."""
+    return max(m.move.end_time if m.move is not None else 0.0 for m in sdk.motors.arm.values())
+
+
+def test_an_estop_mid_motion_brings_the_motors_to_rest_within_two_periods_and_says_so_only_then(rig):
     executor, build = rig
-    driver, probe, bus = build()
+    driver, probe, sdk = build()
     home(probe, executor, driver)
     for _ in range(3):
-        act(probe, executor, action(dx=0.03))
+        act(probe, executor, action(dx=0.04, dz=0.02))
+    assert np.max(np.abs(sdk.motors.arm_state()[1])) > 0.1  # moving
+    sent = len(sdk.calls_of("commands/joint_group"))
     reply = probe.trigger(executor, topics.ESTOP_SERVICE)
     assert reply.success and "latched" in reply.message
+    probe.spin_until(executor, lambda: len(sdk.calls_of("commands/joint_group")) > sent, 5, "the hold at xs_sdk")
+    hold_at = [t for t, name, _ in list(sdk.calls) if name == "commands/joint_group"][-1]
+    rest_at = motors_at_rest_at(sdk)
+    assert rest_at - hold_at <= 2 * driver.period  # the hold's profile (0.25 s) ends within two 0.2 s periods
     probe.spin_until(executor, lambda: probe.state().get("estop") == "true", 5, "the e-stop state")
-    stop_calls = len(bus.calls)
+    assert probe.state()["arm_at_rest"] in ("false", "true")
+    probe.spin_until(executor, lambda: probe.state().get("arm_at_rest") == "true", 10, "the state saying at rest")
+    said_at = time.monotonic()
+    assert said_at >= rest_at and np.all(sdk.motors.arm_state()[1] == 0.0)  # said only once it was true
+    assert "the arm is at rest" in probe.state()["detail"] and "held at the measured joints" in probe.state()["stop"]
+    after = len(sdk.calls_of("commands/joint_group"))
     act(probe, executor, action(dx=0.03), steps=3)
-    assert not any(c[0] == "arm.set_joint_positions" for c in bus.calls[stop_calls:])
-    seen = len(probe.joint_states)
-    probe.spin_until(executor, lambda: len(probe.joint_states) >= seen + 2, 5, "joint states after the stop")
-    still = probe.latest_joints().copy()
-    probe.spin_for(executor, 0.5)
-    assert np.allclose(probe.latest_joints(), still, atol=1e-4)
+    assert len(sdk.calls_of("commands/joint_group")) == after  # nothing sent while latched
     assert not probe.arm(executor).success  # cannot arm while latched
     assert probe.trigger(executor, topics.ESTOP_RELEASE_SERVICE).success
     probe.spin_until(executor, lambda: probe.state().get("estop") == "false", 5, "the released state")
-    assert probe.state()["armed"] == "false" and probe.states[-1].level == topics_level("WARN")
+    assert probe.state()["armed"] == "false" and probe.states[-1].level == level("WARN")
     assert "estop" in probe.kinds()
+
+
+def test_a_hold_the_api_refuses_escalates_to_torque_off_and_says_so(rig):
+    executor, build = rig
+    driver, probe, sdk = build()
+    home(probe, executor, driver)
+    act(probe, executor, action(dx=0.03), steps=2)
+    api_arm = driver.arm.bot.arm
+    api_arm.set_joint_positions = lambda *args, **kwargs: False  # an API that refuses every hold
+    assert probe.trigger(executor, topics.ESTOP_SERVICE).success
+    probe.spin_until(executor, lambda: "hold_refused" in probe.kinds(), 5, "a hold_refused intervention")
+    probe.spin_until(executor, lambda: "torqued off" in probe.state().get("stop", ""), 10, "the torque-off")
+    assert sdk.motors.get_registers("group", "arm", dxl.TORQUE_ENABLE) == [0] * 6
+    assert [(r.name, r.enable) for r in sdk.calls_of("torque_enable")] == [("arm", False)]
+    state = probe.state()
+    assert "refused" in state["stop"] and "holds" not in state["detail"].split(";")[0]
+    assert state["recovery_required"].startswith("hold_refused")
+    probe.spin_until(executor, lambda: probe.state().get("arm_at_rest") == "true", 10, "the arm at rest")
+
+
+def test_a_stalled_joint_is_noticed_the_arm_holds_and_arming_waits_for_a_recovery(rig):
+    executor, build = rig
+    driver, probe, sdk = build()
+    home(probe, executor, driver)
+    sdk.motors.stall("shoulder")
+    act(probe, executor, action(dx=0.03, dz=0.03), steps=6)
+    probe.spin_until(executor, lambda: "stall" in probe.kinds(), 10, "a stall intervention")
+    stall = [d for d in probe.interventions if d.kind == "stall"][0]
+    assert "shoulder stopped following its command" in stall.reason
+    probe.spin_until(executor, lambda: probe.state().get("armed") == "false", 5, "disarmed")
+    assert probe.states[-1].level == level("ERROR") and probe.state()["recovery_required"].startswith("stall")
+    sent = len(sdk.calls_of("commands/joint_group"))
+    act(probe, executor, action(dx=0.03), steps=2)
+    assert len(sdk.calls_of("commands/joint_group")) == sent
+    reply = probe.arm(executor)
+    assert not reply.success and "robot/recover" in reply.message
+    sdk.motors.release_stall("shoulder")  # the obstacle is taken away
+    reply = probe.trigger(executor, topics.RECOVER_SERVICE)
+    assert reply.success and "stays disarmed" in reply.message
+    probe.spin_until(executor, lambda: "recovered" in probe.state().get("detail", ""), 10, "the recovery")
+    assert probe.arm(executor).success
+
+
+def test_a_motor_error_is_noticed_and_recovery_reboots_it_and_writes_the_profile_again(rig):
+    executor, build = rig
+    driver, probe, sdk = build(health_poll_s=0.2)
+    home(probe, executor, driver)
+    sdk.motors.inject_error("elbow")
+    probe.spin_until(executor, lambda: "motor_error" in probe.kinds() or "stall" in probe.kinds(), 10,
+                     "the fault noticed")
+    probe.spin_until(executor, lambda: any("elbow: Hardware_Error_Status overload" in d.reason
+                                           for d in probe.interventions), 10, "the motor error named")
+    probe.spin_until(executor, lambda: probe.state().get("armed") == "false" and probe.state()["recovery_required"], 5,
+                     "disarmed until recovered")
+    reply = probe.trigger(executor, topics.RECOVER_SERVICE)
+    assert reply.success
+    probe.spin_until(executor, lambda: "recovered" in probe.state().get("detail", ""), 10, "the recovery")
+    assert [(r.name, r.smart_reboot) for r in sdk.calls_of("reboot_motors")] == [("arm", True)]
+    assert sdk.motors.get_registers("group", "arm", dxl.HARDWARE_ERROR_STATUS) == [0] * 6
+    assert set(sdk.motors.profile().values()) == {PROFILE}  # the reboot reset the elbow's profile: written again
+    assert [(r.reg, r.value) for r in sdk.calls_of("set_motor_registers")][-2:] == [
+        ("Profile_Velocity", 250), ("Profile_Acceleration", 100)]
+    assert "250/100 ms written and read back" in probe.state()["detail"]
+    assert probe.arm(executor).success
+
+
+def test_a_reboot_that_never_returns_leaves_the_estop_and_the_joint_states_working(rig):
+    executor, build = rig
+    driver, probe, sdk = build(recover_timeout_s=3.0)
+    home(probe, executor, driver)
+    hang = sdk.hang("reboot_motors")
+    assert probe.trigger(executor, topics.RECOVER_SERVICE).success  # answered at once; the reboot runs off-loop
+    assert hang.entered.wait(10), "the reboot never reached xs_sdk"
+    seen = len(probe.joint_states)
+    reply = probe.trigger(executor, topics.ESTOP_SERVICE)
+    assert reply.success and not hang._released.is_set()  # answered while the reboot still hangs
+    probe.spin_until(executor, lambda: len(probe.joint_states) >= seen + 5, 10, "joint states during the hang")
+    probe.spin_until(executor, lambda: "vendor_timeout" in probe.kinds(), 10, "the recovery's deadline")
+    assert "recovery" in [d for d in probe.interventions if d.kind == "vendor_timeout"][0].reason
+    probe.spin_until(executor, lambda: probe.state().get("recovery_required", "").startswith("vendor_timeout"), 5,
+                     "the fault in the state")
+    hang.release()
+    assert probe.trigger(executor, topics.ESTOP_RELEASE_SERVICE).success
+    reply = probe.trigger(executor, topics.RECOVER_SERVICE)
+    assert reply.success
+    probe.spin_until(executor, lambda: "recovered" in probe.state().get("detail", ""), 20, "a second recovery")
+    assert probe.arm(executor).success
+
+
+def test_a_gripper_that_does_not_close_is_a_fault(rig):
+    executor, build = rig
+    driver, probe, sdk = build(gripper_timeout_s=1.0)
+    home(probe, executor, driver)
+    sdk.motors.inject_error("gripper", bits=4)  # overheated: the fingers no longer move
+    act(probe, executor, action(gripper=-1.0), steps=2)
+    probe.spin_until(executor, lambda: "gripper_fault" in probe.kinds() or "motor_error" in probe.kinds(), 10,
+                     "the gripper fault")
+    probe.spin_until(executor, lambda: probe.state().get("armed") == "false", 5, "disarmed")
+    assert probe.state()["recovery_required"]
 
 
 def test_the_watchdog_holds_the_arm_when_actions_stop(rig):
     executor, build = rig
-    driver, probe, bus = build()
+    driver, probe, sdk = build()
     home(probe, executor, driver)
     act(probe, executor, action(dx=0.02), steps=3)
     probe.spin_until(executor, lambda: "watchdog" in probe.kinds(), 5, "a watchdog intervention")
     probe.spin_until(executor, lambda: probe.state().get("holding") == "true", 5, "the holding state")
-    seen = len(probe.joint_states)
-    probe.spin_until(executor, lambda: len(probe.joint_states) >= seen + 2, 5, "joint states after the hold")
+    probe.spin_until(executor, lambda: probe.state().get("arm_at_rest") == "true", 10, "the arm at rest")
     still = probe.latest_joints().copy()
-    probe.spin_for(executor, 0.6)
-    assert np.allclose(probe.latest_joints(), still, atol=2e-3)
+    seen = len(probe.joint_states)
+    probe.spin_until(executor, lambda: len(probe.joint_states) >= seen + 3, 5, "joint states after the hold")
+    assert np.allclose(probe.latest_joints(), still, atol=1e-6)
     act(probe, executor, action(dx=0.01))  # the next action lifts the hold
     probe.spin_until(executor, lambda: probe.state().get("holding") == "false", 5, "the hold lifted")
 
@@ -236,33 +430,20 @@ def test_holds_while_a_verification_is_pending_when_asked(rig):
     from ladder_ros.ros_conversions import document_to_msg
 
     executor, build = rig
-    driver, probe, bus = build(hold_while_verifying=True)
+    driver, probe, sdk = build(hold_while_verifying=True)
     home(probe, executor, driver)
     status = EpisodeStatus(episode_id="e1", state=RUNNING, clock=WALL_CLOCK, rate_hz=5.0, step=3,
                            pending_request=1, task={})
     probe.status_pub.publish(document_to_msg(status))
     probe.spin_until(executor, lambda: probe.state().get("verifying") == "true", 5, "the verifying state")
-    calls = len(bus.calls)
+    sent = len(sdk.calls_of("commands/joint_group"))
     act(probe, executor, action(dx=0.02), steps=3)
-    assert not any(c[0] == "arm.set_joint_positions" for c in bus.calls[calls:])
+    assert len(sdk.calls_of("commands/joint_group")) == sent
     probe.status_pub.publish(document_to_msg(EpisodeStatus(episode_id="e1", state=RUNNING, clock=WALL_CLOCK,
                                                            rate_hz=5.0, step=4, task={})))
     probe.spin_until(executor, lambda: probe.state().get("verifying") == "false", 5, "the verification over")
     act(probe, executor, action(dx=0.02), steps=2)
-    assert any(c[0] == "arm.set_joint_positions" for c in bus.calls[calls:])
-
-
-def test_recovery_reboots_the_faulted_motors_and_stays_disarmed(rig):
-    executor, build = rig
-    driver, probe, bus = build()
-    home(probe, executor, driver)
-    bus.fault("elbow")
-    reply = probe.trigger(executor, topics.RECOVER_SERVICE)
-    assert reply.success and "stays disarmed" in reply.message
-    assert ("robot_reboot_motors", "group", "arm", True, True) in bus.calls and not bus.faulted
-    assert ("robot_torque_enable", "group", "arm", True) in bus.calls
-    assert ("arm.capture_joint_positions",) in bus.calls
-    probe.spin_until(executor, lambda: probe.state().get("armed") == "false", 5, "the disarmed state")
+    assert len(sdk.calls_of("commands/joint_group")) > sent
 
 
 def test_no_action_is_trusted_while_a_second_node_publishes_actions(rig):
@@ -271,7 +452,7 @@ def test_no_action_is_trusted_while_a_second_node_publishes_actions(rig):
     from ladder_ros.nodes.runtime import qos
 
     executor, build = rig
-    driver, probe, bus = build()
+    driver, probe, sdk = build()
     intruder = rclpy.create_node("intruder", namespace=NS)
     intruder.create_publisher(JointTrajectory, topics.ACTION.name, qos(topics.STREAM))
     executor.add_node(intruder)
@@ -284,3 +465,43 @@ def test_no_action_is_trusted_while_a_second_node_publishes_actions(rig):
     finally:
         executor.remove_node(intruder)
         intruder.destroy_node()
+
+
+def test_no_blocking_call_runs_on_the_control_thread(rig):
+    """Every service call of the API runs on the driver's vendor-call worker, never on the executor's thread."""
+    executor, build = rig
+    driver, probe, sdk = build(health_poll_s=0.1)
+    control = threading.get_ident()
+    callers = []
+    core = driver.arm.bot.core
+    original = core.get_node().wait_until_future_complete
+
+    def spy(future, timeout_sec=None):
+        callers.append(threading.get_ident())
+        return original(future, timeout_sec)
+    core.get_node().wait_until_future_complete = spy
+    home(probe, executor, driver)
+    act(probe, executor, action(dx=0.02), steps=3)
+    assert probe.trigger(executor, topics.ESTOP_SERVICE).success
+    probe.spin_until(executor, lambda: len(callers) >= 8, 10, "health polls")
+    assert callers and control not in callers
+
+
+def test_a_hold_refused_at_a_joint_past_the_apis_limit_is_sent_clamped_inside_it_and_counted(rig):
+    import time as clock
+
+    from ladder_ros.sim.widowx_twin import xs_sdk
+    from ladder_ros.sim.widowx_twin.motors import WidowXMotors
+
+    executor, build = rig
+    # the shoulder's motor limit (819 ticks, -1.8852 rad) lies 0.3 mrad past the URDF's -108 deg the API checks
+    start = (0.0, -1.8851, 1.55, 0.0, 0.8, 0.0)
+    driver, probe, sdk = build(sdk=xs_sdk.SimulatedXsSdk(WidowXMotors(clock.monotonic, joints=start)))
+    assert probe.arm(executor).success
+    assert probe.trigger(executor, topics.ESTOP_SERVICE).success
+    probe.spin_until(executor, lambda: "hold_refused" in probe.kinds(), 5, "the refused hold counted")
+    probe.spin_until(executor, lambda: "clamped" in probe.state().get("stop", ""), 5, "the clamped hold")
+    hold = sdk.calls_of("commands/joint_group")[-1].cmd
+    assert hold[1] == pytest.approx(wx250s.LOWER[1] + 2e-3, abs=1e-6)  # just inside the API's limit
+    assert probe.state()["recovery_required"] == ""  # held: no torque-off, no recovery needed
+    assert sdk.calls_of("torque_enable") == []

@@ -65,10 +65,16 @@ JUMP = "jump"  # a joint target further from the previous target than the arm ma
 UNREACHABLE = "unreachable"  # no inverse-kinematics solution within the joint limits
 WATCHDOG = "watchdog"  # commands stopped while the arm moved: it was stopped and holds
 ESTOP = "estop"  # an e-stop: the arm stopped and holds until the stop is released and the arm re-armed
-ROBOT_ERROR = "robot_error"  # the arm reported an error (a reflex, a motor fault): it holds, disarmed
+ROBOT_ERROR = "robot_error"  # the arm reported an error (a reflex, a control exception): it holds, disarmed
+FUTURE_STAMP = "future_stamp"  # an action stamped after it arrived, beyond the clocks' tolerance
+STALL = "stall"  # a joint stopped following its command (an obstacle, a collision): held, disarmed
+MOTOR_ERROR = "motor_error"  # a motor reported a hardware error or lost its torque: held, disarmed
+GRIPPER_FAULT = "gripper_fault"  # the gripper did not reach its command, or reported an error: held, disarmed
+HOLD_REFUSED = "hold_refused"  # the arm's API refused a hold: escalated (another hold, then torque off or stop)
+VENDOR_TIMEOUT = "vendor_timeout"  # a vendor call, or the arm's state, missed its deadline: held, disarmed
 INTERVENTION_KINDS = (NON_FINITE, MALFORMED, TRANSLATION_LIMIT, ROTATION_LIMIT, GRIPPER_DOMAIN, DUPLICATE,
                       FOREIGN_PUBLISHER, STALE, WORKSPACE, JOINT_LIMIT, JUMP, UNREACHABLE, WATCHDOG, ESTOP,
-                      ROBOT_ERROR)
+                      ROBOT_ERROR, FUTURE_STAMP, STALL, MOTOR_ERROR, GRIPPER_FAULT, HOLD_REFUSED, VENDOR_TIMEOUT)
 
 
 class GripperDomain(str, enum.Enum):

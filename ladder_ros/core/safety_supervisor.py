@@ -12,10 +12,18 @@ arm does with a command that passed:
   ``watchdog_s`` is stopped once (counted); the next command lifts the hold.
 * **The verification hold** (optional, ``hold_while_verifying``): while the orchestrator waits for
   a verification, commands are not sent and the arm holds still, as the simulator pauses.
-* **A robot error** (a reflex, a motor fault) disarms, counted; recovery is the operator's call.
+* **Faults** (a reflex, a motor error, a stalled joint, a gripper that did not arrive, a vendor
+  call past its deadline, a hold the arm refused and torque had to go off) disarm, counted by kind,
+  and block arming until the driver has confirmed a recovery (:meth:`SafetySupervisor.recovered`).
+* **Not ready**: the driver can block arming while something it must check is unchecked or wrong
+  (the WidowX's motion profile not read back yet, or read back different; a recovery running).
+* **Stopping is reported as it is**: after an e-stop, a watchdog stop or a fault the state says
+  the arm is *stopping* until the driver has measured it at rest (:meth:`SafetySupervisor.note_rest`),
+  and a stop that did not go as asked (a refused hold, torque turned off instead) is reported in
+  those words (:meth:`SafetySupervisor.note_stop`), never as "holds".
 
-E-stops, watchdog stops and robot errors are interventions, counted with the filter's counts (one
-set of counts per episode, in the episode record). Commands held because the robot is disarmed or a
+E-stops, watchdog stops and faults are interventions, counted with the filter's counts (one set of
+counts per episode, in the episode record). Commands held because the robot is disarmed or a
 verification is pending are not interventions (nothing was wrong with them); they are counted
 apart, in :attr:`SafetySupervisor.holds`. No rclpy here; time is passed in (monotonic seconds).
 """
@@ -75,27 +83,38 @@ class SafetySupervisor:
         self.last_command_at: float | None = None
         self.holds: dict[str, int] = {Permission.DRY_RUN.value: 0, Permission.ESTOP.value: 0,
                                       Permission.VERIFYING.value: 0}
-        self.detail = "dry run: arm the robot to move"
+        self.reason = "dry run: arm the robot to move"
+        self.recovery_required: str | None = None  # a fault's reason until a recovery is confirmed
+        self.not_ready: str | None = None  # why the driver cannot arm yet
+        self.stop_report = ""  # how the last stop went
+        self.at_rest: bool | None = None  # after a stop: measured at rest yet (None: no stop to report)
         self._past_interventions = 0  # interventions of earlier episodes
 
     # ------------------------------------------------------------------ operator
     def arm(self) -> tuple[bool, str]:
-        """Arm the robot, unless an e-stop is latched; returns (success, message)."""
+        """Arm the robot, unless an e-stop is latched, a fault awaits recovery or the driver is not ready."""
         if self.estopped:
             return False, "refused: the e-stop is latched; release it first"
+        if self.recovery_required is not None:
+            return False, f"refused: {self.recovery_required}; call robot/recover first"
+        if self.not_ready is not None:
+            return False, f"refused: {self.not_ready}"
         if self.armed:
             return True, "already armed"
         self.armed = True
         self.watchdog_holding = False
         self.last_command_at = None  # the watchdog starts with the first command after arming
-        self.detail = "armed"
+        self.stop_report = ""
+        self.at_rest = None
+        self.reason = "armed"
         return True, "armed"
 
     def disarm(self, why: str = "disarmed by the operator") -> tuple[bool, str]:
         """Back to dry run (always allowed)."""
         was = self.armed
         self.armed = False
-        self.detail = f"dry run: {why}"
+        if not self.estopped and self.recovery_required is None:
+            self.reason = f"dry run: {why}"
         return True, "disarmed" if was else "already disarmed (dry run)"
 
     def estop(self, why: str = "e-stop by the operator") -> str:
@@ -105,22 +124,51 @@ class SafetySupervisor:
         self.estopped = True
         self.armed = False
         self.counts.count(ESTOP)
-        self.detail = f"E-STOP: {why}"
-        return "e-stop latched: the arm holds; release it, then arm again"
+        self.reason = f"E-STOP: {why}"
+        self.stop_report, self.at_rest = "", False
+        return "e-stop latched: the arm is being stopped; release it, then arm again"
 
     def release(self) -> tuple[bool, str]:
         """Release a latched e-stop; the robot stays disarmed."""
         if not self.estopped:
             return True, "no e-stop latched"
         self.estopped = False
-        self.detail = "dry run: e-stop released; arm the robot to move"
+        self.reason = "dry run: e-stop released; arm the robot to move" if self.recovery_required is None \
+            else f"FAULT: {self.recovery_required}"
         return True, "e-stop released; the robot stays disarmed until armed again"
 
-    def robot_error(self, why: str) -> None:
-        """The arm reported an error: counted, disarmed."""
-        self.counts.count(ROBOT_ERROR)
+    def fault(self, kind: str, why: str) -> None:
+        """A fault of ``kind`` (an intervention kind): counted, disarmed, arming blocked until :meth:`recovered`."""
+        self.counts.count(kind)
         self.armed = False
-        self.detail = f"dry run: robot error: {why}"
+        self.recovery_required = f"{kind}: {why}"
+        if not self.estopped:
+            self.reason = f"FAULT: {kind}: {why}"
+            self.stop_report, self.at_rest = "", False
+
+    def robot_error(self, why: str) -> None:
+        """The arm reported an error (a reflex, a control exception): a fault."""
+        self.fault(ROBOT_ERROR, why)
+
+    def recovered(self, message: str) -> None:
+        """The driver confirmed a recovery: arming is possible again (the robot stays disarmed)."""
+        self.recovery_required = None
+        if not self.estopped:
+            self.reason = f"dry run: recovered ({message}); arm the robot to move"
+
+    def set_not_ready(self, reason: str | None) -> None:
+        """Block arming for ``reason`` (None: ready); an armed robot is disarmed."""
+        self.not_ready = reason
+        if reason is not None and self.armed:
+            self.disarm(reason)
+
+    def note_stop(self, report: str) -> None:
+        """How the last stop went (``"held at the measured joints"``, ``"hold refused; torque off"``)."""
+        self.stop_report = report
+
+    def note_rest(self, at_rest: bool) -> None:
+        """Whether the arm is measured at rest (after a stop)."""
+        self.at_rest = bool(at_rest)
 
     # ------------------------------------------------------------------ commands
     def set_verifying(self, pending: bool) -> None:
@@ -136,6 +184,9 @@ class SafetySupervisor:
         elif self.verifying and self.config.hold_while_verifying:
             permission = Permission.VERIFYING
         else:
+            if self.watchdog_holding:
+                self.reason = "armed"
+                self.at_rest = None
             self.watchdog_holding = False
             return Permission.MOVE
         self.holds[permission.value] += 1
@@ -149,7 +200,8 @@ class SafetySupervisor:
             return False
         self.watchdog_holding = True
         self.counts.count(WATCHDOG)
-        self.detail = f"armed, holding: no command for {now - self.last_command_at:.3f} s"
+        self.reason = f"armed, holding: no command for {now - self.last_command_at:.3f} s"
+        self.stop_report, self.at_rest = "", False
         return True
 
     # ------------------------------------------------------------------ reporting
@@ -164,8 +216,18 @@ class SafetySupervisor:
         return self._past_interventions + self.counts.interventions
 
     @property
+    def detail(self) -> str:
+        """One line: the state's reason, how the last stop went, and whether the arm is at rest yet."""
+        parts = [self.reason]
+        if self.stop_report:
+            parts.append(self.stop_report)
+        if self.at_rest is not None:
+            parts.append("the arm is at rest" if self.at_rest else "the arm is stopping")
+        return "; ".join(parts)
+
+    @property
     def level(self) -> int:
-        return ERROR if self.estopped else OK if self.armed else WARN
+        return ERROR if self.estopped or self.recovery_required is not None else OK if self.armed else WARN
 
     def values(self) -> dict[str, str]:
         """The key/values of ``robot/safety_state``: ``armed``, ``estop``, ``interventions``, ``detail`` and more."""
@@ -174,7 +236,10 @@ class SafetySupervisor:
                 "episode_interventions": str(self.counts.interventions),
                 "holding": str(self.watchdog_holding).lower(), "verifying": str(self.verifying).lower(),
                 "hold_while_verifying": str(self.config.hold_while_verifying).lower(),
-                "dry_run_commands": str(self.holds[Permission.DRY_RUN.value])}
+                "dry_run_commands": str(self.holds[Permission.DRY_RUN.value]),
+                "recovery_required": self.recovery_required or "", "not_ready": self.not_ready or "",
+                "stop": self.stop_report,
+                "arm_at_rest": "" if self.at_rest is None else str(self.at_rest).lower()}
 
     def summary(self) -> dict[str, Any]:
         """The filter's episode summary plus the commands held and why."""

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from trajectory_msgs.msg import JointTrajectory
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError, LadderError
-from ladder_ros.core.safety import GRIPPER_DOMAIN, MALFORMED, NON_FINITE, JointTargetFilter
+from ladder_ros.core.safety import (
+    GRIPPER_DOMAIN,
+    GRIPPER_FAULT,
+    MALFORMED,
+    NON_FINITE,
+    ROBOT_ERROR,
+    WORKSPACE,
+    JointTargetFilter,
+    WorkspaceBox,
+)
 from ladder_ros.core.safety_supervisor import Permission
 from ladder_ros.nodes.parameters import FRANKA_DRIVER
-from ladder_ros.nodes.robot_driver import ArmSnapshot, RobotDriverNode
+from ladder_ros.nodes.robot_driver import ArmSnapshot, RobotDriverNode, StopOutcome
 from ladder_ros.nodes.runtime import run_node
-from ladder_ros.robots.franka import get_model, waypoint_velocity
+from ladder_ros.robots.franka import clip_step_into_box, forward_kinematics, get_model, stream_waypoints
 from ladder_ros.robots.franky_arm import FrankyArm
 from ladder_ros.robots.gripper import GRIPPER_AXES, commanded_aperture
 
@@ -24,39 +33,53 @@ class FrankaDriverNode(RobotDriverNode):
     Each ``policy/action`` is one trajectory point over the seven arm joints and a gripper axis
     (``gripper_position``: DROID's 0 open / 1 closed; or ``gripper``: +1 open / -1 closed). The joint
     target passes the joint filter (limits, the largest step from the previous target: reject, never
-    clamp) and is streamed to franky as a waypoint reached with a velocity (smooth, see
-    :mod:`ladder_ros.robots.franka`); the gripper command goes to the gripper's own thread, which
-    also reads the width (a blocking call) so the control loop never waits. Reflexes and control
-    errors disarm the robot (counted); ``robot/recover`` runs franky's error recovery. Dry run until
-    armed; e-stop, watchdog and verification hold as in :class:`~ladder_ros.nodes.robot_driver.RobotDriverNode`.
+    clamp; the velocity limits are those franky reports for the connected arm, see
+    :mod:`ladder_ros.robots.franka`), a step that would take the hand out of the workspace box stops
+    at its wall (counted), and the target is streamed to franky as a via point passed with a
+    velocity and a final waypoint at rest (no overshoot when the stream stops); the gripper command
+    goes to the gripper's own thread, which also reads the width (a blocking call) so the control
+    loop never waits. Reflexes and control errors are faults; ``robot/recover`` runs franky's error
+    recovery on the vendor-call worker. Dry run until armed; e-stop, watchdog and verification hold
+    as in :class:`~ladder_ros.nodes.robot_driver.RobotDriverNode`.
 
     Topics: subscribes ``policy/action`` (trajectory_msgs/JointTrajectory), ``episode/status``;
     publishes ``joint_states`` (sensor_msgs/JointState: seven joints in rad with velocities in
     rad/s, plus ``gripper_aperture`` = width / max_width_m), ``ee_pose`` (geometry_msgs/PoseStamped:
     the flange-to-end-effector pose franky reports, base frame, m; its height feeds the trigger's
-    lift rule), ``robot/joint_command``, ``safety/interventions``, ``robot/safety_state`` (latched),
-    ``/diagnostics`` (control period and jitter in ms, gripper read time).
+    lift rule), ``robot/joint_command`` (the target and the via velocity), ``safety/interventions``,
+    ``robot/safety_state`` (latched), ``/diagnostics`` (control period and jitter in ms, gripper read
+    time).
     Services: ``robot/arm`` (std_srvs/SetBool), ``robot/estop``, ``robot/estop_release``,
     ``robot/home``, ``robot/recover`` (std_srvs/Trigger).
     Parameters: ``FRANKA_DRIVER`` in :mod:`ladder_ros.nodes.parameters` (the shared driver parameters
     and host, model, joint_names, ready_joints (rad), gripper_speed_m_s (m/s), gripper_force_n (N),
-    max_width_m (m), realtime).
+    max_width_m (m), realtime, max_joint_velocity (rad/s), workspace_low (m), workspace_high (m)).
     """
+
+    vendor = "franky"
 
     def __init__(self, *, node_name: str = "franka_driver", **node_options):
         super().__init__(node_name, "franka_driver", FRANKA_DRIVER, **node_options)
         p = self.params
         self.model = get_model(p["model"])
         self.names = tuple(p["joint_names"])
-        self.filter = JointTargetFilter(self.model.joint_limits(self.names, self.period))
+        self.workspace = WorkspaceBox(tuple(p["workspace_low"]), tuple(p["workspace_high"]),
+                                      source=f"{self.get_name()} parameters")
         self.ready = np.array(p["ready_joints"])
-        if not (np.all(self.ready >= self.model.lower) and np.all(self.ready <= self.model.upper)):
+        self.arm = FrankyArm(host=p["host"], model=self.model, dynamics_factor=p["speed_scale"],
+                             gripper_speed_m_s=p["gripper_speed_m_s"], gripper_force_n=p["gripper_force_n"],
+                             max_width_m=p["max_width_m"], realtime=p["realtime"],
+                             max_joint_velocity=tuple(p["max_joint_velocity"]))
+        self.limits = self.arm.limits
+        self.filter = JointTargetFilter(self.limits.joint_limits(self.names, self.period))
+        if not (np.all(self.ready >= self.limits.lower) and np.all(self.ready <= self.limits.upper)):
+            self.arm.close()
             raise ConfigError(f"parameter {self.get_name()}.ready_joints: outside the {self.model.name} joint "
                               f"limits, got {p['ready_joints']}")
-        self.dynamics = p["speed_scale"]
-        self.arm = FrankyArm(host=p["host"], model=self.model, dynamics_factor=self.dynamics,
-                             gripper_speed_m_s=p["gripper_speed_m_s"], gripper_force_n=p["gripper_force_n"],
-                             max_width_m=p["max_width_m"], realtime=p["realtime"])
+        if not self.workspace.contains(forward_kinematics(self.ready)[:3, 3]):
+            self.arm.close()
+            raise ConfigError(f"parameter {self.get_name()}.ready_joints: the hand would be outside the workspace box "
+                              f"there ({np.round(forward_kinematics(self.ready)[:3, 3], 3).tolist()} m)")
         self.previous: np.ndarray | None = None  # the last joint target (sent, or computed in dry run)
         self.start(self.filter)
 
@@ -69,6 +92,10 @@ class FrankaDriverNode(RobotDriverNode):
 
     def arm_reseed(self) -> None:
         self.previous = None
+
+    def _measured(self) -> tuple[np.ndarray, np.ndarray]:
+        reading = self.arm.read()
+        return reading.joints, reading.velocities
 
     def _previous(self) -> np.ndarray:
         return self.previous if self.previous is not None else self.arm.read().joints
@@ -97,20 +124,35 @@ class FrankaDriverNode(RobotDriverNode):
             self.intervene(str(result.kind), result.reason, axis=result.axis, value=result.value, limit=result.limit,
                            counted=True)
             return
+        target, walls = clip_step_into_box(previous, result.action, self.workspace)
+        if walls:
+            box = self.workspace
+            self.intervene(WORKSPACE, f"the step would take the hand out of the workspace box on {', '.join(walls)} "
+                                      f"(low {list(box.low)}, high {list(box.high)} m): it stops at the wall",
+                           axis=",".join(walls))
         permission = self.permit(now)
         if permission in (Permission.ESTOP, Permission.VERIFYING):
             return
-        target = result.action
-        velocity = waypoint_velocity(previous, target, self.period, self.model, self.dynamics)
+        joints, speeds = self._measured()
+        via, velocity = stream_waypoints(previous, target, joints, self.period, self.limits, speeds)
         self.previous = target
         self.publish_command(self.names, target, aperture, velocity)
         if permission is Permission.MOVE:
-            self.arm.send_joints(target, velocity, self.period)
+            self.arm.send_joints(via, velocity, target, self.period)
             self.arm.send_gripper(aperture)
 
-    def arm_hold(self) -> None:
-        self.arm.stop()
+    def arm_stop(self) -> StopOutcome:
         self.previous = None
+        try:
+            return StopOutcome(True, self.arm.stop())
+        except Exception as exc:  # franky refused the stop motion: stop every motion, abruptly, off the loop
+            return StopOutcome(False, f"franky refused the stop motion ({exc!r})", refused=True,
+                               last_resort=self._stop_all_motions)
+
+    def _stop_all_motions(self) -> str:
+        """The last resort (blocking, on the worker): franky's ``Robot.stop`` preempts every running motion."""
+        self.arm.robot.stop()
+        return "every motion stopped (franky Robot.stop)"
 
     # ------------------------------------------------------------------ homing, errors
     def arm_home_start(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -119,30 +161,41 @@ class FrankaDriverNode(RobotDriverNode):
 
     def arm_send_home_step(self, joints: np.ndarray, last: bool) -> None:
         previous = self._previous()
-        velocity = np.zeros(len(joints)) if last else waypoint_velocity(previous, joints, self.period, self.model,
-                                                                        self.dynamics)
-        self.previous = np.asarray(joints, dtype=np.float64)
-        self.publish_command(self.names, self.previous, 1.0, velocity)
-        self.arm.send_joints(self.previous, velocity, self.period)
+        target = np.asarray(joints, dtype=np.float64)
+        if last:
+            via, velocity = target, np.zeros(len(target))
+        else:
+            joints, speeds = self._measured()
+            via, velocity = stream_waypoints(previous, target, joints, self.period, self.limits, speeds)
+        self.previous = target
+        self.publish_command(self.names, target, 1.0, velocity)
+        self.arm.send_joints(via, velocity, target, self.period)
 
-    def arm_poll_error(self) -> str | None:
-        return self.arm.poll()
+    def arm_check(self, snapshot: ArmSnapshot, now: float) -> list[tuple[str, str]]:
+        error = self.arm.poll()
+        if error is None:
+            return []
+        if error.startswith("gripper"):
+            return [(GRIPPER_FAULT, error)]
+        return [(ROBOT_ERROR, f"the arm reported an error, the robot is disarmed: {error}")]
 
-    def arm_recover(self) -> str:
-        return self.arm.recover()
+    def arm_recover_job(self) -> Callable[[], str]:
+        return self.arm.recover
 
     def arm_diagnostics(self) -> dict[str, Any]:
         reads = np.array(self.arm.gripper.read_times) * 1000.0 if self.arm.gripper.read_times else None
         latest = self.arm.gripper.latest()
         return {"gripper_read_p50_ms": None if reads is None else float(np.percentile(reads, 50)),
                 "gripper_read_p99_ms": None if reads is None else float(np.percentile(reads, 99)),
-                "gripper_width_m": None if latest is None else latest[0]}
+                "gripper_width_m": None if latest is None else latest[0],
+                "max_joint_velocity": list(self.limits.velocity)}
 
     def hardware_id(self) -> str:
         return f"franka {self.model.name} at {self.params['host']}"
 
     def close(self) -> None:
         self.arm.close()
+        super().close()
 
 
 def main(args: Sequence[str] | None = None) -> int:

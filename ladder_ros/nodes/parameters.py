@@ -18,6 +18,7 @@ from ladder_ros.core.errors import ConfigError, did_you_mean
 from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.presets import PRESETS
 from ladder_ros.messages import CLOCK_MODES, LOCKSTEP
+from ladder_ros.robots.franka import FRANKY_VELOCITY_LIMITS as FRANKA_VELOCITY
 from ladder_ros.robots.franka import READY_JOINTS as FRANKA_READY
 from ladder_ros.robots.wx250s import NEUTRAL_JOINTS as WX250S_NEUTRAL
 from ladder_ros.sim.registry import BACKENDS as SIMULATORS
@@ -284,9 +285,23 @@ ROBOT_DRIVER = COMMON + (
               "move to the home joints"),
     ParamSpec("connect_timeout_s", FLOAT, 30.0, "Give up starting when the arm does not answer within this long "
               "(s)", min=0.1, max=600.0),
+    ParamSpec("future_tolerance_s", FLOAT, 0.05, "Refuse an action stamped more than this after it arrives (s; "
+              "counted as future_stamp): the policy's and the driver's clocks may disagree by this much", min=0.0,
+              max=1.0),
+    ParamSpec("vendor_call_timeout_s", FLOAT, 2.0, "Deadline of one blocking call of the arm's API (register reads "
+              "and writes, torque), run off the control thread; missed: a vendor_timeout fault (s)", min=0.1,
+              max=60.0),
+    ParamSpec("recover_timeout_s", FLOAT, 10.0, "Deadline of robot/recover's vendor recovery (reboots included) (s)",
+              min=0.5, max=120.0),
+    ParamSpec("health_poll_s", FLOAT, 1.0, "Read the motors' error and torque registers this often (s; WidowX)",
+              min=0.1, max=60.0),
+    ParamSpec("max_state_age_s", FLOAT, 0.5, "The arm's joint states older than this while no recovery runs are a "
+              "vendor_timeout fault (s)", min=0.05, max=10.0),
 )
 
 WIDOWX_DRIVER = ROBOT_DRIVER + (
+    ParamSpec("interbotix_api", STR, "vendor", "Whose interbotix_xs_modules the driver talks to: vendor (the robot's "
+              "Interbotix workspace) or twin (the simulated WidowX, docs/widowx_twin.md)", choices=("vendor", "twin")),
     ParamSpec("robot_model", STR, "wx250s", "Interbotix arm model; this driver's kinematics are the wx250s'",
               choices=("wx250s",)),
     ParamSpec("robot_name", STR, "wx250s", "Namespace of the Interbotix xs_sdk node (robot_name of its launch)"),
@@ -308,6 +323,13 @@ WIDOWX_DRIVER = ROBOT_DRIVER + (
               "neutral pose", size=6, min=-3.2, max=3.2),
     ParamSpec("ik_max_iterations", INT, 20, "Inverse kinematics: Newton iterations before a target counts as "
               "unreachable", min=1, max=200),
+    ParamSpec("tracking_tolerance_rad", FLOAT, 0.15, "A joint further than this from where its motion profile puts it "
+              "(rad) for stall_readings readings has stopped following its command: a stall fault", min=0.01,
+              max=1.0),
+    ParamSpec("stall_readings", INT, 2, "Readings in a row (one per control period) a joint must be off its profile "
+              "before it counts as stalled", min=1, max=50),
+    ParamSpec("gripper_timeout_s", FLOAT, 3.0, "A gripper command must have opened the fingers, or moved them towards "
+              "closed, within this long (s): else a gripper_fault", min=0.2, max=30.0),
 )
 
 FRANKA_DRIVER = ROBOT_DRIVER + (
@@ -323,6 +345,14 @@ FRANKA_DRIVER = ROBOT_DRIVER + (
     ParamSpec("max_width_m", FLOAT, 0.08, "Franka Hand opening read as aperture 1 (m)", min=0.01, max=0.2),
     ParamSpec("realtime", BOOL, True, "Require a real-time kernel for franky's control thread (libfranka's default; "
               "false for franky-sim)"),
+    ParamSpec("max_joint_velocity", FLOAT_LIST, list(FRANKA_VELOCITY), "Joint velocity limits for streaming (rad/s, "
+              "joints 1-7; default: the limits franky reports for a Panda or FR3); refused at start when above what "
+              "franky reports for the connected arm", size=7, min=0.01, max=10.0),
+    ParamSpec("workspace_low", FLOAT_LIST, [0.15, -0.6, 0.02], "Lower corner x, y, z (m, base frame) of the box the "
+              "end effector may reach; a step that would leave it stops at its wall; measure it on your table",
+              size=3, min=-2.0, max=2.0),
+    ParamSpec("workspace_high", FLOAT_LIST, [0.85, 0.6, 0.9], "Upper corner x, y, z (m, base frame) of the "
+              "workspace box", size=3, min=-2.0, max=2.0),
 )
 
 
@@ -339,6 +369,10 @@ def _widowx_ranges_ordered(values: Mapping[str, Any], node: str) -> None:
     if values["accel_time_s"] > values["moving_time_s"] / 2:
         raise ConfigError(f"parameter {node}.accel_time_s: must be at most half of moving_time_s "
                           f"({values['moving_time_s']}), got {values['accel_time_s']}")
+    _workspace_ordered(values, node)
+
+
+def _workspace_ordered(values: Mapping[str, Any], node: str) -> None:
     for axis, low, high in zip("xyz", values["workspace_low"], values["workspace_high"]):
         if not low < high:
             raise ConfigError(f"parameter {node}.workspace_high: {axis} must be above workspace_low's "
@@ -349,6 +383,7 @@ def _franka_joints_named(values: Mapping[str, Any], node: str) -> None:
     names = values["joint_names"]
     if len(names) != 7 or len(set(names)) != 7 or not all(names):
         raise ConfigError(f"parameter {node}.joint_names: must be 7 distinct names, got {names!r}")
+    _workspace_ordered(values, node)
 
 
 # Rules between parameters of one node, checked before start and by the node itself.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from trajectory_msgs.msg import JointTrajectory
@@ -13,8 +13,11 @@ from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.safety import (
     ACTION_AXES,
     GRIPPER,
+    GRIPPER_FAULT,
     JUMP,
     MALFORMED,
+    MOTOR_ERROR,
+    STALL,
     UNREACHABLE,
     WORKSPACE,
     ActionFilter,
@@ -23,12 +26,21 @@ from ladder_ros.core.safety import (
 )
 from ladder_ros.core.safety_supervisor import Permission
 from ladder_ros.nodes.parameters import WIDOWX_DRIVER
-from ladder_ros.nodes.robot_driver import ArmSnapshot, RobotDriverNode
+from ladder_ros.nodes.robot_driver import ArmSnapshot, RobotDriverNode, StopOutcome
 from ladder_ros.nodes.runtime import run_node
 from ladder_ros.robots import wx250s
+from ladder_ros.robots.arm_health import GripperMonitor, TrackingMonitor
 from ladder_ros.robots.ee_target import BridgeTarget
 from ladder_ros.robots.gripper import ApertureRange
-from ladder_ros.robots.interbotix_arm import InterbotixArm
+from ladder_ros.robots.interbotix_arm import InterbotixApi, InterbotixArm, vendor_api
+
+
+def load_api(name: str) -> InterbotixApi:
+    """``vendor``: Interbotix's installed API; ``twin``: the simulated WidowX behind the same surface."""
+    if name == "twin":
+        from ladder_ros.sim import widowx_twin
+        return widowx_twin.api()
+    return vendor_api()
 
 
 class WidowXDriverNode(RobotDriverNode):
@@ -40,24 +52,30 @@ class WidowXDriverNode(RobotDriverNode):
     is solved to joints by the driver's own inverse kinematics from the previous joint target
     (:mod:`ladder_ros.robots.kinematics`, about a millisecond, instead of the API's blocking solve),
     is checked against the joint limits and the largest step, and is sent with
-    ``set_joint_positions(..., blocking=False)``; the gripper opens or closes without waiting. Every
-    refusal holds the arm at its last target and is counted and published. Dry run until armed;
-    e-stop, watchdog and verification hold as in :class:`~ladder_ros.nodes.robot_driver.RobotDriverNode`.
+    ``set_joint_positions(..., blocking=False)``; the gripper opens or closes without waiting.
+    Before the robot can be armed, and after every recovery, the motion profile is written to the
+    motors and read back (:mod:`ladder_ros.robots.interbotix_arm`). A joint that stops following
+    its command (:class:`~ladder_ros.robots.arm_health.TrackingMonitor`), a motor in error or with
+    its torque off (its registers, polled every ``health_poll_s`` on the vendor-call worker) and a
+    gripper that does not arrive are faults: the arm holds, disarmed, until ``robot/recover``.
 
     Topics: subscribes ``policy/action`` (trajectory_msgs/JointTrajectory), ``episode/status``;
-    publishes ``joint_states`` (sensor_msgs/JointState: the six arm joints in rad plus
+    publishes ``joint_states`` (sensor_msgs/JointState: the six arm joints in rad and rad/s plus
     ``gripper_aperture`` in [0, 1] from the left finger, 0.010 m closed to 0.035 m open),
     ``ee_pose`` (geometry_msgs/PoseStamped: forward kinematics of the measured joints, base frame,
     m and quaternion), ``robot/joint_command``, ``safety/interventions``, ``robot/safety_state``
-    (latched), ``/diagnostics`` (control period and jitter in ms, inverse kinematics time).
+    (latched), ``/diagnostics`` (control period and jitter in ms, inverse kinematics time, the arm
+    state's age).
     Services: ``robot/arm`` (std_srvs/SetBool), ``robot/estop``, ``robot/estop_release``,
     ``robot/home``, ``robot/recover`` (std_srvs/Trigger).
-    Parameters: ``WIDOWX_DRIVER`` in :mod:`ladder_ros.nodes.parameters` (preset, clock_mode,
-    base_frame, aperture_joint, action_source, max_action_age_s (s), watchdog_periods,
-    hold_while_verifying, speed_scale, home_after_episode, connect_timeout_s (s), robot_model,
-    robot_name, moving_time_s (s), accel_time_s (s), gripper_pressure, finger_closed_m (m),
-    finger_open_m (m), workspace_low (m), workspace_high (m), home_joints (rad), ik_max_iterations).
+    Parameters: ``WIDOWX_DRIVER`` in :mod:`ladder_ros.nodes.parameters` (the shared driver parameters
+    and interbotix_api, robot_model, robot_name, moving_time_s (s), accel_time_s (s),
+    gripper_pressure, finger_closed_m (m), finger_open_m (m), workspace_low (m), workspace_high (m),
+    home_joints (rad), ik_max_iterations, tracking_tolerance_rad (rad), stall_readings,
+    gripper_timeout_s (s)).
     """
+
+    vendor = "the Interbotix API"
 
     def __init__(self, *, node_name: str = "widowx_driver", **node_options):
         super().__init__(node_name, "widowx_driver", WIDOWX_DRIVER, **node_options)
@@ -74,12 +92,17 @@ class WidowXDriverNode(RobotDriverNode):
         if not self.chain.within_limits(self.home_joints):
             raise ConfigError(f"parameter {self.get_name()}.home_joints: outside the wx250s joint limits, got "
                               f"{p['home_joints']}")
-        self.arm = InterbotixArm(robot_model=p["robot_model"], robot_name=p["robot_name"],
-                                 moving_time_s=p["moving_time_s"], accel_time_s=p["accel_time_s"],
-                                 gripper_pressure=p["gripper_pressure"],
+        self.arm = InterbotixArm(load_api(p["interbotix_api"]), robot_model=p["robot_model"],
+                                 robot_name=p["robot_name"], moving_time_s=p["moving_time_s"],
+                                 accel_time_s=p["accel_time_s"], gripper_pressure=p["gripper_pressure"],
                                  finger_range=ApertureRange(p["finger_closed_m"], p["finger_open_m"],
                                                             source="Bridge finger normalisation"),
-                                 connect_timeout_s=p["connect_timeout_s"])
+                                 connect_timeout_s=p["connect_timeout_s"], node_name=f"{self.get_name()}_interbotix",
+                                 namespace=self.get_namespace())
+        self.tracking = TrackingMonitor(wx250s.JOINT_NAMES, self.arm.velocity_limits, p["tracking_tolerance_rad"],
+                                        p["stall_readings"])
+        self.gripper_monitor = GripperMonitor(*reversed(self.arm.finger_limits), timeout_s=p["gripper_timeout_s"])
+        self._torqued_off = False  # the driver turned the torque off itself (its last resort)
         self.joint_target: np.ndarray | None = None  # the last joint target (sent, or computed in dry run)
         self.ik_ms: deque[float] = deque(maxlen=200)
         self.ik_iterations: deque[int] = deque(maxlen=200)
@@ -88,7 +111,8 @@ class WidowXDriverNode(RobotDriverNode):
     # ------------------------------------------------------------------ state
     def arm_read(self) -> ArmSnapshot:
         reading = self.arm.read()
-        return ArmSnapshot(wx250s.JOINT_NAMES, reading.joints, reading.aperture, self.chain.forward(reading.joints))
+        return ArmSnapshot(wx250s.JOINT_NAMES, reading.joints, reading.aperture, self.chain.forward(reading.joints),
+                           reading.velocities, reading.stamp_ns)
 
     def _seed_from_arm(self) -> None:
         reading = self.arm.read()
@@ -104,6 +128,16 @@ class WidowXDriverNode(RobotDriverNode):
         """An action the filter passed but the arm cannot take: not applied after all; counted, published."""
         self.filter.applied -= 1
         self.intervene(kind, reason, **where)
+
+    def _send(self, joints: np.ndarray, now: float) -> bool:
+        sent = self.arm.send_joints(joints)
+        if sent:
+            self.tracking.commanded(joints, now)
+        return sent
+
+    def _send_gripper(self, open_: bool, now: float) -> None:
+        if self.arm.send_gripper(open_):
+            self.gripper_monitor.commanded(open_, self.arm.read().finger_m, now)
 
     def arm_apply(self, msg: JointTrajectory, now: float) -> None:
         if tuple(msg.joint_names) != ACTION_AXES or len(msg.points) != 1:
@@ -143,45 +177,92 @@ class WidowXDriverNode(RobotDriverNode):
         self.joint_target = ik.joints
         self.publish_command(wx250s.JOINT_NAMES, ik.joints, 1.0 if gripper > 0 else 0.0)
         if permission is Permission.MOVE:
-            if not self.arm.send_joints(ik.joints):
+            if not self._send(ik.joints, now):
                 self.intervene(JUMP, "the Interbotix API refused the joint target (its joint or velocity limit "
-                                     "check); the arm holds")
-                self.arm_hold()
+                                     "check, measured from its last commanded joints); the arm is stopped")
+                self.stop_arm()
                 return
-            self.arm.send_gripper(gripper > 0)
+            self._send_gripper(gripper > 0, now)
 
-    def arm_hold(self) -> None:
-        joints = self.arm.hold()
-        self.joint_target = np.asarray(joints, dtype=np.float64)
+    def arm_stop(self) -> StopOutcome:
+        outcome = self.arm.hold()
+        if not outcome.held:
+            return StopOutcome(False, outcome.how, refused=True, last_resort=self._torque_off)
+        self.tracking.commanded(outcome.joints, time.monotonic())
+        self.joint_target = np.asarray(outcome.joints, dtype=np.float64)
         self.target.seed(self.chain.forward(self.joint_target))
+        return StopOutcome(True, outcome.how, refused=outcome.refused)
 
-    # ------------------------------------------------------------------ homing, errors
+    def _torque_off(self) -> str:
+        """The last resort (blocking, on the worker): no hold could be sent, so the motors stop driving the arm."""
+        self._torqued_off = True
+        return self.arm.torque_off()
+
+    # ------------------------------------------------------------------ faults the arm shows
+    def arm_check(self, snapshot: ArmSnapshot, now: float) -> list[tuple[str, str]]:
+        faults = []
+        if snapshot.stamp_ns is not None:
+            read_at = now - (self.get_clock().now().nanoseconds - snapshot.stamp_ns) / 1e9
+            stalled = self.tracking.check(snapshot.joints, read_at)
+            if stalled is not None:
+                faults.append((STALL, f"{stalled.describe()} (blocked, faulted or without torque); the arm holds"))
+        late = self.gripper_monitor.check(self.arm.read().finger_m, now)
+        if late is not None:
+            faults.append((GRIPPER_FAULT, late))
+        return faults
+
+    def arm_settles_at(self) -> float | None:
+        return self.tracking.settles_at()
+
+    def arm_health_job(self) -> Callable[[], list[tuple[str, str]]]:
+        return self._poll_motors
+
+    def _poll_motors(self) -> list[tuple[str, str]]:
+        """Blocking, on the worker: the motors' error and torque registers."""
+        faults = self.arm.read_faults()
+        if faults.errors or (faults.torque_off and not self._torqued_off):
+            return [(MOTOR_ERROR, f"{faults.describe()}; the arm holds")]
+        return []
+
+    def arm_ready_job(self) -> Callable[[], str]:
+        return self.arm.verify_profile
+
+    def arm_recover_job(self) -> Callable[[], str]:
+        return self.arm.recover
+
+    def arm_recovered(self) -> None:
+        self._torqued_off = False
+        reading = self.arm.read()
+        self.tracking.start(reading.joints, reading.velocities, time.monotonic(), self.arm.profile)
+        self.gripper_monitor.cancel()
+        self.arm_reseed()
+
+    # ------------------------------------------------------------------ homing
     def arm_home_start(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        self.arm.send_gripper(True)
+        self._send_gripper(True, time.monotonic())
         current = self.joint_target if self.joint_target is not None else self.arm.read().joints
         return current, self.home_joints, np.array(self.chain.limits.max_step)
 
     def arm_send_home_step(self, joints: np.ndarray, last: bool) -> None:
         self.joint_target = np.asarray(joints, dtype=np.float64)
         self.publish_command(wx250s.JOINT_NAMES, self.joint_target, 1.0)
-        if not self.arm.send_joints(self.joint_target):
+        if not self._send(self.joint_target, time.monotonic()):
             self.homing = []
             self.intervene(JUMP, "the Interbotix API refused a homing step; homing stopped")
-
-    def arm_recover(self) -> str:
-        return self.arm.recover()
 
     def arm_diagnostics(self) -> dict[str, Any]:
         ik = np.array(self.ik_ms) if self.ik_ms else None
         return {"ik_p50_ms": None if ik is None else float(np.percentile(ik, 50)),
                 "ik_p99_ms": None if ik is None else float(np.percentile(ik, 99)),
-                "ik_iterations_max": max(self.ik_iterations) if self.ik_iterations else None}
+                "ik_iterations_max": max(self.ik_iterations) if self.ik_iterations else None,
+                "interbotix_api": self.arm.api.name, "interbotix_node": self.arm.node_name}
 
     def hardware_id(self) -> str:
         return f"{self.params['robot_model']}:{self.params['robot_name']}"
 
     def close(self) -> None:
         self.arm.close()
+        super().close()
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -1,15 +1,20 @@
 """The Franka through franky (``franky-control`` on PyPI), streaming joint targets without blocking.
 
-* Motions: each target is an asynchronous ``JointWaypointMotion`` of two waypoints, the target with
-  a velocity (reached after about one period) and the target at rest
-  (:func:`ladder_ros.robots.franka.waypoint_velocity` says why); franky lets a new motion of the same
-  control type take over a running one seamlessly, so the stream is one continuous trajectory.
+* Limits: at connection the arm's own velocity, acceleration and jerk limits are read from franky
+  (``joint_velocity_limit`` etc., what its planner enforces) and its joint position limits from the
+  URDF franky reports; :class:`~ladder_ros.robots.franka.StreamLimits` combines them with the model.
+* Motions: each target is an asynchronous ``JointWaypointMotion`` of two waypoints, a via point
+  short of the target passed with a velocity (after about one period) and the target at rest
+  (:func:`ladder_ros.robots.franka.stream_waypoints` says why: no overshoot when the stream stops);
+  franky lets a new motion of the same control type take over a running one seamlessly, so the
+  stream is one continuous trajectory.
 * The gripper: ``Gripper.width`` is a network round trip (about 100 ms) and its moves block, so one
   worker thread owns the gripper: it reads the width continuously and carries out the newest
   command (``move`` to open, ``grasp`` to close on whatever is in the hand), never the driver's
   control loop.
 * Errors: a reflex or a control error surfaces as an exception from the running motion
-  (``poll_motion``); ``recover_from_errors`` runs franky's automatic recovery.
+  (``poll_motion``); ``recover_from_errors`` runs franky's automatic recovery and may block, so the
+  driver runs it on its vendor-call worker with a deadline.
 
 ``franky`` is imported when a driver starts, with a clear error when it is missing.
 """
@@ -23,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ladder_ros.robots.franka import FrankaModel
+from ladder_ros.core.errors import LadderError
+from ladder_ros.robots.franka import FrankaModel, StreamLimits, urdf_joint_limits
 from ladder_ros.robots.gripper import ApertureRange
 from ladder_ros.robots.interbotix_arm import BackendUnavailable
 from ladder_ros.core.rotations import quaternion_to_matrix
@@ -61,6 +67,7 @@ class GripperWorker:
         self.tolerance = tolerance  # commands closer than this (aperture) to the last one are not re-sent
         self.error: str | None = None
         self.read_times: list[float] = []  # seconds per width read (benchmarks)
+        self.moves = 0  # commands carried out
         self._lock = threading.Lock()
         self._width: tuple[float, float] | None = None  # (width m, monotonic time read)
         self._target: float | None = None
@@ -99,9 +106,14 @@ class GripperWorker:
         width = self.range.reading(aperture)
         if self._width is not None and width < self._width[0]:
             # Closing: grasp whatever is between the fingers (any width down to the target counts).
-            self.gripper.grasp(width, self.speed, self.force, epsilon_inner=1.0, epsilon_outer=1.0)
+            ok = self.gripper.grasp(width, self.speed, self.force, epsilon_inner=1.0, epsilon_outer=1.0)
+            what = "grasp"
         else:
-            self.gripper.move(width, self.speed)
+            ok = self.gripper.move(width, self.speed)
+            what = "move"
+        self.moves += 1
+        if ok is False:  # franky returns whether the hand reached its command
+            self.error = f"gripper: the {what} to {width:.4f} m did not reach its command"
 
     def close(self) -> None:
         self._stop.set()
@@ -112,7 +124,8 @@ class FrankyArm:
     """A connected Franka arm and hand."""
 
     def __init__(self, *, host: str, model: FrankaModel, dynamics_factor: float, gripper_speed_m_s: float,
-                 gripper_force_n: float, max_width_m: float, realtime: bool):
+                 gripper_force_n: float, max_width_m: float, realtime: bool,
+                 max_joint_velocity: tuple[float, ...] | None = None):
         franky = import_franky()
         self.franky = franky
         self.model = model
@@ -123,8 +136,21 @@ class FrankyArm:
             self.robot.relative_dynamics_factor = self.dynamics_factor
             self.robot.recover_from_errors()
             gripper = franky.Gripper(host)
+            reported = (self.robot.joint_velocity_limit.get(), self.robot.joint_acceleration_limit.get(),
+                        self.robot.joint_jerk_limit.get())
+            urdf = self.robot.model_urdf
         except Exception as exc:
             raise BackendUnavailable(f"cannot connect to the Franka at {host}: {exc!r}") from None
+        try:
+            urdf_lower, urdf_upper = urdf_joint_limits(urdf)
+        except LadderError:
+            urdf_lower = urdf_upper = None  # no URDF limits reported: the model's alone
+        self.reported_velocity = tuple(float(v) for v in np.asarray(reported[0]).ravel())
+        self.limits = StreamLimits.from_robot(model, self.reported_velocity, np.asarray(reported[1]).ravel(),
+                                              np.asarray(reported[2]).ravel(), self.dynamics_factor, urdf_lower,
+                                              urdf_upper, max_joint_velocity,
+                                              source=f"franky's limits for the Franka at {host} (x "
+                                                     f"{self.dynamics_factor:g}), {model.name} positions")
         width_range = ApertureRange(0.0, max_width_m, source="Franka Hand opening width")
         self.gripper = GripperWorker(gripper, width_range, gripper_speed_m_s, gripper_force_n)
         self.error: str | None = None
@@ -146,22 +172,24 @@ class FrankyArm:
         return FrankaReading(np.asarray(state.position, dtype=np.float64).ravel(),
                              np.asarray(state.velocity, dtype=np.float64).ravel(), t, aperture, width, age)
 
-    def send_joints(self, target: np.ndarray, velocity: np.ndarray, period_s: float) -> None:
-        """Stream one target (non-blocking): reach it with ``velocity`` in about a period, then rest there."""
+    def send_joints(self, via: np.ndarray, via_velocity: np.ndarray, target: np.ndarray, period_s: float) -> None:
+        """Stream a target (non-blocking): pass ``via`` with ``via_velocity`` in about a period, rest at ``target``."""
         f = self.franky
-        q = np.asarray(target, dtype=np.float64)
-        reach = f.JointWaypoint(f.JointState(q, np.asarray(velocity, dtype=np.float64)),
+        reach = f.JointWaypoint(f.JointState(np.asarray(via, dtype=np.float64),
+                                             np.asarray(via_velocity, dtype=np.float64)),
                                 minimum_time=f.Duration(max(1, int(round(period_s * 1000)))))
-        rest = f.JointWaypoint(f.JointState(q))
+        rest = f.JointWaypoint(f.JointState(np.asarray(target, dtype=np.float64)))
         self.robot.move(f.JointWaypointMotion([reach, rest], return_when_finished=False), asynchronous=True)
 
     def send_gripper(self, aperture: float) -> None:
         self.gripper.command(aperture)
 
-    def stop(self) -> None:
+    def stop(self) -> str:
         """Brake to rest as fast as the arm's limits allow (takes over the running motion); it then holds there."""
-        if self.robot.is_in_control:
-            self.robot.move(self.franky.JointStopMotion(), asynchronous=True)
+        if not self.robot.is_in_control:
+            return "no motion running: the arm rests where it is"
+        self.robot.move(self.franky.JointStopMotion(), asynchronous=True)
+        return "braking to rest (franky JointStopMotion)"
 
     def poll(self) -> str | None:
         """The arm's error since the last poll (a reflex, a control exception), or None."""
@@ -175,8 +203,10 @@ class FrankyArm:
         return None
 
     def recover(self) -> str:
-        ok = self.robot.recover_from_errors()
-        return "franky error recovery succeeded" if ok else "franky error recovery reported failure"
+        """*Blocking* (the driver's worker): franky's automatic error recovery."""
+        if not self.robot.recover_from_errors():
+            raise LadderError("franky's error recovery reported failure")
+        return "franky error recovery succeeded"
 
     def close(self) -> None:
         """Stop, then drop the connections (a Franka serves one client at a time)."""

@@ -1,0 +1,196 @@
+"""What a driver notices from the arm's own readings: a joint that stopped tracking, a gripper that did not
+arrive, an arm at rest.
+
+* :class:`TrackingMonitor` predicts where each joint of a Dynamixel arm should be, from the goals
+  the driver sent and the motion profile it wrote and read back (:mod:`ladder_ros.robots.dynamixel`:
+  the motor runs the same trapezoid), and reports a joint whose measured position stays further
+  than ``tolerance_rad`` from its prediction for ``readings`` readings in a row: it is blocked (an
+  obstacle, a collision), faulted, or has no torque. A motor that faults turns its torque off and
+  then stops following its goals, so this also catches motor errors between register polls, as
+  soon as the arm is asked to move.
+* :class:`GripperMonitor` checks that a gripper command had its effect within ``timeout_s``:
+  opening reaches the open finger position; closing moves the fingers towards closed (an object
+  may stop them short of the limit: that is a grasp, not a fault) or finds them closed already.
+* :class:`RestDetector` says when the arm is at rest: no joint moved faster than ``speed_rad_s``
+  over the last ``window_s`` of readings.
+
+No rclpy here; times are monotonic seconds, passed in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ladder_ros.core.errors import ConfigError
+from ladder_ros.robots.dynamixel import ProfileRegisters, TimeProfile
+
+
+def _positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _count(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class TrackingFault:
+    joint: str
+    error_rad: float
+    measured: float
+    predicted: float
+
+    def describe(self) -> str:
+        return (f"{self.joint} stopped following its command: at {self.measured:.3f} rad, "
+                f"{self.error_rad:.3f} rad from where its profile puts it ({self.predicted:.3f} rad)")
+
+
+class TrackingMonitor:
+    """Predicts each joint from the goals sent and the profile in force; reports a joint that falls away from it."""
+
+    def __init__(self, names: Sequence[str], max_velocity: Sequence[float], tolerance_rad: float, readings: int):
+        self.names = tuple(names)
+        if len(max_velocity) != len(self.names):
+            raise ConfigError(f"{len(max_velocity)} velocity limits for {len(self.names)} joints")
+        self.max_velocity = tuple(_positive("a joint velocity limit", v) for v in max_velocity)
+        self.tolerance = _positive("tracking tolerance_rad", tolerance_rad)
+        self.readings = _count("tracking readings", readings)
+        self.profile: ProfileRegisters | None = None
+        self._moves: list[TimeProfile] | None = None
+        self._strikes = [0] * len(self.names)
+
+    def start(self, measured: Sequence[float], velocities: Sequence[float] | None, now: float,
+              profile: ProfileRegisters) -> None:
+        """Start predicting from the measured joints, with the profile the motors now hold (verified)."""
+        q = np.asarray(measured, dtype=np.float64)
+        v = np.zeros(len(q)) if velocities is None else np.asarray(velocities, dtype=np.float64)
+        self.profile = profile
+        self._moves = [TimeProfile(now, float(qi), float(vi), float(qi), ProfileRegisters(0, 0), vm)
+                       for qi, vi, vm in zip(q, v, self.max_velocity)]
+        self._strikes = [0] * len(self.names)
+
+    def stop(self) -> None:
+        """Stop predicting (torque off, a reboot: the motors do not follow goals until started again)."""
+        self._moves = None
+        self._strikes = [0] * len(self.names)
+
+    @property
+    def active(self) -> bool:
+        return self._moves is not None
+
+    def predicted(self, now: float) -> np.ndarray | None:
+        if self._moves is None:
+            return None
+        return np.array([m.position(now) for m in self._moves])
+
+    def settles_at(self) -> float | None:
+        """When (monotonic s) the last commanded moves end, by the profile; None when not predicting."""
+        if self._moves is None:
+            return None
+        return max(m.end_time for m in self._moves)
+
+    def commanded(self, goals: Sequence[float], now: float) -> None:
+        """A goal for every joint went to the motors at ``now``: each starts a new move from its predicted state."""
+        if self._moves is None or self.profile is None:
+            return
+        moves = []
+        for move, goal, vmax in zip(self._moves, goals, self.max_velocity):
+            q, v = move.state(now)
+            moves.append(TimeProfile(now, q, v, float(goal), self.profile, vmax))
+        self._moves = moves
+
+    def check(self, measured: Sequence[float], at: float) -> TrackingFault | None:
+        """Compare a reading taken at ``at`` with the prediction; a fault once a joint is off for enough readings."""
+        predicted = self.predicted(at)
+        if predicted is None:
+            return None
+        q = np.asarray(measured, dtype=np.float64)
+        worst: TrackingFault | None = None
+        for i, name in enumerate(self.names):
+            error = abs(float(q[i]) - float(predicted[i]))
+            self._strikes[i] = self._strikes[i] + 1 if error > self.tolerance else 0
+            if self._strikes[i] >= self.readings and (worst is None or error > worst.error_rad):
+                worst = TrackingFault(name, error, float(q[i]), float(predicted[i]))
+        return worst
+
+
+class GripperMonitor:
+    """Checks each gripper command against the finger position ``timeout_s`` later (module docstring)."""
+
+    def __init__(self, open_m: float, closed_m: float, timeout_s: float, tolerance_m: float = 0.003,
+                 moved_m: float = 0.002):
+        if not open_m > closed_m:
+            raise ConfigError(f"gripper open position ({open_m}) must be above the closed one ({closed_m})")
+        self.open_m, self.closed_m = float(open_m), float(closed_m)
+        self.timeout = _positive("gripper timeout_s", timeout_s)
+        self.tolerance = _positive("gripper tolerance_m", tolerance_m)
+        self.moved = _positive("gripper moved_m", moved_m)
+        self._pending: tuple[bool, float, float] | None = None  # (open, finger at the command, when)
+
+    def commanded(self, open_: bool, finger_m: float, now: float) -> None:
+        self._pending = (bool(open_), float(finger_m), now)
+
+    def cancel(self) -> None:
+        self._pending = None
+
+    def arrived(self, open_: bool, start_m: float, finger_m: float) -> bool:
+        if open_:
+            return finger_m >= self.open_m - self.tolerance
+        return finger_m <= self.closed_m + self.tolerance or finger_m <= start_m - self.moved
+
+    def check(self, finger_m: float, now: float) -> str | None:
+        """None while the command is on its way or done; the reason once it is overdue (reported once)."""
+        if self._pending is None:
+            return None
+        open_, start, since = self._pending
+        if self.arrived(open_, start, finger_m):
+            self._pending = None
+            return None
+        if now - since < self.timeout:
+            return None
+        self._pending = None
+        what = "open" if open_ else "close"
+        return (f"the gripper did not {what} within {self.timeout:g} s: the left finger is at {finger_m:.4f} m "
+                f"(it was at {start:.4f} m when commanded)")
+
+
+class RestDetector:
+    """At rest once no joint has moved faster than ``speed_rad_s`` over the last ``window_s`` of readings.
+
+    Judged by positions, not by reported velocities: a motor's velocity reading is quantised (a
+    Dynamixel reports steps of 0.024 rad/s) and a simulator's may carry an offset while its
+    positions stand still; positions over a window long enough to average out one encoder tick are
+    what "the arm is not moving" means.
+    """
+
+    def __init__(self, speed_rad_s: float, window_s: float):
+        self.speed = _positive("rest speed_rad_s", speed_rad_s)
+        self.window = _positive("rest window_s", window_s)
+        self._readings: list[tuple[float, np.ndarray]] = []
+        self._at_rest = False
+
+    def reset(self) -> None:
+        self._readings = []
+        self._at_rest = False
+
+    def update(self, joints: Sequence[float], now: float) -> bool:
+        q = np.asarray(joints, dtype=np.float64)
+        self._readings.append((now, q))
+        while len(self._readings) > 1 and now - self._readings[1][0] >= self.window:
+            self._readings.pop(0)  # keep one reading at least a window old
+        first_t, first_q = self._readings[0]
+        span = now - first_t
+        self._at_rest = span >= self.window and float(np.max(np.abs(q - first_q))) < self.speed * span
+        return self._at_rest
+
+    @property
+    def at_rest(self) -> bool:
+        return self._at_rest

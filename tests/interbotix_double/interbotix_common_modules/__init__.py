@@ -1,1 +1,0 @@
-"""Test double of Interbotix's interbotix_common_modules (see tests/interbotix_double/README.md)."""

@@ -1,2 +1,0 @@
-class InterbotixException(Exception):
-    """Exception to be raised when the Interbotix API is misused."""

@@ -266,7 +266,8 @@ class PolicyNode(Node):
         names = list(self.image_inputs.values())
         first = inputs.get(names[0]) if names else None
         observation = observation_from_msgs(step, inputs[JOINTS], inputs[POSE], self.params["aperture_joint"],
-                                            image=first, privileged=inputs.get(PRIVILEGED))
+                                            image=first, privileged=inputs.get(PRIVILEGED),
+                                            embodiment=self.params["preset"])
         if not self.provider.reads_privileged and observation.privileged is not None:
             # Read for the simulator's exact pose only: a learned policy never sees privileged facts.
             observation = replace(observation, privileged=None)

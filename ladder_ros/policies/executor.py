@@ -61,9 +61,14 @@ class StaleObservation(LadderError):
     """The newest observation is older than the config allows."""
 
 
+class PolicyNotReady(LadderError):
+    """The episode began before the policy was ready (its warm-up runs): it holds until it is."""
+
+
 # Kinds of failed requests by error class (named, not imported: the backends load lazily).
 _ERROR_KINDS = {"PolicyUnavailable": "no policy server", "PolicyServerError": "policy server error",
-                "InvalidInputError": "unusable observation", "WireFormatError": "unreadable reply"}
+                "InvalidInputError": "unusable observation", "WireFormatError": "unreadable reply",
+                "PolicyNotReady": "policy warming up"}
 
 
 def error_kind(exc: BaseException) -> str:
@@ -165,16 +170,22 @@ class ChunkExecutor:
             self._worker.join(timeout_s)
             self._worker = None
 
-    def start_episode(self, source: ChunkSource, seed: int, statistics: Normalization | None = None) -> None:
-        """A new episode: its source (a per-episode policy, or the shared model), noise seed and the training
-        data's statistics (the out-of-distribution guard); no subgoal yet. Its report starts empty."""
+    def start_episode(self, source: ChunkSource | None, seed: int, statistics: Normalization | None = None) -> None:
+        """A new episode: its source (a per-episode policy, or the shared model; None: not ready yet, see
+        :meth:`set_source`), noise seed and the training data's statistics (the out-of-distribution
+        guard); no subgoal yet. Its report starts empty."""
         self.set_subgoal(None)
         with self._lock:
-            self.source = source
             self.seed = int(seed)
             self._next_chunk_id = 0
             self._previous = None
             self.report = PolicyReport.of(self.config)
+        self.set_source(source, statistics)
+
+    def set_source(self, source: ChunkSource | None, statistics: Normalization | None = None) -> None:
+        """The episode's source once the policy is ready (its steps until then are held and counted)."""
+        with self._lock:
+            self.source = source
             self.screen = ChunkScreen(self.config, self.report, statistics=statistics, log=self._log)
 
     def episode_report(self) -> dict:
@@ -319,7 +330,7 @@ class ChunkExecutor:
                 raise StaleObservation(f"the newest is {age:.2f} s old (limit {self.max_age_s:g} s)")
             source, seed = self.source, self.seed
             if source is None:
-                raise LadderError("no policy for this episode")
+                raise PolicyNotReady("the policy is not ready yet (its warm-up runs)")
             state = self.encoder.state(bundle.observation) if self.config.state else None
             raw = source.infer(bundle, request.instruction, noise_seed(seed, request.chunk_id))
             infer_ms = raw.latency_s * 1000.0

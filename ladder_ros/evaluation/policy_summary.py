@@ -28,6 +28,7 @@ def summarize_policy(records: list[dict]) -> dict:
         for name, value in (report.get("seam_jump_max") or {}).items():
             worst_seam[name] = max(worst_seam.get(name, 0.0), float(value))
     return {
+        "policy": ", ".join(sorted({str(r.get("policy", "")) for r in reports})),
         "episodes": len(reports),
         "steps": sum(int(r.get("steps", 0)) for r in reports),
         "held_steps": sum(int(r.get("held_steps", 0)) for r in reports),
@@ -42,9 +43,11 @@ def summarize_policy(records: list[dict]) -> dict:
 
 
 def format_policy_note(name: str, summary: dict) -> str:
-    """The table's lines about the policy ('' when no record carries a report)."""
+    """The table's lines about the policy (named as its records name it, else ``name``; '' when no record carries
+    a report)."""
     if not summary["episodes"]:
         return ""
+    name = summary.get("policy") or name
     steps, held = summary["steps"], summary["held_steps"]
     share = f" ({100.0 * held / steps:.1f} %)" if steps else ""
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary["held_by_reason"].items())) or "none"

@@ -122,8 +122,8 @@ def test_the_wall_clock_executor_checks_the_seam_where_the_new_chunk_takes_over(
 
 def test_the_graph_record_names_the_policy_and_carries_its_report():
     report = PolicyReport.of(seam_config()).to_dict()
-    status = {"episode_id": "e1", "task": {"task_id": "t", "suite": "s", "category": "single_destination",
-                                          "subgoals": []}, "variant": "low_level_policy"}
+    task = {"task_id": "t", "suite": "s", "category": "single_destination", "subgoals": []}
+    status = {"episode_id": "e1", "task": task, "variant": "low_level_policy"}
     record = graph_record(status, events=[], orchestration={}, finish_reason="plan_exhausted", last_step=3,
                           score=None, wall_s=1.0, policy=report)
     assert record["policy"] == "test_bridge" and record["policy_report"]["config_hash"] == seam_config().digest()

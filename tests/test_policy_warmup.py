@@ -109,16 +109,25 @@ def ros_context():
     rclpy.shutdown()
 
 
+def free_port() -> int:
+    with FakePolicyServer() as probe:
+        return probe.port  # free a moment ago, closed again now
+
+
 def first_episode_after_a_compile(compile_s: float, request_timeout_s: float) -> None:
-    server = FakePolicyServer(small_chunk, latency_s=0.05, compile_s=compile_s).start()
-    graph = LabGraph(server.port, request_timeout_s=request_timeout_s)
+    # The graph comes up first and the server later, as a lab starts them: the start is sent while the policy
+    # still waits for its server, so it is deferred whatever the machine's speed.
+    port = free_port()
+    graph = LabGraph(port, request_timeout_s=request_timeout_s)
+    server = None
     try:
         graph.client.wait_for_graph(graph.executor, timeout_s=30)
         gate = graph.orchestrator.policy_gate
-        graph.spin_until(lambda: gate.status is not None, 30, "the policy's first status")
-        assert gate.status.state == "warming up"  # the compile has begun: the server is busy with it
+        graph.spin_until(lambda: gate.status is not None and "waiting for the policy server" in gate.status.detail,
+                         30, "the policy waiting for its server")
         episode = graph.client.start_episode(TASK, variant="low_level_policy")
         graph.spin_until(lambda: gate.deferred is not None, 30, "the orchestrator deferring the start")
+        server = FakePolicyServer(small_chunk, latency_s=0.05, compile_s=compile_s, port=port).start()
         graph.spin_until(lambda: episode in graph.client.replies, compile_s + 60, "the reply to the start")
         started = time.monotonic()
         reply = graph.client.replies[episode]
@@ -129,7 +138,8 @@ def first_episode_after_a_compile(compile_s: float, request_timeout_s: float) ->
         outcome = graph.client.wait_until_over(graph.executor, episode, timeout_s=30)
     finally:
         graph.close()
-        server.stop()
+        if server is not None:
+            server.stop()
     report = outcome.result["policy_report"]
     assert outcome.result["policy"] == "test_bridge" and report["final"] is True
     assert report["config_hash"] == graph.config.digest()
@@ -228,8 +238,7 @@ def test_a_policy_that_cannot_warm_up_refuses_starts_with_the_servers_error(ros_
 def test_the_warm_up_waits_for_a_server_that_comes_late_and_sends_the_configured_shapes():
     from ladder_ros.policies.warmup import WarmUp
 
-    with FakePolicyServer() as probe:
-        port = probe.port  # free a moment ago, closed again now
+    port = free_port()
     config = make_config(server={**BRIDGE_LIKE["server"], "port": port, "backoff_initial_s": 0.1,
                                  "backoff_max_s": 0.2})
     warmup = WarmUp(PolicyProvider(config), deadline_s=30.0)
@@ -249,3 +258,25 @@ def test_the_warm_up_waits_for_a_server_that_comes_late_and_sends_the_configured
     assert request["observation/image"].shape == (32, 32, 3) and request["observation/image"].max() == 0
     assert request["observation/state"].shape == (7,) and request["prompt"] == "warm up"
     assert warmup.warm_up_s >= 0.5 and warmup.attempts == 1
+
+
+def test_a_start_that_waits_longer_than_policy_ready_wait_s_is_refused_with_the_policys_status(ros_context):
+    server = FakePolicyServer(small_chunk, compile_s=8.0).start()
+    graph = LabGraph(server.port, request_timeout_s=1.0)
+    graph.orchestrator.policy_gate.wait_s = 1.0  # the orchestrator's policy_ready_wait_s
+    try:
+        graph.client.wait_for_graph(graph.executor, timeout_s=30)
+        gate = graph.orchestrator.policy_gate
+        graph.spin_until(lambda: gate.status is not None, 30, "the policy's first status")
+        first = graph.client.start_episode(TASK, variant="low_level_policy")
+        graph.spin_until(lambda: gate.deferred is not None, 30, "the first start deferred")
+        second = graph.client.start_episode(TASK, variant="low_level_policy")  # replaces the first
+        graph.spin_until(lambda: second in graph.client.replies, 30, "the reply to the second start")
+        replies = graph.client.replies
+    finally:
+        graph.close()
+        server.stop()
+    assert not replies[first].accepted
+    assert replies[first].reason == "start refused: replaced by a newer start command while the policy warmed up"
+    assert not replies[second].accepted
+    assert replies[second].reason.startswith("start refused: the policy was not ready within 1 s: warming up: ")

@@ -153,12 +153,11 @@ class PolicyNode(Node):
         self.config = self.provider.config
         self._check_config(preset)
         config = self.config
-        # Readiness first: the orchestrator learns of this policy (warming up) before anything else of it.
+        # The status publisher first: the orchestrator discovers that a policy reports before anything else of it.
         self.warmup = WarmUp(self.provider, deadline_s=self.params["warm_up_timeout_s"],
                              may_attempt=lambda: self.episode is None,
                              log=lambda text: self.get_logger().info(f"policy {config.name}: {text}"))
         self.status = PolicyStatusPublisher(self, config, self.warmup)
-        self.status.tick()
         # The graph's 7-D contract for end-effector policies; a joint-position policy's own axes.
         self.axes = ACTION_AXES if config.action.kind == EE_DELTA else config.action.names
         self.cameras = config.cameras if reads is None or IMAGE in reads else config.cameras[:0]
@@ -211,7 +210,11 @@ class PolicyNode(Node):
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self.create_timer(STATUS_PERIOD_S, self._on_status_timer)
         # A model loads and warms up now, a server is reached and runs its first inference (a JAX server
-        # compiles on it): in a thread, while this node already answers and says it is warming up.
+        # compiles on it): in a thread, while this node already answers and says it is warming up. A policy
+        # built per episode (the scripted expert) has nothing to warm up: ready before the first status goes out.
+        if self.provider.per_episode:
+            self.warmup.attempt()
+        self.status.tick()
         self.warmup.start()
 
     def _check_config(self, preset) -> None:

@@ -12,7 +12,8 @@
   episode.
 * **Records.** The policy's report of each episode (held steps and refused chunks by reason,
   inference latency, seam jumps, out-of-distribution counts) goes into the episode's record; the
-  record waits for the report marked final, as it waits for the simulator's score.
+  record waits for the report marked final, as it waits for the simulator's score (at most
+  ``score_timeout_s``), whenever the policy is reporting on that episode.
 """
 
 from __future__ import annotations
@@ -133,8 +134,10 @@ class PolicyGate:
         return {**doc.report, "final": doc.final} if doc.report else None
 
     def final_report_in(self, episode_id: str) -> bool:
-        """Whether the record of ``episode_id`` has nothing more to wait for from the policy."""
-        if not self._reporting():
+        """Whether the record of ``episode_id`` has nothing more to wait for from the policy: its final report
+        came, or the policy is not reporting on that episode (none reports here, or it restarted and never
+        joined it)."""
+        status = self.status
+        if status is None or status.episode_id != episode_id:
             return True
-        doc = self._reports.get(episode_id)
-        return doc is not None and doc.final
+        return status.final

@@ -234,7 +234,8 @@ def test_the_recording_holds_every_topic_of_the_episode(planned_toy_graph):
     # an episode just before, so the next one starts while its bag is still open for late messages
     before = graph.run("toy2", "privileged_verifier", 3)
     outcome = graph.run("toy2", "proprio_verifier", 4)
-    assert before.state == outcome.state == "finished", (before.result["finish_reason"], outcome.result["finish_reason"])
+    reasons = (before.result["finish_reason"], outcome.result["finish_reason"])
+    assert before.state == outcome.state == "finished", reasons
     summary, decoded = read_bag(_closed_bag(graph, outcome.episode_id), [
         "/planned/orchestrator/events", "/planned/episode/status", "/planned/camera/image_raw"])
     result = outcome.result

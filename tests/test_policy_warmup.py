@@ -96,6 +96,12 @@ class LabGraph:
     def spin_until(self, condition, cap_s: float, what: str) -> None:
         self.client.spin_until(self.executor, condition, cap_s, what)
 
+    def start_and_wait_for_reply(self, cap_s: float = 30.0):
+        """Send a start and spin until the orchestrator answers it; returns (episode id, reply)."""
+        episode = self.client.start_episode(TASK, variant="low_level_policy")
+        self.spin_until(lambda: episode in self.client.replies, cap_s, "the reply to the start")
+        return episode, self.client.replies[episode]
+
     def close(self):
         for node in [*self.nodes, self.client]:
             getattr(node, "close", lambda: None)()
@@ -189,9 +195,7 @@ def test_a_server_that_fails_every_request_backs_off_says_each_error_once_and_en
         # errors at 0, 0.5, 1.5, 3.5, 7.5 and 15.5 s: the sixth ends the episode (a cap of a minute)
         outcome = graph.client.wait_until_over(graph.executor, episode, timeout_s=60)
         # The policy is not ready now: the next start is refused, saying why.
-        second = graph.client.start_episode(TASK, variant="low_level_policy")
-        graph.spin_until(lambda: second in graph.client.replies, 30, "the reply to the second start")
-        refusal = graph.client.replies[second]
+        _, refusal = graph.start_and_wait_for_reply()
     finally:
         graph.close()
         server.stop()
@@ -225,9 +229,7 @@ def test_a_policy_that_cannot_warm_up_refuses_starts_with_the_servers_error(ros_
         gate = graph.orchestrator.policy_gate
         graph.spin_until(lambda: gate.status is not None and gate.status.state == "server error", 60,
                          "the policy's warm-up failing")
-        episode = graph.client.start_episode(TASK, variant="low_level_policy")
-        graph.spin_until(lambda: episode in graph.client.replies, 30, "the reply to the start")
-        reply = graph.client.replies[episode]
+        _, reply = graph.start_and_wait_for_reply()
     finally:
         graph.close()
         server.stop()
@@ -270,8 +272,7 @@ def test_a_start_that_waits_longer_than_policy_ready_wait_s_is_refused_with_the_
         graph.spin_until(lambda: gate.status is not None, 30, "the policy's first status")
         first = graph.client.start_episode(TASK, variant="low_level_policy")
         graph.spin_until(lambda: gate.deferred is not None, 30, "the first start deferred")
-        second = graph.client.start_episode(TASK, variant="low_level_policy")  # replaces the first
-        graph.spin_until(lambda: second in graph.client.replies, 30, "the reply to the second start")
+        second, _ = graph.start_and_wait_for_reply()  # replaces the first
         replies = graph.client.replies
     finally:
         graph.close()

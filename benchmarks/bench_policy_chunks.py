@@ -23,6 +23,12 @@ each chunk.
 
     python benchmarks/bench_policy_chunks.py [--seconds 8] [--latencies 0.05,0.15,0.4] [--skip-graph]
 
+Part 3 (``--compile-s S``): a stand-in server that compiles for S seconds on its first request, blocking
+its event loop as openpi's does: how long the policy's warm-up takes, and the latency of the first requests
+after it (what the first episode's first chunks wait).
+
+    python benchmarks/bench_policy_chunks.py --skip-graph --compile-s 30
+
 Prints numbers; asserts nothing (speed is measured here, never in tests). Loopback only.
 """
 
@@ -76,9 +82,11 @@ def valid_chunk(config) -> np.ndarray:
 def observation_now(config) -> tuple[ObservationBundle, float]:
     joints = next((e.size for e in config.state if e.source == "joint_positions"), 6)
     image = np.random.default_rng(0).integers(0, 255, (*CAMERA, 3), dtype=np.uint8)
+    # A joint-position policy's arm is where its chunks point (no seam jump); others' joints do not matter.
+    at = valid_chunk(config)[0][:joints] if config.action.kind == "joint_position" else np.zeros(joints)
     observation = Observation(step=0, image=image, aperture=1.0, ee_position=np.array([0.3, 0.0, 0.1]),
                               ee_euler=np.zeros(3), joint_names=tuple(f"j{i}" for i in range(joints)),
-                              joint_positions=np.zeros(joints))
+                              joint_positions=at.astype(np.float64))
     images = {c.name: image for c in config.cameras}
     now = time.monotonic()
     return ObservationBundle(observation, int(now * 1e9), images), now
@@ -321,6 +329,33 @@ def part_two(latency: float, seconds: float) -> None:
           f"{np.percentile(first, 50):.0f} ms, p99 {np.percentile(first, 99):.0f} ms")
 
 
+def part_three(compile_s: float, latency: float) -> None:
+    from ladder_ros.policies.factory import PolicyProvider
+    from ladder_ros.policies.fake_server import FakePolicyServer
+    from ladder_ros.policies.warmup import WarmUp
+
+    print(f"\npart 3: warm-up against a server that compiles {compile_s:g} s on its first request "
+          f"(then {latency * 1000:.0f} ms per inference)")
+    chunk = valid_chunk(load_policy("bridge_pi0_server"))
+    with FakePolicyServer(lambda observation: {"actions": chunk}, latency_s=latency, compile_s=compile_s) as server:
+        config = bench_config("bridge_pi0_server", server.port)
+        provider = PolicyProvider(replace(config, server=replace(config.server, request_timeout_s=2.0)))
+        warmup = WarmUp(provider, deadline_s=max(300.0, 2 * compile_s))
+        started = time.monotonic()
+        ready = warmup.attempt()
+        print(f"  warm-up: {'ready' if ready else warmup.snapshot()} after {time.monotonic() - started:.2f} s "
+              f"(server compile ended {server.compiled_at - started:.2f} s after the start)")
+        source = provider.source()
+        waits = []
+        for n in range(5):
+            bundle, _ = observation_now(config)
+            t0 = time.perf_counter()
+            source.infer(bundle, "put the carrot on the plate", n)
+            waits.append((time.perf_counter() - t0) * 1000)
+        print(f"  first requests after the warm-up (request bound 2 s): {', '.join(f'{w:.0f}' for w in waits)} ms")
+        provider.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per run")
@@ -329,6 +364,8 @@ def main() -> int:
     parser.add_argument("--configs", default="bridge_pi0_server,droid_pi05_server",
                         help="policy configs whose layout, rate and horizon part 1 uses")
     parser.add_argument("--skip-graph", action="store_true", help="part 1 only")
+    parser.add_argument("--compile-s", type=float, default=0.0,
+                        help="part 3: a server compiling this long on its first request (0: skip part 3)")
     parser.add_argument("--priority", type=int, default=PRIORITY,
                         help="control thread SCHED_FIFO priority (0: normal scheduling), as the node's "
                              "control_priority")
@@ -337,6 +374,8 @@ def main() -> int:
     part_one([float(v) for v in args.latencies.split(",")], args.seconds, args.configs.split(","))
     if not args.skip_graph:
         part_two(args.graph_latency, args.seconds * 2)
+    if args.compile_s > 0:
+        part_three(args.compile_s, args.graph_latency)
     return 0
 
 

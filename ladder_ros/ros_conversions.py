@@ -3,9 +3,9 @@
 Every conversion here has an inverse and a round-trip test (tests/test_ros_conversions.py). Values
 that the lockstep parity depends on travel bit-exactly: float64 fields of standard messages and
 JSON floats (written with ``repr``) both read back identically; orientation is the one exception
-(``ee_pose`` carries the base-frame quaternion, and Euler angles read back from it differ in the
-last bits), which is why the simulator's exact ``ee_euler`` rides along in the privileged state
-document in simulation.
+(``ee_pose`` carries the base-frame quaternion, and the Euler angles relative to the top-down pose
+read back from it differ in the last bits), which is why the simulator's exact ``ee_euler`` rides
+along in the privileged state document in simulation.
 
 Images: ``msg.data = array.tobytes()`` (assigning an ndarray to ``data`` costs ~54 ms per 640x480
 frame with the PyPI ROS wheels; docs/dependencies.md).
@@ -28,7 +28,8 @@ from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.observation import Observation
 from ladder_ros.core.safety import ACTION_AXES
 from ladder_ros.messages import Document, PrivilegedStateDoc, decode, encode
-from ladder_ros.core.rotations import matrix_to_euler_xyz, matrix_to_quaternion, quaternion_to_matrix
+from ladder_ros.core.rotations import matrix_to_quaternion, quaternion_to_matrix
+from ladder_ros.policies.state import ee_euler_from_base
 from ladder_ros.sim.base import ACTION_DIM, validate_action
 
 # The action axes (ladder_ros.core.safety.ACTION_AXES), in the order of the 7-D action of
@@ -306,18 +307,19 @@ def action_from_msg(msg: JointTrajectory) -> np.ndarray:
 
 # ------------------------------------------------------------------------------ observations
 def observation_from_msgs(step: int, joint_state: JointState, ee_pose: PoseStamped, aperture_joint: str,
-                          image: Image | None = None,
-                          privileged: PrivilegedStateDoc | None = None) -> Observation:
+                          image: Image | None = None, privileged: PrivilegedStateDoc | None = None, *,
+                          embodiment: str) -> Observation:
     """The :class:`Observation` of one step, rebuilt from that step's messages.
 
-    In simulation the privileged document supplies the simulator's exact orientation and
-    controller target, so the rebuilt observation equals the simulator's field for field.
+    ``ee_euler`` is the orientation relative to ``embodiment``'s top-down gripper pose, computed from
+    ``ee_pose``'s base-frame quaternion (:func:`ladder_ros.policies.state.ee_euler_from_base`), so a
+    robot's observation means what a simulator's does. In simulation the privileged document
+    supplies the simulator's exact orientation and controller target, so the rebuilt observation
+    equals the simulator's field for field.
     """
     names, positions, aperture = joint_state_from_msg(joint_state, aperture_joint)
     position, quaternion = pose_from_msg(ee_pose)
-    # On a robot, ee_euler reads the base-frame orientation itself as Euler XYZ angles
-    # (docs/conventions.md); in simulation the simulator's own ee_euler replaces it.
-    euler = matrix_to_euler_xyz(quaternion_to_matrix(quaternion))
+    euler = ee_euler_from_base(quaternion, embodiment)
     target = None
     state = None
     if privileged is not None:

@@ -185,5 +185,29 @@ if [[ $WITH_LEROBOT -eq 1 ]]; then
     cp requirements/lerobot.txt .venv-lerobot/.ready
   fi
 fi
+# torchvision for a local PI0 checkpoint's image processor: PyPI's wheel is a CUDA build, so it goes into .venv
+# only next to a CUDA torch (a robot's GPU machine); with the CPU torch the tests run the real class in
+# .venv-pi0, a small layer over .venv-lerobot's matched torch/torchvision (requirements/pi0_processor.txt).
+if "$PY" -c "import sys, torch; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then
+  echo "[setup] torchvision for the local PI0 processor (CUDA torch)"
+  "$PY" -m pip install -q --no-deps -r requirements/policy_gpu.txt
+fi
+if [[ -x .venv-lerobot/bin/python ]]; then
+  if [[ -f .venv-pi0/.ready ]] && cmp -s requirements/pi0_processor.txt .venv-pi0/.ready; then
+    echo "[setup] .venv-pi0 is up to date"
+  else
+    echo "[setup] .venv-pi0: transformers over .venv-lerobot's torch and torchvision (the real PI0 image processor)"
+    rm -rf .venv-pi0
+    "$(.venv-lerobot/bin/python -c 'import sys; print(sys._base_executable)')" -m venv .venv-pi0
+    LEROBOT_SITE="$(.venv-lerobot/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    PI0_SITE="$(.venv-pi0/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    echo "$LEROBOT_SITE" > "$PI0_SITE/lerobot_torch.pth"
+    .venv-pi0/bin/python -m pip install -q --no-deps -r requirements/pi0_processor.txt
+    .venv-pi0/bin/python -c "import torchvision, transformers; from transformers import PI0ImageProcessor"
+    cp requirements/pi0_processor.txt .venv-pi0/.ready
+  fi
+else
+  echo "[setup] no .venv-lerobot: skipping .venv-pi0 (the real PI0 image processor test will skip)"
+fi
 echo "[setup] done: activate with '. .venv/bin/activate'; try 'ladder-ros --help' or" \
      "'ros2 launch ladder_ros sim_orchestrator.launch.py'"

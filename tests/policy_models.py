@@ -2,8 +2,11 @@
 
 transformers' own ``PI0ForConditionalGeneration`` (a PaliGemma-style backbone plus a flow-matching action
 expert) with one layer each and 32-wide hidden states, its ``PI0Processor`` with a byte-level BPE tokenizer
-trained here and a SigLIP image processor (PIL backend, so no torchvision), and the dataset statistics saved
-with the processor. The weights are random: the model's chunks are noise, shaped and scaled like actions.
+trained here and an image processor, and the dataset statistics saved with the processor. The image
+processor is a SigLIP one (PIL backend, no torchvision) for the project's own environment, or, with
+``image_processor="pi0"``, the real ``PI0ImageProcessor`` (torchvision backend, as a real PI0 checkpoint has
+it; run in ``.venv-pi0``, requirements/pi0_processor.txt). The weights are random: the model's chunks are
+noise, shaped and scaled like actions.
 """
 
 from __future__ import annotations
@@ -24,18 +27,25 @@ ACTIONS_MEAN = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5]
 ACTIONS_STD = [0.002, 0.002, 0.002, 0.01, 0.01, 0.01, 0.1]
 
 
-def build_tiny_pi0(directory: str | Path, seed: int = 0, steps: int = 2) -> Path:
+def build_tiny_pi0(directory: str | Path, seed: int = 0, steps: int = 2, image_processor: str = "siglip_pil") -> Path:
     import torch
     from transformers import PI0Config, PI0ForConditionalGeneration, PI0Processor
-    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
 
     directory = Path(directory)
     tokenizer = byte_level_tokenizer(["put the carrot on the plate", "put the spoon on the cloth",
                                       "put the eggplant in the basket", "pick up the lemon"],
                                      ["<pad>", "<eos>", "<bos>", "<unk>"], vocab_size=300)
-    image_processor = SiglipImageProcessorPil(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
-    image_processor.image_seq_length = (IMAGE_SIZE // PATCH) ** 2
-    processor = PI0Processor(image_processor=image_processor, tokenizer=tokenizer, state_mean=STATE_MEAN,
+    if image_processor == "pi0":
+        from transformers import PI0ImageProcessor
+
+        images = PI0ImageProcessor(size={"max_height": IMAGE_SIZE, "max_width": IMAGE_SIZE},
+                                   pad_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
+    else:
+        from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+
+        images = SiglipImageProcessorPil(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
+    images.image_seq_length = (IMAGE_SIZE // PATCH) ** 2
+    processor = PI0Processor(image_processor=images, tokenizer=tokenizer, state_mean=STATE_MEAN,
                              state_std=STATE_STD, actions_mean=ACTIONS_MEAN, actions_std=ACTIONS_STD,
                              max_state_dim=MAX_DIM, chunk_size=CHUNK_SIZE)
     vocab = len(processor.tokenizer)
@@ -68,7 +78,8 @@ def tiny_pi0_policy(model_dir: Path, *, threads: int = 1, chunk: tuple[int, int]
         "cameras": [{"name": "primary", "topic": "camera/image_raw", "key": "observation/image",
                      "height": image_size, "width": image_size, "resize": "resize_with_pad"}],
         "state": [{"key": "observation/state", "source": "ee_position", "unit": "m"},
-                  {"key": "observation/state", "source": "ee_euler", "unit": "rad"},
+                  {"key": "observation/state", "source": "ee_euler", "reference": "top_down",
+                   "angles": "sxyz", "unit": "rad"},
                   {"key": "observation/state", "source": "gripper_open", "unit": "1 open"}],
         "action": {"key": "actions", "kind": "ee_delta", "rotation": "euler_xyz", "gripper": "open_fraction",
                    "axes": AXES},

@@ -234,7 +234,8 @@ def test_the_recording_holds_every_topic_of_the_episode(planned_toy_graph):
     # an episode just before, so the next one starts while its bag is still open for late messages
     before = graph.run("toy2", "privileged_verifier", 3)
     outcome = graph.run("toy2", "proprio_verifier", 4)
-    assert before.state == outcome.state == "finished"
+    reasons = (before.result["finish_reason"], outcome.result["finish_reason"])
+    assert before.state == outcome.state == "finished", reasons
     summary, decoded = read_bag(_closed_bag(graph, outcome.episode_id), [
         "/planned/orchestrator/events", "/planned/episode/status", "/planned/camera/image_raw"])
     result = outcome.result
@@ -250,10 +251,10 @@ def test_the_recording_holds_every_topic_of_the_episode(planned_toy_graph):
     }
     counts = {topic.removeprefix("/planned/"): n for topic, n in summary.topics.items()}
     assert {t: counts.get(t, 0) for t in expected} == expected
-    # every topic of the simulated graph; these have no per-step count (best effort or replies), and
-    # /diagnostics (1 Hz) may fall between a short episode's ends
+    # every topic of the simulated graph; these have no per-step count (best effort, replies, the policy's
+    # report as it changes), and /diagnostics (1 Hz) may fall between a short episode's ends
     assert set(counts) - {"/diagnostics"} == {*expected, "camera/image_raw", "camera/camera_info", "episode/status",
-                                              "episode/command_reply", "/clock"}
+                                              "episode/command_reply", "/clock", "policy/status"}
     # images are best effort (sensor data): each one that arrived is its step's (pixels hold the step), in order
     seen = [image.data[0] for image in decoded["/planned/camera/image_raw"]]
     assert seen and seen == sorted(set(seen)) and set(seen) <= set(range(steps + 1))

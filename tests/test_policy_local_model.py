@@ -7,6 +7,11 @@ clear errors for a missing folder, a model that cannot predict actions and a con
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -109,3 +114,25 @@ def test_on_a_gpu_the_model_runs_in_bfloat16_or_float16(tiny_pi0_model):
     assert gpu.device == "cuda" and gpu.dtype in (torch.bfloat16, torch.float16)
     chunk = infer(gpu, 1)
     assert chunk.shape == (CHUNK_SIZE, 7) and np.all(np.isfinite(chunk))
+
+
+PI0_PEER = Path(__file__).resolve().parent.parent / ".venv-pi0" / "bin" / "python"
+
+
+@pytest.mark.skipif(not PI0_PEER.exists(), reason="the real PI0ImageProcessor needs torchvision, which PyPI has only "
+                    "as a CUDA build that does not import beside the CPU torch; scripts/setup.sh builds .venv-pi0 "
+                    "over .venv-lerobot's matched torch/torchvision (requirements/pi0_processor.txt)")
+def test_the_real_pi0_image_processor_runs_in_a_tiny_checkpoint_through_the_local_backend(tmp_path):
+    """A real PI0 checkpoint carries transformers' PI0ImageProcessor (torchvision backend): the project's local
+    backend loads such a checkpoint, its processor turns the camera image into PI0's 224-style padded input (here
+    32x32), and the model's chunk comes out seeded and finite."""
+    repo = Path(__file__).resolve().parent.parent
+    result = subprocess.run([str(PI0_PEER), str(repo / "tests" / "pi0_processor_peer.py"), str(tmp_path / "model")],
+                            capture_output=True, text=True, timeout=600, cwd=repo,
+                            env={**os.environ, "PYTHONPATH": str(repo)})
+    assert result.returncode == 0, result.stderr[-4000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["image_processor"] == "PI0ImageProcessor"
+    assert seen["pixel_values"] == [1, 3, 32, 32]  # resized to fit, padded to the configured square
+    assert seen["chunk"] == [CHUNK_SIZE, 7] and seen["finite"] and seen["seeded"]
+    assert seen["warm_up_s"] > 0

@@ -19,6 +19,7 @@ from ladder_ros.core.rotations import (  # noqa: E402
     sxyz_to_matrix,
 )
 from ladder_ros.messages import EpisodeCommand, PrivilegedStateDoc  # noqa: E402
+from ladder_ros.policies.state import top_down_pose  # noqa: E402
 from ladder_ros.ros_conversions import (  # noqa: E402
     ACTION_AXES,
     action_from_msg,
@@ -113,13 +114,14 @@ def test_observation_rebuilt_exactly_with_the_privileged_document():
     doc = PrivilegedStateDoc.of("e", 4, 9, privileged, (True,), euler, target)
     joints = joint_state_to_msg(("j",), np.array([0.5]), 0.25, 9, "gripper_aperture")
     pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), matrix_to_quaternion(euler_xyz_to_matrix(euler)), 9, "base")
-    obs = observation_from_msgs(4, joints, pose, "gripper_aperture", privileged=doc)
+    obs = observation_from_msgs(4, joints, pose, "gripper_aperture", privileged=doc, embodiment="widowx")
     assert np.array_equal(obs.ee_euler, euler) and np.array_equal(obs.target_position, target)
     assert obs.aperture == 0.25 and obs.step == 4 and obs.privileged.goal == privileged.goal
-    robot = observation_from_msgs(4, joints, pose, "gripper_aperture")
+    robot = observation_from_msgs(4, joints, pose, "gripper_aperture", embodiment="franka")
     assert robot.privileged is None
-    # on a robot, ee_euler is the Euler XYZ reading of the base-frame orientation the pose carries
-    assert rotation_angle_between(euler_xyz_to_matrix(robot.ee_euler), euler_xyz_to_matrix(euler)) < 1e-9
+    # on a robot, ee_euler is the orientation the pose carries, relative to the embodiment's top-down pose
+    relative = euler_xyz_to_matrix(euler) @ top_down_pose("franka").T
+    assert rotation_angle_between(euler_xyz_to_matrix(robot.ee_euler), relative) < 1e-9
     assert rotation_angle_between(quaternion_to_matrix(robot.ee_quaternion), euler_xyz_to_matrix(euler)) < 1e-9
 
 
@@ -216,11 +218,14 @@ def test_observation_with_an_image_and_without_privileged_extras():
     pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), matrix_to_quaternion(euler_xyz_to_matrix([0.0, 0.0, 0.5])), 9, "base")
     privileged = PrivilegedStateDoc.of("e", 4, 9, PrivilegedState(goal=GoalState()), (False,), None, None)
     obs = observation_from_msgs(4, joints, pose, "gripper_aperture", image=image_to_msg(image, 9, "cam"),
-                                privileged=privileged)
+                                privileged=privileged, embodiment="widowx")
     assert np.array_equal(obs.image, image) and obs.joint_names == ("j",) and obs.joint_positions.tolist() == [0.5]
-    assert np.array_equal(obs.ee_position, [0.1, 0.2, 0.3]) and np.allclose(obs.ee_euler, [0.0, 0.0, 0.5])
+    # no exact ee_euler in the document: read from the pose, relative to the WidowX's top-down gripper
+    relative = euler_xyz_to_matrix([0.0, 0.0, 0.5]) @ top_down_pose("widowx").T
+    assert np.array_equal(obs.ee_position, [0.1, 0.2, 0.3])
+    assert np.allclose(euler_xyz_to_matrix(obs.ee_euler), relative)
     assert obs.target_position is None and obs.privileged.goal == GoalState()
-    assert observation_from_msgs(4, joints, pose, "gripper_aperture").image is None
+    assert observation_from_msgs(4, joints, pose, "gripper_aperture", embodiment="widowx").image is None
 
 
 def test_stamps_near_the_top_of_the_range_stay_exact():
@@ -239,5 +244,5 @@ def test_a_pitch_of_ninety_degrees_reads_back():
 def test_a_robot_observation_has_no_controller_target():
     joints = joint_state_to_msg(("j",), np.array([0.5]), 0.25, 9, "gripper_aperture")
     pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), IDENTITY, 9, "base")
-    robot = observation_from_msgs(4, joints, pose, "gripper_aperture")
+    robot = observation_from_msgs(4, joints, pose, "gripper_aperture", embodiment="widowx")
     assert robot.target_position is None and robot.privileged is None

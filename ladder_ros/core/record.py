@@ -49,6 +49,10 @@ class EpisodeRecord:
     preset_options: dict = field(default_factory=dict)
     plan: dict = field(default_factory=lambda: {"source": REFERENCE})
     action_convention: dict = field(default_factory=dict)
+    # What the policy did (ladder_ros/policies/audit.py PolicyReport): its config hash, chunks refused by
+    # reason, held steps by reason, inference latency p50/p95, the largest jump at a chunk seam, states and
+    # actions out of the training data's distribution; {} when no policy reported.
+    policy_report: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -61,11 +65,13 @@ class EpisodeRecord:
 def graph_record(status: Mapping[str, Any], *, events: list[dict], orchestration: Mapping[str, Any],
                  finish_reason: str | None, last_step: int, score: Mapping[str, Any] | None, wall_s: float,
                  preset: str = "", preset_options: Mapping[str, str] | None = None,
-                 plan: Mapping[str, Any] | None = None, extra: Mapping[str, Any] | None = None) -> dict:
+                 plan: Mapping[str, Any] | None = None, policy: Mapping[str, Any] | None = None,
+                 extra: Mapping[str, Any] | None = None) -> dict:
     """The record of an episode run by the graph, from its status (``EpisodeStatus.to_dict``) and events.
 
     ``score`` is the sim bridge's privileged score (None on a robot, or when none came); without it
-    the episode counts as not successful, with no subgoal done.
+    the episode counts as not successful, with no subgoal done. ``policy`` is the policy node's
+    report of the episode (its ``policy`` names the policy; None: no policy reported).
     """
     task = dict(status.get("task") or {})
     return EpisodeRecord(
@@ -78,10 +84,11 @@ def graph_record(status: Mapping[str, Any], *, events: list[dict], orchestration
         budget_steps=int(status.get("budget_steps", 0)), finish_reason=finish_reason,
         subgoals=list(score["subgoals"]) if score else [], violations=list(score["violations"]) if score else [],
         events=list(events), verification_queries=sum(1 for e in events if e.get("kind") == VERIFICATION_REQUESTED),
-        verifier=None, policy="", simulator=str(score.get("simulator", "")) if score else "",
+        verifier=None, policy=str((policy or {}).get("policy", "")),
+        simulator=str(score.get("simulator", "")) if score else "",
         final_goal=dict(score["final_goal"]) if score else {}, orchestration=dict(orchestration), wall_s=wall_s,
         success_rule=str(task.get("success_rule", "ladder")), preset=preset, preset_options=dict(preset_options or {}),
-        plan=dict(plan) if plan is not None else {"source": REFERENCE},
+        plan=dict(plan) if plan is not None else {"source": REFERENCE}, policy_report=dict(policy or {}),
         extra={"episode_id": str(status.get("episode_id", "")), "scored": score is not None,
                "safety": dict(score["safety"]) if score and "safety" in score else {},
                "bridge": {k: score[k] for k in ("bridge_timing_s", "steps_taken") if k in score} if score else {},

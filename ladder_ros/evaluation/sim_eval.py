@@ -70,8 +70,10 @@ from ladder_ros.evaluation.executors import (
     make_executor,
     parse_env_vars,
 )
+from ladder_ros.evaluation.policy_summary import format_policy_note, summarize_policy
 from ladder_ros.evaluation.run_key import claim_output, episode_key, key_differences, key_digest, run_key
 from ladder_ros.paths import share_path
+from ladder_ros.policies.factory import load_policy
 from ladder_ros.sim.registry import BACKENDS, make_simulator
 
 ERROR_FINISH = "error"  # finish_reason of an episode that produced no result (error record)
@@ -390,7 +392,7 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
         "planner": config.planner_config, "success_rules": rules, "preset": preset.name,
         "preset_options": preset.options, "run_key": key_digest(config.key(suite)),
         "episodes_per_task": config.episodes, "base_seed": config.base_seed,
-        "variants": summary, "paired": pairs,
+        "variants": summary, "paired": pairs, "policy_steps": summarize_policy(records),
         "errors": sum(1 for r in records if r.get("error")),
         "execution": execution,  # where this invocation ran its episodes (None: it ran none)
     }
@@ -401,6 +403,9 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
     options = ", ".join(f"{k} {v}" for k, v in preset.options.items())
     table += (f"\nplans: {plans} (the privileged verifier always takes the reference; the low-level policy "
               f"follows none)\n{rules}\npreset: {preset.name} ({options})")
+    policy_note = format_policy_note(config.policy, document["policy_steps"])
+    if policy_note:
+        table += "\n" + policy_note
     if document["errors"]:
         table += (f"\nerrors: {document['errors']} episode(s) produced no result (the 'error' of their records); "
                   "each counts as a failure")
@@ -434,6 +439,13 @@ def evaluate(config: EvalConfig, out: Path, progress: bool = True, settings: Exe
         execution = run_jobs(config, todo, out_file, progress=progress, settings=settings, executor=executor)
     records = [r for r in read_records(out_file) if episode_key(r) in wanted]
     return write_outputs(config, suite, records, out, execution)
+
+
+def _policy_reads_images(policy: str) -> bool:
+    try:
+        return load_policy(policy).reads_images
+    except ConfigError:
+        return False  # a bad policy name is reported, naming it, when the configuration is checked
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -500,6 +512,9 @@ def run(args: argparse.Namespace) -> int:
     render = args.render
     if args.plan_source == PLANNER and not render:
         print("sim-eval: rendering camera images: the planner plans from the first frame", file=sys.stderr)
+        render = True
+    if not render and _policy_reads_images(args.policy):
+        print(f"sim-eval: rendering camera images: policy {args.policy} reads them", file=sys.stderr)
         render = True
     config = EvalConfig(suite_path=suite_path, simulator=args.simulator, variants=_csv(args.variants),
                         task_ids=_csv(args.tasks), episodes=args.episodes, base_seed=args.seed, policy=args.policy,

@@ -49,6 +49,7 @@ from ladder_ros.messages import (
 from ladder_ros.nodes import stall_watch, topics
 from ladder_ros.nodes.episode_journal import EpisodeJournal, default_state_dir, journal_path
 from ladder_ros.nodes.parameters import ORCHESTRATOR
+from ladder_ros.nodes.policy_gate import PolicyGate
 from ladder_ros.nodes.runtime import (
     declare_parameters,
     publisher,
@@ -97,19 +98,22 @@ class OrchestratorNode(Node):
     reason and its record kept (:mod:`ladder_ros.nodes.stall_watch`). A start command is checked
     before anything moves (known task, layout in range, seed >= 0, a fresh id of
     ``[A-Za-z0-9_.-]``); each command gets a reply on ``episode/command_reply`` and a refused start
-    never touches the episode status. Stopped by SIGINT/SIGTERM mid-episode, it ends the episode
+    never touches the episode status. A start waits for a ready policy (``policy/status``; deferred
+    while it warms up, refused while it fails: :mod:`ladder_ros.nodes.policy_gate`), and the record
+    waits for the policy's final report of the episode. Stopped by SIGINT/SIGTERM mid-episode, it ends the episode
     with a record marked ``interrupted``; killed, the journal (``state_dir``) lets the next
     orchestrator publish that episode's final status, marked the same way.
 
     Topics: subscribes ``gripper/events``, ``sim/privileged_state``, ``verifier/result``,
-    ``planner/result``, ``sim/episode_score``, ``episode/command``, ``safety/interventions``, and
+    ``planner/result``, ``sim/episode_score``, ``episode/command``, ``safety/interventions``,
+    ``policy/status``, and
     the stamps of ``joint_states`` and ``policy/action`` (stall diagnosis); publishes
     ``orchestrator/decision``, ``orchestrator/events``, ``orchestrator/current_subgoal`` (latched),
     ``verifier/request``, ``planner/request``, ``episode/status`` (latched),
     ``episode/command_reply``. Services: ``episode/stop``, ``episode/abort``. Parameters: preset,
     clock_mode, suite (path), variant, preset_options, plan_source, planner_timeout_s (s),
     verifier_retry_s (s), verifier_abort_after_s (s), decision_resend_s (s), score_timeout_s (s),
-    stall_warn_s (s), stall_abort_s (s), state_dir.
+    stall_warn_s (s), stall_abort_s (s), state_dir, policy_ready_wait_s (s).
     """
 
     def __init__(self, *, suite: TaskSuite | None = None, node_name: str = "orchestrator", **node_options):
@@ -138,6 +142,9 @@ class OrchestratorNode(Node):
         self.create_service(Trigger, topics.STOP_SERVICE, self._on_stop_service)
         self.create_service(Trigger, topics.ABORT_SERVICE, self._on_abort_service)
         self.create_timer(0.05, self._watchdog)
+        self.policy_gate = PolicyGate(self, wait_s=self.params["policy_ready_wait_s"], start=self._start_episode,
+                                      refuse=self._refuse, on_change=self._maybe_publish_result)
+        self._score: dict | None = None
         self.aligner = StepAligner({GRIPPER})
         self.status = EpisodeStatus(episode_id="", state=IDLE, clock=self.params["clock_mode"],
                                     rate_hz=self.preset.control_rate_hz)
@@ -186,6 +193,7 @@ class OrchestratorNode(Node):
                 self._reply(command, False, f"episode {command.episode_id!r} is not the current one")
                 return
             reason = command.reason or ("operator stop" if command.command == STOP else "operator abort")
+            self.policy_gate.cancel(reason)
             accepted, message = self.end_episode(reason)
             self._reply(command, accepted, message)
 
@@ -242,6 +250,8 @@ class OrchestratorNode(Node):
         except LadderError as exc:
             self._refuse(command, str(exc))
             return
+        if not self.policy_gate.admit(command):
+            return  # deferred until the policy is ready, or refused with its status
         self._episode_count += 1
         now_ns = self.get_clock().now().nanoseconds
         # Step stamps never run backwards across episodes, so a late message of a past episode can
@@ -258,6 +268,7 @@ class OrchestratorNode(Node):
         self._end_state = FINISHED
         self._started_wall = time.monotonic()
         self._safety_counts = {}
+        self._score = None
         self._interrupted = False
         self.stall.restart(self._started_wall)
         required = {GRIPPER, PRIVILEGED} if variant.needs_privileged_state else {GRIPPER}
@@ -508,8 +519,7 @@ class OrchestratorNode(Node):
         self._finished_at = time.monotonic()
         self._last_end_ns = stamp
         self.aligner.stop()
-        if not self.lockstep or self.params["score_timeout_s"] == 0.0:
-            self._publish_result(None)
+        self._maybe_publish_result()
 
     def _on_score(self, msg: String) -> None:
         doc = received_document(self, msg, EpisodeScoreDoc, "episode score")
@@ -517,7 +527,16 @@ class OrchestratorNode(Node):
             return
         if self._finished_decision is not None and doc.episode_id == self.status.episode_id \
                 and self.status.state == RUNNING:
-            self._publish_result(doc.score)
+            self._score = doc.score
+            self._maybe_publish_result()
+
+    def _maybe_publish_result(self) -> None:
+        """The record goes out once the simulator's score (lockstep) and the policy's final report are in."""
+        if self._finished_decision is None or self.status.state != RUNNING:
+            return
+        score_due = self.lockstep and self.params["score_timeout_s"] > 0.0 and self._score is None
+        if not score_due and self.policy_gate.final_report_in(self.status.episode_id):
+            self._publish_result(self._score)
 
     def _publish_result(self, score: dict | None) -> None:
         orchestrator, task = self.orchestrator, self.task
@@ -528,6 +547,7 @@ class OrchestratorNode(Node):
             orchestration=orchestrator.summary(), finish_reason=orchestrator.finish_reason,
             last_step=orchestrator.last_step, score=score, wall_s=time.monotonic() - self._started_wall,
             preset=self.preset.name, preset_options=self.preset.options, plan=self._plan_record,
+            policy=self.policy_gate.report_for(self.status.episode_id),
             extra={"safety": safety, "interrupted": self._interrupted})
         self._publish_status(self._replace_status(state=self._end_state, finish_reason=orchestrator.finish_reason,
                                                   result=record, step=orchestrator.last_step, instruction=None,
@@ -610,9 +630,10 @@ class OrchestratorNode(Node):
 
     # ------------------------------------------------------------------ timers
     def _watchdog(self) -> None:
+        now = time.monotonic()
+        self.policy_gate.check_deadline(now)
         if self.status.state != RUNNING:
             return
-        now = time.monotonic()
         if self._planning is not None:
             if now - self._planning_since >= self.params["planner_timeout_s"]:
                 self._plan_failed(f"no plan within {self.params['planner_timeout_s']} s")
@@ -621,11 +642,15 @@ class OrchestratorNode(Node):
             return
         if self._finished_decision is not None:
             if now - self._finished_at >= self.params["score_timeout_s"]:
-                self.get_logger().warning("no score from the sim bridge; publishing the result without it")
-                self._publish_result(None)
+                missing = "the sim bridge's score" if self.lockstep and self._score is None else \
+                    "the policy's final report"
+                self.get_logger().warning(f"no {missing}; publishing the result without it")
+                self._publish_result(self._score)
             elif now - self._decision_sent_at >= self.params["decision_resend_s"]:
                 self._republish_last_decision()
             return
+        if self.policy_gate.warming_up:
+            self.stall.progressed(now)  # compile time never counts against an episode
         if not (self.lockstep and self._awaiting is not None):  # a held query has the verifier's timers
             self._check_stall(now)
             if self.status.state != RUNNING:

@@ -195,6 +195,10 @@ POLICY = COMMON + (
     ParamSpec("max_observation_age_s", FLOAT, 0.5, "Wall clock: hold still when the newest observation is "
               "older than this (s); the policy config's own limit applies too (the stricter wins)",
               min=0.01, max=10.0),
+    ParamSpec("warm_up_timeout_s", FLOAT, 300.0, "Deadline of the warm-up before the first episode (s): load the "
+              "model, reach the server, one inference on an observation of the configured shapes (a JAX server "
+              "compiles on it); the policy/status topic says warming up, ready or server error "
+              "(ladder_ros/policies/warmup.py)", min=1.0, max=3600.0),
 )
 
 GRIPPER_TRIGGER = COMMON + (
@@ -250,6 +254,9 @@ ORCHESTRATOR = COMMON + (
               "stall_warn_s", min=0.2, max=36000.0),
     ParamSpec("state_dir", STR, "", "Folder of the orchestrator's journal, which lets a restarted orchestrator "
               "end an episode it was killed in (empty: $ROS_HOME/ladder_ros, ~/.ros/ladder_ros by default)"),
+    ParamSpec("policy_ready_wait_s", FLOAT, 330.0, "A start that comes while the policy warms up (policy/status) "
+              "waits this long (s) for it to be ready, then is refused with the policy's status as the reason "
+              "(ladder_ros/nodes/policy_gate.py); more than the policy's warm_up_timeout_s", min=0.0, max=7200.0),
 )
 
 EPISODE_RECORDER = COMMON + (

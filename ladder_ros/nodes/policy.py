@@ -3,7 +3,9 @@
 Lockstep (simulation): the same synchronous :class:`~ladder_ros.policies.chunked.ChunkedPolicy` the
 reference loop runs, once per step, so parity holds with a learned model. Wall clock (robot): a
 :class:`~ladder_ros.policies.executor.ChunkExecutor` with its inference thread and a control thread
-on absolute deadlines.
+on absolute deadlines. Before either acts, :class:`~ladder_ros.policies.warmup.WarmUp` gets the
+policy ready (``policy/status``, :mod:`ladder_ros.nodes.policy_status`), so compile time is spent
+before the first episode.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ladder_ros.core.task import Task
 from ladder_ros.messages import LOCKSTEP, ActionTagDoc, DecisionDoc, EpisodeStatus, PrivilegedStateDoc
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import POLICY
+from ladder_ros.nodes.policy_status import PolicyStatusPublisher
 from ladder_ros.nodes.runtime import (
     EpisodeFollower,
     declare_parameters,
@@ -36,12 +39,20 @@ from ladder_ros.nodes.runtime import (
     subscription,
 )
 from ladder_ros.nodes.step_sync import StepAligner
+from ladder_ros.policies.audit import guard_statistics
 from ladder_ros.policies.base import LowLevelPolicy
 from ladder_ros.policies.chunked import ChunkedPolicy, ReasonLog, TaggedAction
 from ladder_ros.policies.config import EE_DELTA
-from ladder_ros.policies.executor import CONTROL_SWITCH_INTERVAL_S, ChunkExecutor, ControlLoop, percentile
+from ladder_ros.policies.executor import (
+    CONTROL_SWITCH_INTERVAL_S,
+    ChunkExecutor,
+    ControlLoop,
+    error_kind,
+    percentile,
+)
 from ladder_ros.policies.factory import PolicyProvider
 from ladder_ros.policies.observation import ObservationBundle
+from ladder_ros.policies.warmup import WarmUp
 from ladder_ros.ros_conversions import (
     ACTION_AXES,
     action_to_msg,
@@ -55,6 +66,8 @@ from ladder_ros.ros_conversions import (
 JOINTS, POSE, IMAGE, PRIVILEGED, DECISION = "joint_states", "ee_pose", "image", "privileged", "decision"
 RETRY_PERIOD_S = 0.5  # lockstep: how often a step whose policy call failed (no server) is tried again
 DIAGNOSTICS_PERIOD_S = 1.0
+STATUS_PERIOD_S = 0.1  # how often readiness, the episode report and the server's error run are looked at
+WARMING_UP_HOLD = "policy warming up"
 
 
 class LatestInputs:
@@ -102,15 +115,24 @@ class PolicyNode(Node):
     observation and holds still (publishes nothing) without a fresh observation, without a server
     or when a chunk fails validation, saying why once.
 
+    At start it warms the policy up (its own deadline, ``warm_up_timeout_s``) and publishes whether it
+    is ready on ``policy/status``; the orchestrator starts episodes only then. An episode that
+    starts anyway waits (lockstep: the simulator waits) or holds (wall clock) until it is. After
+    ``server.max_consecutive_errors`` error replies in a row it asks the orchestrator to end the
+    episode with ``policy server error: <the server's error>`` and is not ready until a new warm-up
+    succeeds. Each episode's report (held steps and refused chunks by reason, inference latency,
+    seam jumps, out-of-distribution counts) goes out on ``policy/status``, final when the episode
+    is over for the policy, for the episode's record.
+
     Topics: subscribes ``joint_states``, ``ee_pose``, each camera topic of the policy config
     (``camera/image_raw``), ``sim/privileged_state`` (lockstep), ``orchestrator/decision``,
     ``episode/status``; publishes ``policy/action`` (trajectory_msgs/JointTrajectory), its
-    ``policy/action_tag`` and ``/diagnostics`` (1 Hz).
+    ``policy/action_tag``, ``policy/status`` (latched) and ``/diagnostics`` (1 Hz).
     Every end-effector action is converted from the policy's own convention (its config's, or
     ``rotation_convention`` when set) to the graph's contract.
     Parameters: preset, clock_mode, policy (config name or path), noise (scripted expert),
     rotation_convention, aperture_joint, control_priority (SCHED_FIFO priority of the control thread, 0 normal),
-    max_observation_age_s (s).
+    max_observation_age_s (s), warm_up_timeout_s (s).
     """
 
     def __init__(self, *, policy_factory: Callable[[Task, int], LowLevelPolicy] | None = None,
@@ -131,6 +153,11 @@ class PolicyNode(Node):
         self.config = self.provider.config
         self._check_config(preset)
         config = self.config
+        # The status publisher first: the orchestrator discovers that a policy reports before anything else of it.
+        self.warmup = WarmUp(self.provider, deadline_s=self.params["warm_up_timeout_s"],
+                             may_attempt=lambda: self.episode is None,
+                             log=lambda text: self.get_logger().info(f"policy {config.name}: {text}"))
+        self.status = PolicyStatusPublisher(self, config, self.warmup)
         # The graph's 7-D contract for end-effector policies; a joint-position policy's own axes.
         self.axes = ACTION_AXES if config.action.kind == EE_DELTA else config.action.names
         self.cameras = config.cameras if reads is None or IMAGE in reads else config.cameras[:0]
@@ -155,6 +182,9 @@ class PolicyNode(Node):
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end,
                                         lost_on_restart="the policy's state (its attempt, chunk and random state)")
         self.episode: EpisodeStatus | None = None
+        self._task: Task | None = None
+        self._policy_begun = False  # this episode's policy is built (the warm-up is over)
+        self._errors_at_start = 0
         self.policy: ChunkedPolicy | None = None
         self.instruction: str | None = None
         self.act_s = 0.0  # time spent in the policy backend (benchmarks)
@@ -165,15 +195,11 @@ class PolicyNode(Node):
         self._decision_step = 0
         self.runner: ChunkExecutor | None = None
         self.control: ControlLoop | None = None
-        # A model loads and warms up now, not when the first episode waits for it; a server is greeted
-        # (its metadata logged) if it is there, and otherwise reached when the first chunk is needed.
-        source = None if self.provider.per_episode else self.provider.source()
-        self._greet(source)
         if self.lockstep:
             self.create_timer(RETRY_PERIOD_S, self._drain)
         else:
             sys.setswitchinterval(CONTROL_SWITCH_INTERVAL_S)
-            self.runner = ChunkExecutor(source, config, self._snapshot,
+            self.runner = ChunkExecutor(None, config, self._snapshot,
                                         lambda now: self.latest.age(self.observed, now),
                                         log=lambda text: self.get_logger().warning(text))
             self.runner.start()
@@ -182,18 +208,14 @@ class PolicyNode(Node):
             self.control.start()
             self.get_logger().info(f"control thread at {config.control_rate_hz:g} Hz, {self.control.scheduling}")
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
-
-    def _greet(self, source) -> None:
-        client = getattr(source, "client", None)
-        if client is None:
-            return
-        try:
-            metadata = client.connect()
-        except LadderError as exc:
-            self.get_logger().warning(f"policy {self.config.name}: {exc}")
-            return
-        self.get_logger().info(f"policy {self.config.name}: server at {client.settings.uri}, metadata "
-                               f"{sorted(map(str, metadata))}")
+        self.create_timer(STATUS_PERIOD_S, self._on_status_timer)
+        # A model loads and warms up now, a server is reached and runs its first inference (a JAX server
+        # compiles on it): in a thread, while this node already answers and says it is warming up. A policy
+        # built per episode (the scripted expert) has nothing to warm up: ready before the first status goes out.
+        if self.provider.per_episode:
+            self.warmup.attempt()
+        self.status.tick()
+        self.warmup.start()
 
     def _check_config(self, preset) -> None:
         config, name = self.config, f"parameter {self.get_name()}.policy"
@@ -211,32 +233,91 @@ class PolicyNode(Node):
     # ------------------------------------------------------------------ episodes
     def _on_episode_start(self, status: EpisodeStatus) -> None:
         self.episode = None
+        self.policy = None
+        self._policy_begun = False
         try:
-            task = Task.from_dict(status.task or {})
-            if self.lockstep:
-                self.policy = self.provider.episode_policy(task, status.seed, log=self.get_logger().warning)
-            else:
-                self.runner.start_episode(self.provider.episode_source(task, status.seed), status.seed)
+            self._task = Task.from_dict(status.task or {})
         except (LadderError, KeyError, TypeError, ValueError) as exc:
-            # Holding still forever would freeze the episode: say why and let the orchestrator end it.
-            self.policy = None
             self.episodes.request_abort(status.episode_id, f"the policy cannot act in this episode: {exc}")
             return
         self.episode = status
         self.instruction = None
+        if self.runner is not None:
+            self.runner.start_episode(None, status.seed)  # its report starts; it acts once the policy is ready
+        self._begin_policy()  # now if the policy is ready, else as soon as it is
         if self.lockstep:
             self._backlog.clear()
             self.aligner.start(status.origin_ns, status.rate_hz, join=self.episodes.joined_late)
             self._act_on_ready()
 
+    def _begin_policy(self) -> None:
+        """Build this episode's policy once the warm-up is over (an episode that began before waits for it)."""
+        status = self.episode
+        if status is None or self._policy_begun or not self.warmup.ready:
+            return
+        self._policy_begun = True
+        try:
+            if self.lockstep:
+                self.policy = self.provider.episode_policy(self._task, status.seed, log=self.get_logger().warning)
+            else:
+                source = self.provider.episode_source(self._task, status.seed)
+                self.runner.set_source(source, guard_statistics(self.config, source))
+        except (LadderError, KeyError, TypeError, ValueError) as exc:
+            # Holding still forever would freeze the episode: say why and let the orchestrator end it.
+            self.policy = None
+            self.episodes.request_abort(status.episode_id, f"the policy cannot act in this episode: {exc}")
+            return
+        self._errors_at_start = self._server_errors()
+
     def _on_episode_end(self, status: EpisodeStatus) -> None:
         if self.episode is not None and status.episode_id == self.episode.episode_id:
+            self._final_report(status.episode_id)
             self.episode = None
             self.policy = None
             self._backlog.clear()
             self.aligner.stop()
             if self.runner is not None:
                 self.runner.set_subgoal(None)
+
+    # ------------------------------------------------------------------ readiness and reports
+    def _server_errors(self) -> int:
+        client = getattr(self.provider.built_source, "client", None)
+        return int(getattr(client, "server_errors", 0))
+
+    def _episode_report(self) -> dict:
+        if self.lockstep:
+            report = self.policy.policy_report() if self.policy is not None else {}
+        else:
+            report = self.runner.episode_report()
+        if report:
+            report["warm_up_s"] = self.warmup.warm_up_s
+            report["server_errors"] = self._server_errors() - self._errors_at_start
+        return report
+
+    def _final_report(self, episode_id: str) -> None:
+        """The episode is over for the policy (its last decision came): its final report goes out now."""
+        if self.episode is None or self.episode.episode_id != episode_id:
+            return
+        if self.runner is not None:
+            self.runner.set_subgoal(None)  # no further control period counts
+        self.status.report(episode_id, self._episode_report(), final=True)
+
+    def _on_status_timer(self) -> None:
+        self._begin_policy()
+        episode = self.episode
+        if episode is not None:
+            self.status.report(episode.episode_id, self._episode_report())
+            if self._policy_begun:
+                self._give_up_if_failing(episode)
+        self.status.tick()
+
+    def _give_up_if_failing(self, episode: EpisodeStatus) -> None:
+        """After too many error replies in a row the episode ends with the server's error as the reason."""
+        give_up = getattr(self.provider.built_source, "give_up_reason", None)
+        reason = give_up() if give_up is not None else None
+        if reason is not None:
+            self.warmup.failed(reason)
+            self.episodes.request_abort(episode.episode_id, reason)
 
     # ------------------------------------------------------------------ inputs
     def _on_input(self, name: str, stamp, msg: object) -> None:
@@ -256,6 +337,8 @@ class PolicyNode(Node):
         doc = received_document(self, msg, DecisionDoc, "decision")
         if doc is None:
             return
+        if doc.finished:
+            self._final_report(doc.episode_id)
         if self.lockstep:
             self._on_input(DECISION, doc.stamp_ns, doc)
         elif self.episode is not None and doc.episode_id == self.episode.episode_id:
@@ -266,7 +349,8 @@ class PolicyNode(Node):
         names = list(self.image_inputs.values())
         first = inputs.get(names[0]) if names else None
         observation = observation_from_msgs(step, inputs[JOINTS], inputs[POSE], self.params["aperture_joint"],
-                                            image=first, privileged=inputs.get(PRIVILEGED))
+                                            image=first, privileged=inputs.get(PRIVILEGED),
+                                            embodiment=self.params["preset"])
         if not self.provider.reads_privileged and observation.privileged is not None:
             # Read for the simulator's exact pose only: a learned policy never sees privileged facts.
             observation = replace(observation, privileged=None)
@@ -289,7 +373,11 @@ class PolicyNode(Node):
 
     def _act_lockstep(self, step: int, instruction: str, inputs: dict) -> bool:
         if self.policy is None:
-            return True
+            if self._policy_begun:
+                return True  # the policy could not be built: the orchestrator ends the episode
+            state, detail, waited = self.warmup.snapshot()
+            self.reasons.report(WARMING_UP_HOLD, f"{state}: {detail} ({waited:.0f} s)")
+            return False  # the simulator waits; tried again by the retry timer
         stamp_ns = self.episode.step_stamp_ns(step)
         try:
             if instruction != self.instruction:
@@ -299,7 +387,8 @@ class PolicyNode(Node):
             tagged = self.policy.act_tagged(self._bundle(step, inputs, stamp_ns), instruction)
             self.act_s += time.perf_counter() - started
         except LadderError as exc:
-            self.reasons.report(f"no action ({type(exc).__name__})", f"step {step}: {exc}")
+            self.reasons.report(error_kind(exc), f"step {step}: {exc}", key=str(getattr(exc, "signature", "")))
+            self._give_up_if_failing(self.episode)
             return False
         self.reasons.clear()
         if tagged.index == 0 and not tagged.held:
@@ -340,17 +429,26 @@ class PolicyNode(Node):
             stats = self.runner.stats()
             holding = stats["holding"]
         else:
+            report = self.policy.report if self.policy else None
             stats = {"inference_ms_last": self._latency_ms[-1] if self._latency_ms else None,
                      "inference_ms_p50": percentile(self._latency_ms, 50),
                      "inference_ms_p99": percentile(self._latency_ms, 99),
                      "chunks": self.policy.chunks if self.policy else 0,
-                     "held_actions": self.policy.holds if self.policy else 0}
+                     "held_actions": self.policy.holds if self.policy else 0,
+                     "rejected_by_reason": dict(report.rejected) if report else {},
+                     "seam_jump_max": dict(report.seam_max) if report else {},
+                     "ood": dict(report.ood) if report else {}}
             holding = self.reasons.reason if self.reasons.kind else ""
+        state, detail, _ = self.warmup.snapshot()
+        stats["readiness"] = f"{state}: {detail}" if detail else state
+        level = "warn" if holding or not self.warmup.ready else "ok"
+        message = holding or ("acting" if self.warmup.ready else stats["readiness"])
         self._diagnostics_pub.publish(diagnostics_to_msg(
-            f"{self.get_fully_qualified_name()}: {self.config.name}", self.config.name,
-            "warn" if holding else "ok", holding or "acting", stats, self.get_clock().now().nanoseconds))
+            f"{self.get_fully_qualified_name()}: {self.config.name}", self.config.name, level, message, stats,
+            self.get_clock().now().nanoseconds))
 
     def close(self) -> None:
+        self.warmup.stop()
         if self.control is not None:
             self.control.stop()
         if self.runner is not None:

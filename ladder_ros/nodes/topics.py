@@ -168,13 +168,19 @@ TF_STATIC = TopicSpec("/tf_static", "tf2_msgs/msg/TFMessage", LATCHED, "once, at
                       "calibration/<robot>_<camera>.yaml)", ("episode_recorder (into every bag)", "tf2 listeners"),
                       "The calibrated camera pose: the robot base frame (extrinsics parent_frame) to the optical "
                       "frame the images and depth name", external=True)
+POLICY_STATUS = TopicSpec("policy/status", STRING, LATCHED, "on change (1 Hz while warming up)", "policy",
+                          ("orchestrator", "operator panel", "episode_recorder"),
+                          "Whether the policy can act: warming up (what it waits for), ready, or server error (why); "
+                          "the orchestrator starts episodes only on a ready policy. Also the current episode's "
+                          "policy report (held steps, refused chunks by reason, inference latency, seam jumps, "
+                          "out-of-distribution counts), final once the episode is over", document="PolicyStatusDoc")
 
 TOPICS: tuple[TopicSpec, ...] = (IMAGE, CAMERA_INFO, SENSOR_DEPTH, DEPTH, DIAGNOSTICS,
                                  JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
                                  CURRENT_SUBGOAL, EVENTS_TOPIC, VERIFY_REQUEST, VERIFY_RESULT, PLAN_REQUEST,
                                  PLAN_RESULT, ACTION, ACTION_TAG,
                                  EPISODE_COMMAND, EPISODE_STATUS, LABELS, SAFETY_STATE,
-                                 COMMAND_REPLY, SAFETY, CLOCK, JOINT_COMMAND, TF_STATIC)
+                                 COMMAND_REPLY, SAFETY, CLOCK, JOINT_COMMAND, TF_STATIC, POLICY_STATUS)
 
 # Services, relative to the graph namespace: the orchestrator's (std_srvs/srv/Trigger) and the robot
 # driver's safety interface (standard types, so any driver package can offer them).

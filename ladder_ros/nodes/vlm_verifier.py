@@ -182,7 +182,8 @@ class VerifierNode(Node):
 
     def _observation(self, step: int, inputs: dict):
         return observation_from_msgs(step, inputs[JOINTS], inputs[POSE], self.params["aperture_joint"],
-                                     image=inputs.get(IMAGE), privileged=inputs.get(PRIVILEGED))
+                                     image=inputs.get(IMAGE), privileged=inputs.get(PRIVILEGED),
+                                     embodiment=self.params["preset"])
 
     def _answer(self, doc: VerificationRequestDoc, inputs: dict) -> None:
         """Worker thread: build the step's observation and ask the verifier; any exception becomes a failed result."""

@@ -26,10 +26,10 @@ import numpy as np
 
 from ladder_ros.core.action_conventions import ActionConvention
 from ladder_ros.core.observation import Observation
-from ladder_ros.policies.actions import ActionProcessor, InvalidActionError
+from ladder_ros.policies.audit import ChunkScreen, PolicyReport, RejectedChunk
 from ladder_ros.policies.base import LowLevelPolicy
-from ladder_ros.policies.config import PolicyConfig
-from ladder_ros.policies.observation import ObservationBundle
+from ladder_ros.policies.config import Normalization, PolicyConfig
+from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder
 
 LOG = logging.getLogger(__name__)
 
@@ -96,11 +96,14 @@ class PerStepSource:
 
 
 class ReasonLog:
-    """Says why once: logs a hold when its kind differs from the last one, and a line when acting again.
+    """Says why once: logs a hold the first time its kind (and ``key``) comes up while holding, and a
+    line when acting again.
 
-    ``reason`` is the latest full reason (for diagnostics); ``counts`` how often each kind came up.
-    ``quiet`` reports are expected states (no subgoal yet, the first chunk of a subgoal on its way):
-    recorded, not logged.
+    ``key`` tells distinct causes of one kind apart (a server's error line): each distinct one is
+    logged once per stretch of holding, however the kinds alternate and however the detail around it
+    changes (retry times, chunk numbers). ``reason`` is the latest full reason (for diagnostics);
+    ``counts`` how often each kind came up. ``quiet`` reports are expected states (no subgoal yet,
+    the first chunk of a subgoal on its way): recorded, not logged.
     """
 
     def __init__(self, log: Callable[[str], None]):
@@ -109,41 +112,51 @@ class ReasonLog:
         self.reason = ""
         self.counts: dict[str, int] = {}
         self._logged = False
+        self._said: set[tuple[str, str]] = set()
 
-    def report(self, kind: str, detail: str = "", *, quiet: bool = False) -> None:
+    def report(self, kind: str, detail: str = "", *, quiet: bool = False, key: str = "") -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.reason = f"{kind}: {detail}" if detail else kind
-        if kind != self.kind:
-            self.kind = kind
-            self._logged = not quiet
-            if not quiet:
-                self._log(f"holding still: {self.reason}")
+        self.kind = kind
+        if quiet or (kind, key) in self._said:
+            return
+        self._said.add((kind, key))
+        self._logged = True
+        self._log(f"holding still: {self.reason}")
 
     def clear(self) -> None:
         if self._logged:
             self._log("acting again")
         self.kind = self.reason = ""
         self._logged = False
+        self._said.clear()
 
 
 class ChunkedPolicy:
     """Executes the first ``k`` actions of each chunk, one per call; for the reference loop and lockstep.
 
-    A chunk that fails validation is replaced by hold-still commands (no motion, the gripper as it
-    is) until the next request, so the simulation keeps stepping and both the loop and the graph
-    record the same thing; the reason is logged once. A source that cannot answer (no server)
+    A chunk that fails validation or jumps at its seam (:class:`~ladder_ros.policies.audit.ChunkScreen`)
+    is replaced by a hold-still command (no motion, the gripper as it is) until the next request,
+    so the simulation keeps stepping and both the loop and the graph record the same thing; the
+    reason is logged once and counted in :attr:`report`. A source that cannot answer (no server)
     raises: the caller decides whether to wait (the lockstep node retries) or give up.
     """
 
     def __init__(self, source: ChunkSource, config: PolicyConfig, seed: int,
-                 log: Callable[[str], None] | None = None):
+                 log: Callable[[str], None] | None = None, statistics: Normalization | None = None):
         self.source = source
         self.config = config
         self.name = config.name
         self.seed = int(seed)
-        self.processor = ActionProcessor(config)
-        self.reasons = ReasonLog(log or (lambda text: LOG.warning("policy %s: %s", config.name, text)))
+        log = log or (lambda text: LOG.warning("policy %s: %s", config.name, text))
+        self.reasons = ReasonLog(log)
+        self.report = PolicyReport.of(config)
+        self.screen = ChunkScreen(config, self.report, statistics=statistics, log=log)
+        self.processor = self.screen.processor
+        self.encoder = ObservationEncoder(config)
         self._queue: deque[TaggedAction] = deque()
+        self._previous: np.ndarray | None = None  # the last command given (the seam's reference)
+        self._hold_kind = ""  # why the queued hold-still command is there
         self.chunks = 0  # requests made this episode (the noise seed's index)
         self.holds = 0  # hold-still commands given instead of a rejected chunk's actions
 
@@ -151,6 +164,10 @@ class ChunkedPolicy:
     def declared_convention(self) -> ActionConvention | None:
         """The convention the model acts in (its config's); what :meth:`act` returns is already the contract."""
         return self.processor.convention
+
+    def policy_report(self) -> dict:
+        """This episode's :class:`~ladder_ros.policies.audit.PolicyReport` (the record's ``policy_report``)."""
+        return self.report.to_dict()
 
     def reset(self, instruction: str) -> None:
         self._queue.clear()
@@ -164,22 +181,30 @@ class ChunkedPolicy:
         action = self._queue.popleft()
         if action.held:
             self.holds += 1
+        self.report.step(self._hold_kind if action.held else "")
+        self._previous = action.command
         return action
 
     def _request(self, bundle: ObservationBundle, instruction: str) -> None:
         chunk_id = self.chunks
+        if self.config.state:
+            self.screen.check_state(self.encoder.state(bundle.observation))
         raw = self.source.infer(bundle, instruction, noise_seed(self.seed, chunk_id))
         self.chunks += 1
         latency_ms = raw.latency_s * 1000.0
+        self.report.inference_ms.append(latency_ms)
         try:
-            rows = self.processor.check_chunk(raw.actions)
-            commands = [self.processor.command(row) for row in rows]
-        except InvalidActionError as exc:
-            self.reasons.report("invalid action", f"chunk {chunk_id}: {exc}")
+            commands = self.screen.commands(raw.actions)
+            self.screen.check_seam(commands[0], self._previous, bundle.observation)
+        except RejectedChunk as exc:
+            self.report.refused(exc.kind)
+            self._hold_kind = exc.kind
+            self.reasons.report(exc.kind, f"chunk {chunk_id}: {exc}")
             hold = self.processor.hold_command(bundle.observation)
             self._queue.append(TaggedAction(hold, instruction, bundle.stamp_ns, chunk_id, 0, latency_ms,
                                             held=str(exc)))
             return
+        self.report.chunks += 1
         self.reasons.clear()
         for index, command in enumerate(commands):
             self._queue.append(TaggedAction(command, instruction, bundle.stamp_ns, chunk_id, index, latency_ms))

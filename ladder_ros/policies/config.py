@@ -18,6 +18,9 @@ execution horizon, and its control rate. The format (``schema_version: 1``)::
          resize: resize_with_pad}
     state:                          # concatenated in this order per request key
       - {key: observation/state, source: ee_position, unit: m}
+      - {key: observation/state, source: ee_euler, reference: top_down, angles: sxyz, unit: rad}
+      - {key: observation/state, source: zeros, size: 1}     # a pad the training data had
+      - {key: observation/state, source: gripper_open}
     prompt_key: prompt
     action:
       key: actions
@@ -30,6 +33,10 @@ execution horizon, and its control rate. The format (``schema_version: 1``)::
     max_observation_age_s: 0.5
     normalization: none             # none | processor (a local checkpoint's own statistics) |
                                     # {mode: mean_std | quantile, state: {...}, action: {...}}
+    statistics: {mode: mean_std, state: {...}, action: {...}}  # optional: the training data's statistics
+                                    # when a server normalises (the out-of-distribution guard reads them)
+    ood_sigmas: 4.0                 # report state/actions farther than this many standard deviations out
+    seam: {max_translation_m: 0.05, max_rotation_rad: 0.5}   # ee_delta; {max_joint_rad: ...} for joints
 
 Every error names the file and the field (``policies/x.yaml: action.axes[2].low: ...``). No rclpy
 and no torch here: the config is read by the node, the reference loop and the CLI alike.
@@ -37,6 +44,8 @@ and no torch here: the config is read by the node, the reference loop and the CL
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +55,7 @@ import numpy as np
 
 from ladder_ros.core.errors import ConfigError, read_yaml
 from ladder_ros.core.presets import PRESETS
+from ladder_ros.policies.state import ANGLE_CONVENTIONS, REFERENCES
 
 POLICY_SCHEMA_VERSION = 1
 
@@ -66,9 +76,10 @@ EE_DELTA_DIM = 7  # dx, dy, dz (m), three rotation numbers (rad), gripper
 STATE_SOURCES: dict[str, int | None] = {
     "joint_positions": None,  # the arm joints of joint_states, in their order (rad or m)
     "ee_position": 3,  # end-effector position in the base frame (m)
-    "ee_euler": 3,  # end-effector orientation, Euler XYZ (rad)
+    "ee_euler": 3,  # end-effector orientation (rad): its `reference` and `angles` say how (policies/state.py)
     "gripper_open": 1,  # normalised aperture: 1 open, 0 closed
     "gripper_closed": 1,  # 1 - aperture: 0 open, 1 closed (DROID's gripper_position)
+    "zeros": None,  # a pad of `size` zeros (several Bridge clients send xyz, rpy, 0, gripper)
 }
 # resize_with_pad: keep the aspect ratio, pad with black to the target (openpi's client-side
 # resize, tf.image.resize_with_pad); resize: stretch to the target; none: the camera's own size.
@@ -93,6 +104,9 @@ class ServerSettings:
     backoff_initial_s: float = 0.5
     backoff_max_s: float = 8.0
     max_message_mb: float = 64.0
+    # After this many error replies in a row (a traceback instead of actions) the episode ends with the
+    # server's error as the reason; 0: never (project choice: with the default back-off, 5 errors span ~7.5 s).
+    max_consecutive_errors: int = 5
 
     @property
     def uri(self) -> str:
@@ -125,12 +139,18 @@ class CameraSpec:
 
 @dataclass(frozen=True)
 class StateEntry:
-    """One part of the state vector: where it comes from (``STATE_SOURCES``), its size and unit."""
+    """One part of the state vector: where it comes from (``STATE_SOURCES``), its size and unit.
+
+    An ``ee_euler`` entry also says what its angles mean: ``reference`` (``top_down`` or ``base``) and
+    ``angles`` (``sxyz`` or ``euler_xyz``), see :mod:`ladder_ros.policies.state`.
+    """
 
     key: str
     source: str
     size: int
     unit: str = ""
+    reference: str | None = None
+    angles: str | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +198,11 @@ class Statistics:
     second: tuple[float, ...]  # std or q99
 
 
+# A normal distribution's 1st and 99th percentiles lie 2.326 standard deviations from its mean, so a
+# quantile-normalised value of +-1 (q01, q99) is read as 2.326 standard deviations by the guard.
+QUANTILE_SIGMAS = 2.326
+
+
 @dataclass(frozen=True)
 class Normalization:
     """How model inputs and outputs are scaled. mean_std: (x - mean) / std. quantile: q01..q99 to [-1, 1]
@@ -192,6 +217,26 @@ class Normalization:
 
     def unnormalize_action(self, action: np.ndarray) -> np.ndarray:
         return _inverse(self.mode, self.action, action)
+
+    def sigmas(self, part: str, values: np.ndarray) -> np.ndarray:
+        """How many standard deviations each value of ``part`` (state or action) lies from the data's mean
+        (quantile statistics: read through :data:`QUANTILE_SIGMAS`)."""
+        normalised = _forward(self.mode, self.state if part == "state" else self.action, values)
+        return np.abs(normalised) * (1.0 if self.mode == "mean_std" else QUANTILE_SIGMAS)
+
+
+@dataclass(frozen=True)
+class SeamBounds:
+    """The largest jump allowed where a new chunk takes over (None: measured, not refused).
+
+    ee_delta: the change of the commanded step between the last action given and the new chunk's first
+    (translation m, rotation rad); joint_position: the first target's distance from the last target given,
+    or from the measured joints when none was (rad, arm joints only).
+    """
+
+    max_translation_m: float | None = None
+    max_rotation_rad: float | None = None
+    max_joint_rad: float | None = None
 
 
 def _forward(mode: str, stats: Statistics, x: np.ndarray) -> np.ndarray:
@@ -228,6 +273,9 @@ class PolicyConfig:
     model: ModelSettings | None = None
     normalization: Normalization | None = None
     statistics_from_processor: bool = False  # a local model's statistics come with its processor
+    statistics: Normalization | None = None  # the training data's statistics when the server normalises
+    ood_sigmas: float = 4.0
+    seam: SeamBounds = field(default_factory=SeamBounds)
     simulation_only: bool = False
     description: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -247,6 +295,13 @@ class PolicyConfig:
     def error(self, message: str, key: str | None = None) -> ConfigError:
         """A :class:`ConfigError` about this config's file (and ``key``)."""
         return ConfigError(message, source=self.source, key=key)
+
+    def digest(self) -> str:
+        """A short hash of the config as it runs (the file's fields, with a rotation convention that
+        replaced the file's): two records with the same digest ran the same policy config."""
+        effective = {"file": self.raw, "action_rotation": self.action.rotation}
+        text = json.dumps(effective, sort_keys=True, default=str, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------------------------- parsing
@@ -346,7 +401,9 @@ def _server(r: _Reader) -> ServerSettings:
         request_timeout_s=r.number("request_timeout_s", ServerSettings.request_timeout_s, positive=True),
         backoff_initial_s=r.number("backoff_initial_s", ServerSettings.backoff_initial_s, positive=True),
         backoff_max_s=r.number("backoff_max_s", ServerSettings.backoff_max_s, positive=True),
-        max_message_mb=r.number("max_message_mb", ServerSettings.max_message_mb, positive=True))
+        max_message_mb=r.number("max_message_mb", ServerSettings.max_message_mb, positive=True),
+        max_consecutive_errors=r.integer("max_consecutive_errors", ServerSettings.max_consecutive_errors, low=0,
+                                         high=1000))
     if s.backoff_max_s < s.backoff_initial_s:
         raise r.fail("backoff_max_s", f"must be >= backoff_initial_s ({s.backoff_initial_s}), got {s.backoff_max_s}")
     r.done()
@@ -382,7 +439,14 @@ def _state_entry(r: _Reader) -> StateEntry:
         size = r.integer("size", fixed)
         if size != fixed:
             raise r.fail("size", f"{source} has {fixed} entries, got {size}")
-    entry = StateEntry(key=r.string("key"), source=source, size=size, unit=r.string("unit", "", empty=True))
+    reference = angles = None
+    if source == "ee_euler":
+        # No default: the same pose reads as very different numbers (docs/conventions.md), so the config
+        # must say which the policy was trained on.
+        reference = r.string("reference", choices=REFERENCES)
+        angles = r.string("angles", choices=ANGLE_CONVENTIONS)
+    entry = StateEntry(key=r.string("key"), source=source, size=size, unit=r.string("unit", "", empty=True),
+                       reference=reference, angles=angles)
     r.done()
     return entry
 
@@ -441,6 +505,16 @@ def _normalization(r: _Reader, state_dim: int, action_dim: int) -> Normalization
     return n
 
 
+def _seam(r: _Reader, kind: str) -> SeamBounds:
+    allowed = ("max_translation_m", "max_rotation_rad") if kind == EE_DELTA else ("max_joint_rad",)
+    for name in r.data:
+        if name not in allowed:
+            raise r.fail(str(name), f"a {kind} policy's seam bounds are {', '.join(allowed)}")
+    seam = SeamBounds(**{name: r.number(name, positive=True) for name in allowed if r.has(name)})
+    r.done()
+    return seam
+
+
 def parse_policy_config(data: Any, source: str = "<policy>", base: Path | None = None) -> PolicyConfig:
     """Validate a policy config mapping; ``base`` is the folder relative model paths start from."""
     r = _Reader(data, source)
@@ -490,15 +564,22 @@ def parse_policy_config(data: Any, source: str = "<policy>", base: Path | None =
     if norm != "none" and backend != TRANSFORMERS:
         raise r.fail("normalization", "only a local model is normalised here (a server normalises itself): "
                                       "use normalization: none")
+    state_dim = sum(s.size for s in state)
     if isinstance(norm, Mapping):
-        normalization = _normalization(r.child("normalization"), sum(s.size for s in state), len(action.axes))
+        normalization = _normalization(r.child("normalization"), state_dim, len(action.axes))
+    statistics = _normalization(r.child("statistics"), state_dim, len(action.axes)) if r.has("statistics") else None
+    if statistics is not None and norm != "none":
+        raise r.fail("statistics", "the normalization statistics are the guard's already; give statistics only "
+                                   "when the server normalises (normalization: none)")
+    seam = _seam(r.child("seam"), action.kind) if r.has("seam") else SeamBounds()
     config = PolicyConfig(
         name=name, source=source, backend=backend, embodiment=embodiment, control_rate_hz=rate,
         chunk_length=length, execute_steps=execute, action=action, cameras=cameras, state=state,
         prompt_key=r.string("prompt_key", "prompt"),
         max_observation_age_s=r.number("max_observation_age_s", 0.5, positive=True),
         server=server, model=model, normalization=normalization,
-        statistics_from_processor=norm == PROCESSOR_STATISTICS, simulation_only=simulation_only,
+        statistics_from_processor=norm == PROCESSOR_STATISTICS, statistics=statistics,
+        ood_sigmas=r.number("ood_sigmas", 4.0, positive=True), seam=seam, simulation_only=simulation_only,
         description=r.string("description", "", empty=True), raw=dict(r.data))
     r.done()
     return config

@@ -11,6 +11,11 @@ it executes come from observations as fresh as the latency allows. Each chunk's 
 actions are executed in order, none skipped (the rule of the paper's policies, Appendix A: 4 of 5
 on the WidowX, 8 of 15 on the Franka).
 
+Every chunk passes the same :class:`~ladder_ros.policies.audit.ChunkScreen` as in lockstep (its
+seam is checked against the last command queued before it, where it takes over), and every control
+period of a subgoal counts as acted or held, with the reason, in the episode's
+:class:`~ladder_ros.policies.audit.PolicyReport`.
+
 On a subgoal switch the queue is dropped and a new chunk is requested at once; a chunk still being
 computed for the old subgoal is discarded when it arrives. The worker always takes the newest
 observation when it starts and refuses one older than the config's ``max_observation_age_s``;
@@ -36,10 +41,10 @@ from typing import Callable
 import numpy as np
 
 from ladder_ros.core.errors import LadderError
-from ladder_ros.policies.actions import ActionProcessor, InvalidActionError
+from ladder_ros.policies.audit import INVALID_ACTION, SEAM_JUMP, ChunkScreen, PolicyReport, RejectedChunk
 from ladder_ros.policies.chunked import ChunkSource, ReasonLog, TaggedAction, noise_seed
-from ladder_ros.policies.config import PolicyConfig
-from ladder_ros.policies.observation import ObservationBundle
+from ladder_ros.policies.config import Normalization, PolicyConfig
+from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder
 
 LOG = logging.getLogger(__name__)
 
@@ -56,9 +61,19 @@ class StaleObservation(LadderError):
     """The newest observation is older than the config allows."""
 
 
+class PolicyNotReady(LadderError):
+    """The episode began before the policy was ready (its warm-up runs): it holds until it is."""
+
+
 # Kinds of failed requests by error class (named, not imported: the backends load lazily).
 _ERROR_KINDS = {"PolicyUnavailable": "no policy server", "PolicyServerError": "policy server error",
-                "InvalidInputError": "unusable observation", "WireFormatError": "unreadable reply"}
+                "InvalidInputError": "unusable observation", "WireFormatError": "unreadable reply",
+                "PolicyNotReady": "policy warming up"}
+
+
+def error_kind(exc: BaseException) -> str:
+    """The hold reason of a failed request (the same words on the wall clock and in lockstep)."""
+    return _ERROR_KINDS.get(type(exc).__name__, "policy error")
 
 
 @dataclass
@@ -76,8 +91,10 @@ class _Result:
     actions: list[TaggedAction] = field(default_factory=list)
     kind: str = ""  # why it failed, for saying so once: invalid action, no policy server, ...
     error: str = ""
+    key: str = ""  # tells distinct errors of one kind apart (a server's error line)
     infer_ms: float | None = None
     server_timing: dict = field(default_factory=dict)
+    observation: object = None  # the Observation the chunk was computed from (the seam's reference when none)
 
 
 def percentile(values, q: float) -> float | None:
@@ -98,7 +115,11 @@ class ChunkExecutor:
                  clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] | None = None):
         self.source = source
         self.config = config
-        self.processor = ActionProcessor(config)
+        self._log = log or (lambda text: LOG.warning("policy %s: %s", config.name, text))
+        self.report = PolicyReport.of(config)
+        self.screen = ChunkScreen(config, self.report, log=self._log)
+        self.processor = self.screen.processor
+        self.encoder = ObservationEncoder(config)
         self.k = config.execute_steps
         self.period_s = config.period_s
         self.max_age_s = config.max_observation_age_s
@@ -106,9 +127,10 @@ class ChunkExecutor:
         self._snapshot = snapshot
         self._observation_age = observation_age
         self._clock = clock
-        self.reasons = ReasonLog(log or (lambda text: LOG.warning("policy %s: %s", config.name, text)))
+        self.reasons = ReasonLog(self._log)
         self._lock = threading.Condition()
         self._queue: deque[TaggedAction] = deque()
+        self._previous: np.ndarray | None = None  # the last command given (the seam's reference)
         self._instruction: str | None = None
         self._generation = 0
         self._slot: _Request | None = None
@@ -117,7 +139,7 @@ class ChunkExecutor:
         self._recent_latency_s: deque[float] = deque(maxlen=LATENCY_WINDOW)
         self._next_chunk_id = 0
         self._executed_this_subgoal = False
-        self._last_error: tuple[str, str] | None = None  # (kind, detail) of the last failed request
+        self._last_error: tuple[str, str, str] | None = None  # (kind, detail, key) of the last failed request
         self._last_tick: float | None = None
         self._stopping = False
         self._worker: threading.Thread | None = None
@@ -148,13 +170,28 @@ class ChunkExecutor:
             self._worker.join(timeout_s)
             self._worker = None
 
-    def start_episode(self, source: ChunkSource, seed: int) -> None:
-        """A new episode: its source (a per-episode policy, or the shared model) and noise seed; no subgoal yet."""
+    def start_episode(self, source: ChunkSource | None, seed: int, statistics: Normalization | None = None) -> None:
+        """A new episode: its source (a per-episode policy, or the shared model; None: not ready yet, see
+        :meth:`set_source`), noise seed and the training data's statistics (the out-of-distribution
+        guard); no subgoal yet. Its report starts empty."""
         self.set_subgoal(None)
         with self._lock:
-            self.source = source
             self.seed = int(seed)
             self._next_chunk_id = 0
+            self._previous = None
+            self.report = PolicyReport.of(self.config)
+        self.set_source(source, statistics)
+
+    def set_source(self, source: ChunkSource | None, statistics: Normalization | None = None) -> None:
+        """The episode's source once the policy is ready (its steps until then are held and counted)."""
+        with self._lock:
+            self.source = source
+            self.screen = ChunkScreen(self.config, self.report, statistics=statistics, log=self._log)
+
+    def episode_report(self) -> dict:
+        """The current episode's :class:`~ladder_ros.policies.audit.PolicyReport` as a dict."""
+        with self._lock:
+            return self.report.to_dict()
 
     # ------------------------------------------------------------------ inputs
     def set_subgoal(self, instruction: str | None) -> None:
@@ -191,6 +228,7 @@ class ChunkExecutor:
                 self._queue.clear()
                 how = "none yet" if age is None else f"the newest is {age:.2f} s old (limit {self.max_age_s:g} s)"
                 self.reasons.report("no fresh observation", how)
+                self.report.step("no fresh observation")
                 if not self._awaiting:
                     self._submit(now)  # the worker refuses it if still stale; it starts at once when fresh
                 return None
@@ -200,15 +238,19 @@ class ChunkExecutor:
                 if not self._executed_this_subgoal:
                     self.idle_first += 1
                 if self._last_error:
-                    self.reasons.report(*self._last_error)
+                    kind, detail, key = self._last_error
+                    self.reasons.report(kind, detail, key=key)
                 elif self._executed_this_subgoal:
                     self.reasons.report("no action ready", "inference slower than the queue")
                 else:
                     self.reasons.report("waiting for the first chunk of this subgoal", quiet=True)
+                self.report.step(self.reasons.kind)
             else:
                 self.acted += 1
                 self._executed_this_subgoal = True
+                self._previous = action.command
                 self.reasons.clear()
+                self.report.step()
             if not self._awaiting and len(self._queue) < self.lead_periods():
                 self._submit(now)
             return action
@@ -237,14 +279,25 @@ class ChunkExecutor:
             self.request_latency_ms.append((result.posted_at - result.request.submitted_at) * 1000.0)
             if result.infer_ms is not None:
                 self.inference_ms.append(result.infer_ms)
+                self.report.inference_ms.append(result.infer_ms)
             if result.server_timing:
                 self.server_timing = dict(result.server_timing)
+            if not result.error:
+                # The seam: where this chunk takes over, after the last command queued (or given) before it.
+                try:
+                    previous = self._queue[-1].command if self._queue else self._previous
+                    self.screen.check_seam(result.actions[0].command, previous, result.observation)
+                except RejectedChunk as exc:
+                    result.kind, result.error = exc.kind, f"chunk {result.request.chunk_id}: {exc}"
             if result.error:
-                self.rejected += int(result.kind == "invalid action")
-                self._last_error = (result.kind, result.error)
+                if result.kind in (INVALID_ACTION, SEAM_JUMP):
+                    self.rejected += 1
+                    self.report.refused(result.kind)
+                self._last_error = (result.kind, result.error, result.key)
                 continue
             self._last_error = None
             self.chunks += 1
+            self.report.chunks += 1
             self._queue.extend(result.actions)
 
     # ------------------------------------------------------------------ inference worker
@@ -277,22 +330,26 @@ class ChunkExecutor:
                 raise StaleObservation(f"the newest is {age:.2f} s old (limit {self.max_age_s:g} s)")
             source, seed = self.source, self.seed
             if source is None:
-                raise LadderError("no policy for this episode")
+                raise PolicyNotReady("the policy is not ready yet (its warm-up runs)")
+            state = self.encoder.state(bundle.observation) if self.config.state else None
             raw = source.infer(bundle, request.instruction, noise_seed(seed, request.chunk_id))
             infer_ms = raw.latency_s * 1000.0
-            rows = self.processor.check_chunk(raw.actions)
-            actions = [TaggedAction(self.processor.command(row), request.instruction, bundle.stamp_ns,
-                                    request.chunk_id, index, infer_ms) for index, row in enumerate(rows)]
+            with self._lock:  # the screen counts into the episode's report, which tick reads
+                if state is not None:
+                    self.screen.check_state(state)
+                commands = self.screen.commands(raw.actions)
+            actions = [TaggedAction(command, request.instruction, bundle.stamp_ns, request.chunk_id, index, infer_ms)
+                       for index, command in enumerate(commands)]
             return _Result(request, self._clock(), actions=actions, infer_ms=infer_ms,
-                           server_timing=raw.server_timing)
-        except InvalidActionError as exc:
-            return _Result(request, self._clock(), kind="invalid action", error=f"chunk {request.chunk_id}: {exc}",
+                           server_timing=raw.server_timing, observation=bundle.observation)
+        except RejectedChunk as exc:
+            return _Result(request, self._clock(), kind=exc.kind, error=f"chunk {request.chunk_id}: {exc}",
                            infer_ms=infer_ms)
         except StaleObservation as exc:
             return _Result(request, self._clock(), kind="no fresh observation", error=str(exc), infer_ms=infer_ms)
         except LadderError as exc:
-            return _Result(request, self._clock(), kind=_ERROR_KINDS.get(type(exc).__name__, "policy error"),
-                           error=str(exc), infer_ms=infer_ms)
+            return _Result(request, self._clock(), kind=error_kind(exc), error=str(exc), infer_ms=infer_ms,
+                           key=str(getattr(exc, "signature", "")))
         except Exception as exc:  # a backend bug must not kill the worker: hold and say why
             LOG.exception("policy %s: inference failed", self.config.name)
             return _Result(request, self._clock(), kind="inference failed", error=f"{type(exc).__name__}: {exc}",
@@ -315,7 +372,9 @@ class ChunkExecutor:
                 "request_ms_p99": percentile(self.request_latency_ms, 99),
                 "period_error_ms_p50": percentile(errors, 50), "period_error_ms_p99": percentile(errors, 99),
                 "server_timing": dict(self.server_timing), "holding": self.reasons.reason if self.reasons.kind else "",
-                "holds": dict(self.reasons.counts),
+                "holds": dict(self.reasons.counts), "held_steps": self.report.held_steps,
+                "rejected_by_reason": dict(self.report.rejected), "seam_jump_max": dict(self.report.seam_max),
+                "ood": dict(self.report.ood),
             }
 
 

@@ -19,6 +19,7 @@ from ladder_ros.core.errors import ConfigError, unknown_name
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.task import Task
 from ladder_ros.paths import share_path
+from ladder_ros.policies.audit import guard_statistics
 from ladder_ros.policies.base import LowLevelPolicy
 from ladder_ros.policies.chunked import ChunkedPolicy, ChunkSource, PerStepSource
 from ladder_ros.policies.config import (
@@ -133,6 +134,11 @@ class PolicyProvider:
         sharing the loaded source."""
         return self.config.backend in (SCRIPTED_EXPERT, PER_STEP)
 
+    @property
+    def built_source(self) -> ChunkSource | None:
+        """The shared source if it has been built (None before, and for per-episode policies)."""
+        return self._source
+
     def source(self) -> ChunkSource:
         """The learned source, built on first use (a model loads and warms up; a server connects lazily)."""
         if self._source is None:
@@ -163,8 +169,10 @@ class PolicyProvider:
         return self.per_step_source(task, seed) if self.per_episode else self.source()
 
     def episode_policy(self, task: Task, seed: int, log: Callable[[str], None] | None = None) -> ChunkedPolicy:
-        """This episode's synchronous policy (reference loop, lockstep graph)."""
-        return ChunkedPolicy(self.episode_source(task, seed), self.config, seed, log=log)
+        """This episode's synchronous policy (reference loop, lockstep graph), with the out-of-distribution
+        guard on the training data's statistics when they are known."""
+        source = self.episode_source(task, seed)
+        return ChunkedPolicy(source, self.config, seed, log=log, statistics=guard_statistics(self.config, source))
 
     def close(self) -> None:
         if self._source is not None:

@@ -1,12 +1,17 @@
 """A stand-in openpi policy server on 127.0.0.1, for tests, benchmarks and dry runs without a GPU.
 
-It speaks the protocol of openpi's ``websocket_policy_server.py`` with the project's own encoding
+It speaks the protocol of openpi's ``websocket_policy_server.py`` (Physical-Intelligence/openpi
+``src/openpi/serving/websocket_policy_server.py``, commit 15a9616a) with the project's own encoding
 (:mod:`ladder_ros.policies.openpi_wire`): metadata first on every connection, one reply per request
-with ``server_timing`` (``infer_ms``, then ``prev_total_ms``), an error as a text frame followed by
-a close, and ``GET /healthz``. What it answers is programmable: ``respond(observation)`` returns the
-reply map, a string (the error path), or :data:`DISCONNECT` (close without answering); ``latency_s``
-(a number, or a function of the request count) delays each reply, as a model's inference would.
-It only ever binds the loopback interface.
+with ``server_timing`` (``infer_ms``, then ``prev_total_ms``), an error as the traceback in a text
+frame followed by a close with code 1011, and ``GET /healthz``. Like openpi's, it calls the policy
+inside its event loop, so while it computes it answers nothing else, ``/healthz`` and new
+connections included; the first request also takes ``compile_s`` (a JAX model is compiled on its
+first ``infer``: openpi's ``Policy`` jits ``sample_actions`` and ``serve_policy.py`` does not warm
+up). What it answers is programmable: ``respond(observation)`` returns the reply map, a string (the
+error text), :data:`DISCONNECT` (close without answering), or raises, which is answered with the
+traceback as openpi does; ``latency_s`` (a number, or a function of the request count) is each
+inference's time. It only ever binds the loopback interface.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import http
 import threading
 import time
+import traceback
 from typing import Any, Callable
 
 import numpy as np
@@ -34,13 +40,18 @@ class FakePolicyServer:
     """A programmable openpi-protocol server in a background thread (see the module docstring)."""
 
     def __init__(self, respond: Callable[[dict], Any] | None = None, *,
-                 latency_s: float | Callable[[int], float] = 0.0, metadata: dict | None = None, port: int = 0):
+                 latency_s: float | Callable[[int], float] = 0.0, metadata: dict | None = None, port: int = 0,
+                 compile_s: float = 0.0):
         self.respond = respond or zero_chunk()
         self.latency_s = latency_s
+        self.compile_s = compile_s
         self.metadata = {"fake": True} if metadata is None else metadata
         self.port = port
         self.requests = 0
         self.connections = 0
+        self.errors = 0  # requests answered with an error text
+        self.request_times: list[float] = []  # time.monotonic() at each request's arrival
+        self.compiled_at: float | None = None  # when the first request's compile ended
         self.observations: list[dict] = []  # the last few requests, decoded
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: Any = None
@@ -103,16 +114,15 @@ class FakePolicyServer:
                 return
             started = time.monotonic()
             self.requests += 1
+            self.request_times.append(started)
             observation = unpackb(message)
             self.observations = (self.observations + [observation])[-8:]
-            latency = self.latency_s(self.requests) if callable(self.latency_s) else self.latency_s
-            if latency > 0:
-                await asyncio.sleep(latency)
-            reply = self.respond(observation)
+            reply = self._infer(observation)  # blocks the event loop, as openpi's policy.infer does
             if reply is DISCONNECT:
                 await websocket.close()
                 return
             if isinstance(reply, str):
+                self.errors += 1
                 await websocket.send(reply)
                 await websocket.close(code=1011, reason="Internal server error. Traceback included in previous frame.")
                 return
@@ -125,6 +135,27 @@ class FakePolicyServer:
             except websockets.ConnectionClosed:
                 return
             previous_total = time.monotonic() - started
+
+    def _infer(self, observation: dict) -> Any:
+        """The policy's answer, computed in the event loop's thread (nothing else is served meanwhile)."""
+        if self.compiled_at is None:
+            time.sleep(self.compile_s)
+            self.compiled_at = time.monotonic()
+        latency = self.latency_s(self.requests) if callable(self.latency_s) else self.latency_s
+        if latency > 0:
+            time.sleep(latency)
+        try:
+            return self.respond(observation)
+        except Exception:  # openpi answers any exception of the policy with its traceback
+            return traceback.format_exc()
+
+
+def error_traceback(exception: BaseException) -> str:
+    """The traceback text openpi's server would send for ``exception`` raised inside its policy."""
+    try:
+        raise exception
+    except BaseException:
+        return traceback.format_exc()
 
 
 def _health_check(connection: Any, request: Any) -> Any:

@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
-from ladder_ros.core.observation import Observation
 from ladder_ros.policies.chunked import RawChunk
 from ladder_ros.policies.config import Normalization, PolicyConfig, Statistics
 from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder
@@ -114,12 +113,8 @@ class TransformersSource:
                                                tuple(map(float, values["actions_std"][:action_dim]))))
 
     def _warm_up(self) -> float:
-        joints = next((e.size for e in self.config.state if e.source == "joint_positions"), 0)
-        blank = Observation(step=0, image=None, aperture=1.0, ee_position=np.zeros(3), ee_euler=np.zeros(3),
-                            joint_names=tuple(f"j{i}" for i in range(joints)), joint_positions=np.zeros(joints))
-        images = {c.name: np.zeros((c.height, c.width, 3), np.uint8) for c in self.config.cameras}
         started = time.perf_counter()
-        self.infer(ObservationBundle(blank, 0, images), "warm up", 0)
+        self.infer(self.encoder.dummy_bundle(), "warm up", 0)
         elapsed = time.perf_counter() - started
         LOG.info("policy %s: warm-up inference on %s (%s) took %.3f s", self.name, self.device, self.dtype, elapsed)
         return elapsed

@@ -1,7 +1,10 @@
 """What a learned policy is given: its cameras' images resized by the config's rule, its state vector, the prompt.
 
 The same encoding serves the openpi client (a request map keyed as the server expects) and the
-local model (images in camera order and one state vector), so both see the same numbers.
+local model (images in camera order and one state vector), so both see the same numbers. The state
+is built from the loop's :class:`~ladder_ros.core.observation.Observation` only, which a simulator
+and the robot graph fill alike, so the same pose gives the same state vector in both
+(:mod:`ladder_ros.policies.state`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import numpy as np
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.observation import Observation
 from ladder_ros.policies.config import CameraSpec, PolicyConfig
+from ladder_ros.policies.state import orientation_state
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,10 @@ class ObservationEncoder:
             elif entry.source == "ee_position":
                 values = np.asarray(observation.ee_position, dtype=np.float64)
             elif entry.source == "ee_euler":
-                values = np.asarray(observation.ee_euler, dtype=np.float64)
+                values = orientation_state(observation.ee_euler, entry.reference, entry.angles,
+                                           self.config.embodiment)
+            elif entry.source == "zeros":
+                values = np.zeros(entry.size)
             elif entry.source == "gripper_open":
                 values = np.array([observation.aperture], dtype=np.float64)
             else:  # gripper_closed
@@ -101,6 +108,14 @@ class ObservationEncoder:
         """The whole state vector (all entries concatenated in order)."""
         parts = [values for _, values in self.state_parts(observation)]
         return np.concatenate(parts) if parts else np.zeros(0)
+
+    def dummy_bundle(self) -> ObservationBundle:
+        """An observation of the configured shapes (black images, a zero state): what a warm-up sends."""
+        joints = next((e.size for e in self.config.state if e.source == "joint_positions"), 0)
+        blank = Observation(step=0, image=None, aperture=1.0, ee_position=np.zeros(3), ee_euler=np.zeros(3),
+                            joint_names=tuple(f"joint{i}" for i in range(joints)), joint_positions=np.zeros(joints))
+        images = {c.name: np.zeros((c.height, c.width, 3), np.uint8) for c in self.config.cameras}
+        return ObservationBundle(blank, 0, images)
 
     def openpi_request(self, bundle: ObservationBundle, instruction: str) -> dict:
         """The observation map an openpi server's input transforms read (keys from the config)."""

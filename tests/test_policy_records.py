@@ -1,0 +1,170 @@
+"""Every held step on record: refused chunks by reason, seam jumps refused above their bound and measured below it,
+states and actions outside the training data counted, inference latency; the same report from the synchronous and
+the wall-clock executor, in the episode record, and in ``sim-eval``'s table when a policy's chunks are all refused."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ladder_ros.core.record import graph_record
+from ladder_ros.policies.audit import SEAM_JUMP, ChunkScreen, PolicyReport, RejectedChunk
+from ladder_ros.policies.chunked import ChunkedPolicy
+from ladder_ros.policies.config import Normalization, Statistics, parse_policy_config
+from tests.policy_fixtures import ExecutorSimulation, ScriptedSource, bundle, config_data, observation, write_config
+
+
+def seam_config(**seam):
+    return parse_policy_config(config_data(seam=seam), source="seam.yaml")
+
+
+def chunk_of(first_dx: float, then_dx: float = 0.0) -> np.ndarray:
+    actions = np.zeros((5, 7))
+    actions[0, 0], actions[1:, 0], actions[:, 6] = first_dx, then_dx, 1.0
+    return actions
+
+
+def test_a_seam_jump_above_its_bound_is_refused_and_counted_and_the_largest_is_kept():
+    chunks = iter([chunk_of(0.01, 0.01), chunk_of(0.03, 0.0), chunk_of(-0.05, 0.0), chunk_of(0.0)])
+    source = ScriptedSource(chunk=lambda n: next(chunks))
+    messages = []
+    policy = ChunkedPolicy(source, seam_config(max_translation_m=0.04), seed=0, log=messages.append)
+    given = [policy.act_tagged(bundle(step), "go") for step in range(10)]
+    # chunk 0 starts from standing still (0.01 m: fine); chunk 1 continues at 0.01 -> 0.03 (a change of 0.02,
+    # fine); chunk 2 jumps from 0.0 to -0.05 (0.05 > 0.04: refused, the robot holds); chunk 3 starts at 0.0
+    assert [g.chunk_id for g in given] == [0, 0, 0, 0, 1, 1, 1, 1, 2, 3]
+    assert given[8].held and not given[8].command[:6].any()
+    report = policy.policy_report()
+    assert report["rejected_chunks"] == {SEAM_JUMP: 1} and report["chunks"] == 3
+    assert report["held_by_reason"] == {SEAM_JUMP: 1} and report["held_steps"] == 1 and report["steps"] == 10
+    assert report["seam_jump_max"]["translation_m"] == pytest.approx(0.05)
+    assert messages == ["holding still: seam_jump: chunk 2: the chunk's first action jumps 0.05 m from the last one "
+                        "given (seam bound 0.04)", "acting again"]
+
+
+def test_without_a_seam_bound_jumps_are_measured_not_refused():
+    chunks = iter([chunk_of(0.0), chunk_of(0.08)])
+    policy = ChunkedPolicy(ScriptedSource(chunk=lambda n: next(chunks)), seam_config(), seed=0)
+    for step in range(5):
+        policy.act_tagged(bundle(step), "go")
+    report = policy.policy_report()
+    assert report["rejected_chunks"] == {} and report["seam_jump_max"]["translation_m"] == pytest.approx(0.08)
+
+
+def test_joint_targets_jump_from_where_the_arm_is_then_from_the_last_target():
+    data = config_data(embodiment="franka", control_rate_hz=15, chunk={"length": 2, "execute": 1},
+                       action={"key": "actions", "kind": "joint_position", "axes": [
+                           {"name": f"j{i}", "unit": "rad", "low": -3, "high": 3} for i in range(2)] + [
+                           {"name": "gripper", "unit": "1 closed", "low": 0, "high": 1}]},
+                       seam={"max_joint_rad": 0.1})
+    config = parse_policy_config(data, source="joints.yaml")
+    screen = ChunkScreen(config, PolicyReport.of(config))
+    measured = observation()  # two joints at 0.0
+    screen.check_seam(np.array([0.05, -0.08, 1.0]), None, measured)  # from the measured joints: 0.08
+    with pytest.raises(RejectedChunk, match=r"jumps 0\.15 rad from the last one given \(seam bound 0\.1\)"):
+        screen.check_seam(np.array([0.2, -0.08, 0.0]), np.array([0.05, -0.08, 1.0]), measured)
+    assert screen.report.seam_max == {"joint_rad": pytest.approx(0.15)}  # the gripper's jump is not a seam jump
+
+
+def test_states_and_actions_far_from_the_training_data_are_counted_and_said_once():
+    stats = Normalization(mode="mean_std", state=Statistics((0.3, 0.0, 0.1, 0.0, 0.0, 0.0, 0.5), (0.05,) * 6 + (0.5,)),
+                          action=Statistics((0.0,) * 6 + (0.5,), (0.01,) * 6 + (0.5,)))
+    config = parse_policy_config(config_data(ood_sigmas=3.0), source="ood.yaml")
+    far = chunk_of(0.05)  # 5 standard deviations of ee_dx in one step
+    chunks = iter([chunk_of(0.0), far, far])
+    messages = []
+    policy = ChunkedPolicy(ScriptedSource(chunk=lambda n: next(chunks)), config, seed=0, log=messages.append,
+                           statistics=stats)
+    for step in range(12):
+        policy.act_tagged(bundle(step), "go")
+    ood = policy.policy_report()["ood"]
+    assert ood["action"] == 2 and ood["state"] == 0  # observation(): ee at (0.3, 0, 0.1), open: in distribution
+    assert ood["worst"] == "action[0] (ee_dx) 5.0 standard deviations from the data's mean"
+    assert messages == ["action out of the training data's distribution: action[0] (ee_dx) 5.0 standard deviations "
+                        "from the data's mean (guard: 3)"]
+    assert policy.policy_report()["held_steps"] == 0  # counted, never refused
+
+
+def test_a_servers_statistics_in_the_config_drive_the_guard():
+    statistics = {"mode": "quantile", "state": {"q01": [0.2, -0.2, 0.0, -0.5, -0.5, -0.5, 0.0],
+                                                "q99": [0.5, 0.2, 0.3, 0.5, 0.5, 0.5, 1.0]},
+                  "action": {"q01": [-0.02] * 6 + [0.0], "q99": [0.02] * 6 + [1.0]}}
+    config = parse_policy_config(config_data(statistics=statistics), source="server.yaml")
+    assert config.statistics is not None and config.normalization is None  # the server normalises, not us
+    screen = ChunkScreen(config, PolicyReport.of(config), statistics=config.statistics)
+    screen.check_state(np.array([0.35, 0.0, 0.15, 0.0, 0.0, 0.0, 0.5]))
+    assert screen.report.ood["state"] == 0
+    screen.check_state(np.array([0.35, 0.0, 0.15, 0.0, 2.5, 0.0, 0.5]))  # pitch 2.5 rad: q99 + 4 widths out
+    assert screen.report.ood["state"] == 1 and "state[4] (ee_euler)" in screen.report.ood["worst"]
+
+
+def test_the_wall_clock_executor_checks_the_seam_where_the_new_chunk_takes_over():
+    # chunk n keeps ee_dx = 0.01 * n throughout: a seam jump of 0.01 between consecutive chunks
+    source = ScriptedSource(chunk=lambda n: chunk_of(0.03 * n, 0.03 * n))
+    config = seam_config(max_translation_m=0.05)
+    sim = ExecutorSimulation(source, config, latency_s=0.05)
+    sim.executor.set_subgoal("go")
+    sim.run(20)
+    report = sim.executor.episode_report()
+    # 0 -> 0.03 is fine, 0.03 -> 0.06 is fine... the seam measured against the last queued command each time
+    assert report["seam_jump_max"]["translation_m"] == pytest.approx(0.03)
+    source2 = ScriptedSource(chunk=lambda n: chunk_of(0.06 * n, 0.06 * n))
+    sim2 = ExecutorSimulation(source2, config, latency_s=0.05)
+    sim2.executor.set_subgoal("go")
+    given = sim2.run(20)
+    report2 = sim2.executor.episode_report()
+    assert report2["rejected_chunks"].get(SEAM_JUMP, 0) >= 1
+    assert report2["held_by_reason"].get(SEAM_JUMP, 0) >= 1 and any(g is None for g in given)
+    assert report2["inference_ms"]["count"] >= 2 and report2["steps"] == 20
+
+
+def test_the_graph_record_names_the_policy_and_carries_its_report():
+    report = PolicyReport.of(seam_config()).to_dict()
+    task = {"task_id": "t", "suite": "s", "category": "single_destination", "subgoals": []}
+    status = {"episode_id": "e1", "task": task, "variant": "low_level_policy"}
+    record = graph_record(status, events=[], orchestration={}, finish_reason="plan_exhausted", last_step=3,
+                          score=None, wall_s=1.0, policy=report)
+    assert record["policy"] == "test_bridge" and record["policy_report"]["config_hash"] == seam_config().digest()
+    assert graph_record(status, events=[], orchestration={}, finish_reason=None, last_step=0, score=None,
+                        wall_s=0.0)["policy"] == ""
+
+
+def test_the_config_hash_follows_what_runs():
+    base = seam_config()
+    assert base.digest() == seam_config().digest() and len(base.digest()) == 16
+    assert seam_config(max_translation_m=0.03).digest() != base.digest()
+    from dataclasses import replace
+
+    rotated = replace(base, action=replace(base.action, rotation="sxyz_axis_angle"))
+    assert rotated.digest() != base.digest()  # a rotation convention given on the command line is part of it
+
+
+def test_sim_eval_says_when_every_chunk_of_the_policy_was_refused(tmp_path, capsys):
+    pytest.importorskip("mujoco", reason="sim-eval runs the built-in MuJoCo tabletop")
+    from ladder_ros.cli import main
+    from ladder_ros.policies.fake_server import FakePolicyServer
+
+    def eight_numbers(request):  # one number too many per action, as a server trained for another layout
+        return {"actions": np.zeros((5, 8), dtype=np.float32)}
+
+    with FakePolicyServer(eight_numbers) as server:
+        policy = write_config(tmp_path / "misfit.yaml", config_data(
+            name="misfit", server={"host": "127.0.0.1", "port": server.port}))
+        out = tmp_path / "run"
+        code = main(["sim-eval", "--tasks", "kitchen_single_1", "--episodes", "1", "--variants", "low_level_policy",
+                     "--policy", str(policy), "--jobs", "1", "--no-progress", "--out", str(out)])
+    assert code == 0
+    table = (out / "table.txt").read_text()
+    record = json.loads((out / "episodes.jsonl").read_text().splitlines()[0])
+    report = record["policy_report"]
+    assert record["policy"] == "misfit" and report["all_chunks_rejected"] is True and report["chunks"] == 0
+    refused = report["rejected_chunks"]["invalid action"]
+    assert report["held_steps"] == report["steps"] == record["steps_used"] == refused
+    assert f"policy misfit: {refused} of {refused} steps held (100.0 %) (by reason: invalid action {refused})" in table
+    assert (f"WARNING: every chunk policy misfit returned was refused (invalid action {refused}): the robot held "
+            "still in every episode") in table
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["policy_steps"]["episodes_all_rejected"] == 1
+    assert "WARNING: every chunk policy misfit returned was refused" in capsys.readouterr().out

@@ -49,6 +49,8 @@ from ladder_ros.evaluation.components import (
     POLICIES,
     VERIFIERS,
     check_policy,
+    check_policy_for_suite,
+    default_policy,
     make_planner,
     make_policy,
     make_verifier,
@@ -122,6 +124,7 @@ class EvalConfig:
         if self.simulator not in BACKENDS:
             raise unknown_name("simulator", self.simulator, list(BACKENDS))
         check_policy(self.policy, self.noise, self.rotation_convention)
+        check_policy_for_suite(self.policy, load_suite(self.suite_path), self.simulator, self.rotation_convention)
         if self.plan_source not in PLAN_SOURCES:
             raise unknown_name("plan source", self.plan_source, list(PLAN_SOURCES))
         if self.plan_source == PLANNER:
@@ -449,11 +452,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="comma-separated variants (default: all)")
     p.add_argument("--tasks", default="", help="comma-separated task ids (default: all)")
     p.add_argument("--max-horizon", type=int, default=None, help="only tasks with at most this many subgoals")
-    p.add_argument("--episodes", type=int, default=24,
-                   help="episodes per task and variant (default 24, the layouts of SimplerEnv-Long, Appendix D)")
+    p.add_argument("--episodes", type=int, default=None,
+                   help="episodes per task and variant (default: the suite's layouts per task, Appendix D: 24 on "
+                        "the WidowX suite as SimplerEnv-Long, 8 on the Franka suite as RoboLab-Long)")
     p.add_argument("--seed", type=int, default=0, help="base seed; episode k uses seed+k")
-    p.add_argument("--policy", default="scripted_expert",
-                   help=f"a policy config under policies/ ({', '.join(sorted(POLICIES))}) or a path to one")
+    p.add_argument("--policy", default=None,
+                   help=f"a policy config under policies/ ({', '.join(sorted(POLICIES))}) or a path to one "
+                        "(default: the scripted expert of the suite's embodiment: scripted_expert for the WidowX, "
+                        "scripted_expert_franka for the Franka)")
     p.add_argument("--noise", default=NOISE_DEFAULT,
                    help=f"execution noise of the scripted expert: bridge_like | off (default {NOISE_DEFAULT})")
     p.add_argument("--verifier", default="oracle", help=f"count verifier: {', '.join(sorted(VERIFIERS))}")
@@ -501,8 +507,11 @@ def run(args: argparse.Namespace) -> int:
     if args.plan_source == PLANNER and not render:
         print("sim-eval: rendering camera images: the planner plans from the first frame", file=sys.stderr)
         render = True
+    suite = load_suite(suite_path)
+    policy = args.policy or default_policy(suite)
+    episodes = args.episodes if args.episodes is not None else max(t.layouts for t in suite.tasks)
     config = EvalConfig(suite_path=suite_path, simulator=args.simulator, variants=_csv(args.variants),
-                        task_ids=_csv(args.tasks), episodes=args.episodes, base_seed=args.seed, policy=args.policy,
+                        task_ids=_csv(args.tasks), episodes=episodes, base_seed=args.seed, policy=policy,
                         noise=args.noise, verifier=args.verifier, render=render, jobs=args.jobs,
                         max_horizon=args.max_horizon, plan_source=args.plan_source, planner=args.planner,
                         planner_model=args.planner_model, planner_replay=args.planner_replay,

@@ -76,9 +76,16 @@ def test_the_check_of_the_arguments_names_the_bad_value(tmp_path):
     real = plan_launch(franka, _defaults(franka, use_sim=False, localhost_only=False))
     assert (real.clock_mode, real.environment, "sim_bridge" in real.nodes) == ("wall_clock", {}, False)
     assert "this mode also needs: Franka control box reachable over FCI" in real.summary()
+    assert real.params_file.endswith("franka_params.yaml")
+    # the Franka graph's params file follows the mode unless one is given: `use_sim:=true` on its robot file
+    franka_defaults = _defaults(franka, use_sim=False, localhost_only=False)
+    assert franka_defaults["params_file"] == ""
+    franka_sim = plan_launch(franka, {**franka_defaults, "use_sim": "true"})
+    assert (franka_sim.mode, franka_sim.clock_mode, franka_sim.nodes[0]) == ("sim", "lockstep", "sim_bridge")
+    assert franka_sim.params_file.endswith("franka_sim_params.yaml")
+    assert plan_launch(widowx, _defaults(widowx, use_sim=True, localhost_only=True)).params_file.endswith(
+        "widowx_params.yaml")
     values = _defaults(widowx, use_sim=False, localhost_only=False)
-    with pytest.raises(ConfigError, match="graph 'franka' has no mode 'sim'"):
-        plan_launch(franka, {**_defaults(franka, use_sim=False, localhost_only=False), "use_sim": "true"})
     with pytest.raises(ConfigError, match="namespace: '9lives' is not a ROS namespace"):
         plan_launch(widowx, {**values, "namespace": "9lives"})
     with pytest.raises(ConfigError, match="missing.yaml: params file not found"):
@@ -252,6 +259,22 @@ def test_sim_launch_file_runs_episodes_identical_to_the_reference_loop(tmp_path)
     assert len(list((tmp_path / "recordings").iterdir())) == 4
 
 
+@needs_launch
+@pytest.mark.slow
+def test_the_franka_launch_file_in_simulation_runs_episodes_identical_to_the_reference_loop(tmp_path):
+    pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
+    result = subprocess.run(
+        [sys.executable, "-m", "ladder_ros.cli", "parity", "franka", "--launch", "franka_orchestrator.launch.py",
+         "--tasks", "counter_single_1", "--variants", "proprio_verifier", "--seeds", "2", "--set",
+         "sim_bridge.render=false", "--out", str(tmp_path)],
+        env=_env(tmp_path), capture_output=True, text=True, timeout=600, cwd=REPO)
+    log = (tmp_path / "logs" / "launch.log").read_text(errors="replace")
+    assert result.returncode == 0, result.stdout + result.stderr + log[-3000:]
+    assert "parity: 1/1 episodes identical" in result.stdout
+    assert "graph franka (sim, lockstep) in /franka" in log and "loopback only" in log
+    assert len(re.findall(r"process has finished cleanly", log)) == 6 and "Traceback" not in log
+
+
 class StandInDriver:
     """A robot driver stand-in: joint states with the gripper aperture and the end-effector pose.
 
@@ -421,7 +444,8 @@ def test_bad_launch_arguments_are_one_clear_line_and_start_nothing(tmp_path):
     cases = {
         ("sim_orchestrator.launch.py", "use_sim:=maybe"):
             "Argument \"use_sim\" provided value \"maybe\" is not valid. Valid options are: ['true', 'false']",
-        ("franka_orchestrator.launch.py", "use_sim:=true"): "graph 'franka' has no mode 'sim'; it has: real",
+        ("franka_orchestrator.launch.py", "use_sim:=true", f"params_file:={tmp_path / 'nah.yaml'}"):
+            "nah.yaml: params file not found (launch argument params_file)",
         ("widowx_orchestrator.launch.py", f"params_file:={tmp_path / 'nope.yaml'}"):
             "nope.yaml: params file not found (launch argument params_file)",
         ("widowx_orchestrator.launch.py", "namespace:=9lives", "use_sin:=true"):

@@ -1,6 +1,7 @@
 """Tier three: `ladder-ros parity` with every node its own process, and the comparison itself."""
 
 import copy
+import json
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from ladder_ros.core.presets import WIDOWX
 from ladder_ros.core.suite import load_suite
 from ladder_ros.core.task import Subgoal, Task, TaskCategory
 from ladder_ros.evaluation.episode import run_episode
-from ladder_ros.evaluation.parity import compare_records, first_difference, plan_episodes
+from ladder_ros.evaluation.parity import attempt_ends, compare_records, first_difference, plan_episodes
 from tests.fakes import OracleCounter, ToyPolicy, ToyWorld
 from tests.processes import run_tree
 
@@ -112,3 +113,40 @@ def test_graph_processes_reproduce_the_reference_loop(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "parity: 4/4 episodes identical" in result.stdout
     assert (tmp_path / "parity.json").is_file() and any((tmp_path / "recordings").iterdir())
+
+
+def test_attempt_ends_are_read_from_the_events():
+    record = {"events": [{"step": 0, "kind": "episode_started"},
+                         {"step": 88, "kind": "attempt_ended", "reason": "release", "close_steps": 40, "lift_m": 0.09},
+                         {"step": 388, "kind": "attempt_ended", "reason": "timeout", "close_steps": 0}]}
+    assert attempt_ends(record) == [{"step": 88, "reason": "release", "close_steps": 40, "lift_m": 0.09},
+                                    {"step": 388, "reason": "timeout", "close_steps": 0}]
+
+
+# The Franka graph at 15 Hz: counter_single_1 runs its whole 900-step budget with the proprioceptive trigger
+# (the plan restarts after its only subgoal, Appendix B), ~40 ms a graph step on a loaded 2-core machine;
+# the verifier's episode ends once its count says done (~130 steps).
+FRANKA_EPISODE_TIMEOUT_S = 300
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_the_franka_graph_reproduces_the_reference_loop_through_both_paths_of_its_trigger(tmp_path):
+    pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
+    bound = STARTUP_S + 2 * 2 * FRANKA_EPISODE_TIMEOUT_S + STOP_S
+    result = run_tree(
+        [sys.executable, "-m", "ladder_ros.cli", "parity", "franka", "--tasks", "counter_single_1",
+         "--variants", "proprio_trigger,proprio_verifier", "--seeds", "0", "--set", "sim_bridge.render=false",
+         "--episode-timeout", str(FRANKA_EPISODE_TIMEOUT_S), "--out", str(tmp_path)], timeout=bound, cwd=REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "parity: 2/2 episodes identical" in result.stdout
+    results = {r["episode"]["variant"]: r for r in json.loads((tmp_path / "parity.json").read_text())}
+    assert results["proprio_trigger"]["steps"] == 900  # the Franka budget of one subgoal (Appendix D)
+    ends = results["proprio_trigger"]["attempt_ends"]
+    # the lift rule: a release after >= 21 closed steps with >= 3 cm of lift (Appendix B) ...
+    assert any(e["reason"] == "release" and e["close_steps"] >= 21 and e["lift_m"] >= 0.03 for e in ends), ends
+    # ... and the fallback: 300 steps without a release end an attempt too
+    steps = [e["step"] for e in ends]
+    since_previous = {e["step"]: e["step"] - previous for previous, e in zip([0] + steps, ends)}
+    timeouts = [e["step"] for e in ends if e["reason"] == "timeout"]
+    assert timeouts and all(since_previous[step] == 300 for step in timeouts), ends

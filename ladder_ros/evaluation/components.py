@@ -54,8 +54,8 @@ def check_policy_for_suite(name: str, suite: TaskSuite, simulator: str, rotation
     config = provider_for(name, NOISE_DEFAULT, rotation_convention).config
     preset = get_preset(suite.embodiment)
     if not math.isclose(config.control_rate_hz, preset.control_rate_hz):
-        raise ConfigError(f"policy {config.name} runs at {config.control_rate_hz:g} Hz ({config.embodiment}), but suite "
-                          f"{suite.name} is a {suite.embodiment} suite at {preset.control_rate_hz:g} Hz (paper "
+        raise ConfigError(f"policy {config.name} runs at {config.control_rate_hz:g} Hz ({config.embodiment}), but "
+                          f"suite {suite.name} is a {suite.embodiment} suite at {preset.control_rate_hz:g} Hz (paper "
                           f"Appendix A); its scripted expert is {default_policy(suite)}", source=suite.source)
     check_action_kind(simulator, suite, config.action.kind, config.name)
 

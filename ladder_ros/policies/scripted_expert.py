@@ -618,8 +618,8 @@ class ScriptedExpert:
             delta[:2] *= steer.max_xy_step_m / xy
         delta[2] = float(np.clip(delta[2], -steer.max_z_step_m, steer.max_z_step_m))
         roll, pitch, current_yaw = (float(v) for v in obs.ee_euler)
-        dyaw = 0.0 if yaw is None else float(np.clip(_wrap(yaw - current_yaw), -steer.max_yaw_step_rad,
-                                                      steer.max_yaw_step_rad))
+        turn = steer.max_yaw_step_rad
+        dyaw = 0.0 if yaw is None else float(np.clip(_wrap(yaw - current_yaw), -turn, turn))
         return np.array([delta[0], delta[1], delta[2], -roll, -pitch, dyaw, 1.0 if gripper_open else -1.0])
 
     def _move(self, obs: Observation, goal_of, gripper_open: bool, yaw_of=None,

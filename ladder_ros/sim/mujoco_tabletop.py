@@ -32,7 +32,7 @@ hand's 0.1 m/s; the aperture the opening width over 0.08 m (as the Franka driver
 reset pose, the tool centre 0.39 m above the table with the fingers turned -45 degrees; a larger
 workspace in front of the base. The end-effector height the Franka trigger's lift rule reads is the
 tool centre's z in ``ee_position``, as on the robot. It has the hand, not the arm, so joint-position
-actions (pi0.5-DROID's) are refused (:data:`action_kinds`).
+actions (pi0.5-DROID's) are refused before anything starts (:func:`ladder_ros.sim.registry.check_action_kind`).
 
 Privileged facts (``Observation.privileged``) come from poses and contacts: an instance is
 *grasped* when both pads touch it; it *rests* on a container when it touches no part of the
@@ -77,7 +77,6 @@ from ladder_ros.sim.base import CameraIntrinsics, validate_action  # noqa: E402
 # The one tested place for the Euler XYZ convention (plain numpy).
 from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_euler_xyz, matrix_to_quaternion  # noqa: E402
 from ladder_ros.sim.tabletop_embodiment import (  # noqa: E402
-    JOINT_POSITION_REFUSAL,
     WIDOWX_GRIPPER,
     Servo,
     TabletopEmbodiment,
@@ -180,8 +179,9 @@ def _finger_xml(e: TabletopEmbodiment, side: str, sign: int) -> str:
                 f'pos="0 {sign * e.stem_offset[0]:g} {e.stem_offset[1]:g}" mass="0.001" rgba="0.85 0.85 0.85 1"/>')
     axis = "0 1 0" if sign > 0 else "0 -1 0"
     contact = f" {e.pad_contact}" if e.pad_contact else ""
+    travel = f"{e.finger_min_m} {e.finger_max_m}"
     return f"""      <body name="{side}_finger" gravcomp="1">
-        <joint name="{side}_finger" type="slide" axis="{axis}" range="{e.finger_min_m} {e.finger_max_m}" armature="0.01"/>
+        <joint name="{side}_finger" type="slide" axis="{axis}" range="{travel}" armature="0.01"/>
         <geom name="{side}_pad" type="box" {pad}
               friction="1.5 0.01 0.001" condim="4"{contact} rgba="0.3 0.3 0.3 1"/>{stem}
       </body>"""
@@ -351,7 +351,6 @@ class MujocoTabletop:
 
     name = "mujoco_tabletop"
     control_rate_hz = CONTROL_RATE_HZ  # the WidowX stand-in's; an instance has its embodiment's
-    action_kinds = ("ee_delta",)  # the action contract's end-effector deltas; no joint-position actions
 
     def __init__(self, suite: TaskSuite, *, render: bool = True, image_size: int = DEFAULT_IMAGE_SIZE,
                  render_depth: bool = False):

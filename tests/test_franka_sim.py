@@ -306,3 +306,24 @@ def test_the_noise_free_expert_validates_the_last_layout_of_every_task(suite):
             if not result.success:
                 failures.append((t.task_id, result.achieved))
     assert not failures
+
+
+@pytest.mark.slow
+def test_sim_eval_runs_a_franka_suite_with_its_expert_and_its_layouts_by_default(tmp_path, capsys):
+    import json
+
+    from ladder_ros.cli import main
+
+    out = tmp_path / "eval"
+    assert main(["sim-eval", "--suite", str(SUITE), "--tasks", "counter_single_1", "--variants", "privileged_verifier",
+                 "--jobs", "1", "--no-progress", "--out", str(out)]) == 0
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert sorted(r["layout"] for r in records) == list(range(8))  # RoboLab-Long's 8 episodes per task
+    expected = {("scripted_expert_franka", "franka", 900)}
+    assert {(r["policy"], r["preset"], r["budget_steps"]) for r in records} == expected
+    assert all(r["success"] and 120 < r["steps_used"] < 900 for r in records)  # done after the 120-step settle window
+    capsys.readouterr()
+    assert main(["sim-eval", "--suite", str(SUITE), "--policy", "scripted_expert", "--jobs", "1", "--no-progress",
+                 "--out", str(tmp_path / "refused")]) == 2
+    assert "policy scripted_expert runs at 5 Hz (widowx), but suite robolab_tabletop" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()

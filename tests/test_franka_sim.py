@@ -327,3 +327,21 @@ def test_sim_eval_runs_a_franka_suite_with_its_expert_and_its_layouts_by_default
                  "--out", str(tmp_path / "refused")]) == 2
     assert "policy scripted_expert runs at 5 Hz (widowx), but suite robolab_tabletop" in capsys.readouterr().err
     assert not (tmp_path / "refused").exists()
+
+
+def test_sim_eval_counts_the_triggers_attempt_ends_by_reason():
+    from ladder_ros.evaluation.report import attempt_ends_by_reason, format_attempt_ends
+
+    def ended(step, reason):
+        return {"step": step, "kind": "attempt_ended", "reason": reason}
+
+    records = [{"variant": "proprio_trigger", "events": [ended(88, "release"), ended(388, "timeout"),
+                                                         {"step": 388, "kind": "subgoal_advanced"}]},
+               {"variant": "proprio_trigger", "events": [ended(300, "timeout"), ended(600, "timeout")]},
+               {"variant": "periodic_trigger", "events": [ended(250, "periodic")]},
+               {"variant": "privileged_verifier", "events": []}]
+    counts = attempt_ends_by_reason(records)
+    assert counts == {"proprio_trigger": {"release": 1, "timeout": 3}, "periodic_trigger": {"periodic": 1}}
+    assert format_attempt_ends(counts).splitlines() == [
+        "attempt ends by reason:", "  periodic_trigger: periodic 1 (100.0 %)",
+        "  proprio_trigger: release 1 (25.0 %), timeout 3 (75.0 %)"]

@@ -9,7 +9,9 @@ already there, and only when everything that changes an episode is the same (``O
 otherwise it is refused, naming what differs). Every table, summary and plot says where the plans
 came from (the task's reference subgoals, or a VLM planner asked with the first frame, as the
 paper's variants do), which success rule scored each task, and whether the proprioceptive
-verifier's counts came from the oracle (simulator state, not a VLM).
+verifier's counts came from the oracle (simulator state, not a VLM). The table also counts the
+attempts the trigger ended per variant and reason (``release``, ``timeout``: the Franka trigger's
+300 steps without a release, ``periodic``), which ``summary.json`` keeps as ``attempt_ends``.
 
 Episodes run in local processes (``--jobs``) or, with ``--executor ray``, one Ray task per episode
 on a Ray cluster (:mod:`ladder_ros.evaluation.executors`); the records are the same either way,
@@ -380,6 +382,9 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
             summary[variant]["verifier"] = verifier_label(config.verifier)
         summary[variant]["plan_source"] = config.plan_source if uses_plan(parsed) else (
             "none" if parsed is Variant.LOW_LEVEL_POLICY else REFERENCE)
+    ends = report.attempt_ends_by_reason(records)
+    for variant, per_reason in ends.items():
+        summary[variant]["attempt_ends"] = per_reason
     pairs = paired_differences(records, suite)
     rules = success_rule_note(suite, records)
     preset = config.preset_for(suite)
@@ -409,6 +414,7 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
                   "each counts as a failure")
     causes = report.format_failure_causes(summary)
     text = "\n\n".join(x for x in (table, "failure causes of unfinished subgoals:\n" + causes,
+                                   report.format_attempt_ends(ends) if ends else "",
                                    report.format_paired(pairs) if pairs else "") if x)
     (out / "table.txt").write_text(text + "\n", encoding="utf-8")
     report.plot_success_vs_horizon(summary, out / "success_vs_horizon.png",

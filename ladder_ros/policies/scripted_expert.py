@@ -79,6 +79,7 @@ KNOCK_LEAD_IN_M = 0.07
 KNOCK_FOLLOW_THROUGH_M = 0.12
 WANDER_REGION = ((0.18, 0.46), (-0.20, 0.20), (0.05, 0.16))  # inside the tabletop workspace
 TAKE_OUT_CLEARANCE_M = 0.06  # a taken-out object lands this far outside the container's footprint
+OPEN_BEFORE_DESCENT = 0.95  # the aperture a hand with slow fingers waits for before a grasp descent
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class ExpertSteering:
     pad_half_width_m: float
     pad_separation_m: float
     wander_region: tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
+    open_wait_steps: int = 0  # steps it may wait for the hand to open before a grasp (0: it opens at once)
 
 
 WIDOWX_STEERING = ExpertSteering(
@@ -117,7 +119,8 @@ WIDOWX_STEERING = ExpertSteering(
 
 # The Franka Hand at 15 Hz (paper Appendix A): three control steps per WidowX step, the same speeds
 # (0.2 m/s across, 0.15 m/s up and down), so a pick-and-place takes ~6 s as on the WidowX. The hand
-# closes at 0.1 m/s of width: 12 steps (0.8 s) close it from fully open, so it holds before lifting.
+# closes at 0.1 m/s of width: 12 steps (0.8 s) close it from fully open, so it holds before lifting,
+# and after a missed grasp it waits for the hand to open again before going down (13 steps at most).
 # Its open fingertips reach 55 mm from the grasp axis (40 mm travel + 15.2 mm tip), where the
 # WidowX's reach 43 mm: the margins grow by that. Its workspace lies further out (the Panda's).
 FRANKA_STEERING = ExpertSteering(
@@ -125,7 +128,7 @@ FRANKA_STEERING = ExpertSteering(
     max_yaw_step_rad=MAX_YAW_STEP_RAD / 3, travel_height_m=0.11, close_steps=12, open_steps=3 * OPEN_STEPS,
     move_timeout_steps=3 * MOVE_TIMEOUT_STEPS, blocked_steps=3 * BLOCKED_STEPS,
     walled_container_margin_m=0.057, open_pad_reach_m=0.056, pad_half_width_m=0.00875, pad_separation_m=0.028,
-    wander_region=((0.36, 0.70), (-0.26, 0.26), (0.05, 0.18)))
+    wander_region=((0.36, 0.70), (-0.26, 0.26), (0.05, 0.18)), open_wait_steps=13)
 
 STEERING = {"widowx": WIDOWX_STEERING, "widowx_robotarena": WIDOWX_STEERING, "franka": FRANKA_STEERING}
 
@@ -654,6 +657,15 @@ class ScriptedExpert:
             obs = yield self._hold(obs, gripper_open)
         return obs
 
+    def _open_before_descent(self, obs: Observation) -> Generator:
+        """A hand that moves its fingers at a set speed may still be half shut from a missed grasp:
+        hold open until it is open before going down around an object (at most one stroke's time)."""
+        for _ in range(self.steering.open_wait_steps):
+            if obs.aperture >= OPEN_BEFORE_DESCENT:
+                break
+            obs = yield self._hold(obs, gripper_open=True)
+        return obs
+
     def _hover(self, obs: Observation, steps: int) -> Generator:
         return (yield from self._hold_for(obs, steps, gripper_open=True))
 
@@ -695,6 +707,7 @@ class ScriptedExpert:
             obs, ok = yield from self._move(obs, above, True, yaw_of)
             if not ok:
                 return
+            obs = yield from self._open_before_descent(obs)
 
             def grasp_point(o: Observation):
                 pose = o.privileged.objects.get(instance)

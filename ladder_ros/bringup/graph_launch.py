@@ -38,6 +38,7 @@ PACKAGE = "ladder_ros"
 # Set by the checking step for the nodes (not arguments: they follow from the arguments).
 CLOCK_MODE = "ladder_ros_clock_mode"
 RECORDING_DIR = "ladder_ros_recording_dir"
+PARAMS_FILE = "ladder_ros_params_file"  # the params_file argument, or the mode's own when it is empty
 
 
 def graph_launch_description(graph_name: str, *, use_sim: bool, localhost_only: bool) -> LaunchDescription:
@@ -58,7 +59,8 @@ def _check_arguments(context: LaunchContext, graph: GraphDescription, names: lis
                                           f"arguments are {', '.join(names)}")
     plan = plan_launch(graph, values)  # ConfigError: launch prints its one line and starts nothing
     actions = [SetLaunchConfiguration(CLOCK_MODE, plan.clock_mode),
-               SetLaunchConfiguration(RECORDING_DIR, plan.recording_dir)]
+               SetLaunchConfiguration(RECORDING_DIR, plan.recording_dir),
+               SetLaunchConfiguration(PARAMS_FILE, plan.params_file)]
     for key, value in sorted(plan.environment.items()):
         actions.append(SetEnvironmentVariable(key, value) if value else UnsetEnvironmentVariable(key))
     actions.append(LogInfo(msg=plan.summary()))
@@ -76,7 +78,7 @@ def _unknown_arguments(argv: list[str], names: list[str]) -> list[str]:
 
 def _nodes(graph: GraphDescription) -> list[Node]:
     use_sim = LaunchConfiguration("use_sim")
-    params_file = LaunchConfiguration("params_file")
+    params_file = LaunchConfiguration(PARAMS_FILE)
     nodes = []
     for name, node in graph.nodes.items():
         modes = {mode for mode, entry in graph.modes.items() if name in entry.nodes}

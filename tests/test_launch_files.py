@@ -433,18 +433,32 @@ def test_franka_robot_launch_runs_the_wall_clock_graph_on_a_stand_in_driver(ros,
         return episode_id
 
     # The Franka graph's verifier is Gemini (config/franka_params.yaml): without a key it refuses to start,
-    # in one line, and so does the driver with no arm at its address (loopback here: nothing listens);
-    # the policy holds without its openpi server; the orchestrator and the trigger run on regardless.
-    launch, status, recording = run_robot_graph(tmp_path, "franka_orchestrator.launch.py", "franka", driver, episode,
-                                                refusing=("franka_driver", "vlm_verifier"),
-                                                overrides={"franka_driver": {"host": "127.0.0.1"}})
+    # in one line, and so does the driver with no arm at its address (loopback here: nothing listens). The
+    # policy is the lab's pi0.5-DROID config, its openpi server a stand-in on loopback answering hold-still
+    # chunks: an episode starts once the policy's warm-up reached it (the orchestrator defers starts until then).
+    import yaml
+
+    from ladder_ros.policies.fake_server import FakePolicyServer
+    from ladder_ros.robots.franka import READY_JOINTS
+
+    chunk = np.tile(np.append(np.asarray(READY_JOINTS, dtype=np.float32), 0.0), (15, 1))  # 15 x (7 joints + gripper)
+    with FakePolicyServer(lambda observation: {"actions": chunk}) as server:
+        config = yaml.safe_load((REPO / "policies" / "droid_pi05_server.yaml").read_text())
+        config["server"]["port"] = server.port
+        policy_file = tmp_path / "droid_pi05_server.yaml"
+        policy_file.write_text(yaml.safe_dump(config))
+        launch, status, recording = run_robot_graph(
+            tmp_path, "franka_orchestrator.launch.py", "franka", driver, episode,
+            refusing=("franka_driver", "vlm_verifier"),
+            overrides={"franka_driver": {"host": "127.0.0.1"}, "policy": {"policy": str(policy_file)}})
+    assert server.requests >= 1  # the warm-up's inference at least
     log = launch.log
     assert "graph franka (real, wall_clock) in /franka" in log
     assert (status.clock, status.rate_hz, status.preset) == ("wall_clock", 15.0, "franka")
     ends = [e for e in status.result["events"] if e["kind"] == "attempt_ended"]
     assert len(ends) >= 2 and all(e.get("reason") == "release" and e.get("lift_m", 0) >= 0.03 for e in ends), ends
     assert recording.topics["/franka/joint_states"] > 10
-    assert _refusal(log, "policy") == []  # it holds still without its server
+    assert _refusal(log, "policy") == [] and re.search(r"\[franka\.policy\]: .*ready after a warm-up", log)
     assert len(_refusal(log, "franka_driver")) == 1 and "cannot connect to the Franka at 127.0.0.1" in log
     refusals = _refusal(log, "vlm_verifier")  # one line, prefixed by launch with the process's name and number
     expected = (r"\[vlm_verifier-\d+\] ladder_ros vlm_verifier: error: no Gemini API key: "

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from ladder_ros.core.record import graph_record
+from ladder_ros.core.record import graph_record, without_timing
 from ladder_ros.policies.audit import SEAM_JUMP, ChunkScreen, PolicyReport, RejectedChunk
 from ladder_ros.policies.chunked import ChunkedPolicy
 from ladder_ros.policies.config import Normalization, Statistics, parse_policy_config
@@ -168,3 +168,17 @@ def test_sim_eval_says_when_every_chunk_of_the_policy_was_refused(tmp_path, caps
     summary = json.loads((out / "summary.json").read_text())
     assert summary["policy_steps"]["episodes_all_rejected"] == 1
     assert "WARNING: every chunk policy misfit returned was refused" in capsys.readouterr().out
+
+
+def test_two_runs_of_an_episode_differ_only_in_timing_fields_and_the_record_keeps_its_own():
+    policy = ChunkedPolicy(ScriptedSource(chunk=lambda n: chunk_of(0.01)), seam_config(), seed=0)
+    for step in range(6):
+        policy.act_tagged(bundle(step), "go")
+    report = policy.policy_report()
+    record = {"task_id": "t", "wall_s": 1.5, "execution": {"attempts": 1}, "policy_report": report}
+    kept = without_timing(record)
+    assert set(kept) == {"task_id", "policy_report"}
+    assert "inference_ms" not in kept["policy_report"] and "warm_up_s" not in kept["policy_report"]
+    assert kept["policy_report"]["chunks"] == report["chunks"] > 0  # the policy's account stays
+    assert record["policy_report"] is report and "inference_ms" in report and record["wall_s"] == 1.5  # untouched
+    assert without_timing({"task_id": "t", "policy_report": {}}) == {"task_id": "t", "policy_report": {}}

@@ -16,6 +16,9 @@ from ladder_ros.core.events import VERIFICATION_REQUESTED
 RECORD_SCHEMA_VERSION = 1
 REFERENCE, PLANNER = "reference", "planner"  # where an episode's plan comes from
 PLAN_SOURCES = (REFERENCE, PLANNER)
+# How long and where an episode ran, as paths into a record: they differ between two runs of the same episode
+# (another machine, another executor, another load); every other field is a function of the episode's inputs.
+TIMING_FIELDS = (("wall_s",), ("execution",), ("policy_report", "inference_ms"), ("policy_report", "warm_up_s"))
 
 
 @dataclass
@@ -94,6 +97,22 @@ def graph_record(status: Mapping[str, Any], *, events: list[dict], orchestration
                "bridge": {k: score[k] for k in ("bridge_timing_s", "steps_taken") if k in score} if score else {},
                "interrupted": False, **dict(extra or {})},
     ).to_dict()
+
+
+def without_timing(record: Mapping[str, Any]) -> dict:
+    """``record`` without its :data:`TIMING_FIELDS`: what two runs of the same episode must agree on."""
+    kept = dict(record)
+    for path in TIMING_FIELDS:
+        parent = kept
+        for key in path[:-1]:
+            if not isinstance(parent.get(key), Mapping):
+                break
+            child = dict(parent[key])  # a copy: the caller's record keeps its timing
+            parent[key] = child
+            parent = child
+        else:
+            parent.pop(path[-1], None)
+    return kept
 
 
 def interrupted_reason(reason: str) -> str:

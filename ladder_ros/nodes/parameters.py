@@ -131,8 +131,8 @@ SIM_BRIDGE = COMMON + (
 
 CAMERA = COMMON + (
     ParamSpec("backend", STR, "realsense", "Camera backend: realsense (pyrealsense2, by serial or a recording), "
-              "opencv (a USB/UVC camera or a video file) or fake (synthetic frames)",
-              choices=("realsense", "opencv", "fake")),
+              "opencv (a USB/UVC camera or a video file), fake (synthetic frames) or twin (the frames the WidowX "
+              "twin renders, docs/rehearsal.md)", choices=("realsense", "opencv", "fake", "twin")),
     ParamSpec("serial", STR, "", "realsense: the camera's serial number; empty: the only one connected"),
     ParamSpec("recording", STR, "", "realsense: play back this recording (.db3) instead of a camera"),
     ParamSpec("device", STR, "0", "opencv: camera index, device path (/dev/video0) or video file"),
@@ -157,6 +157,9 @@ CAMERA = COMMON + (
     ParamSpec("base_frame", STR, "", "The robot base frame the calibration's extrinsics must be in (the driver's "
               "base_frame, e.g. wx250s/base_link); empty: whatever the calibration file says. The camera pose goes "
               "out on /tf_static from it to frame_id"),
+    ParamSpec("twin_channel", STR, "", "twin: the shared-memory frame channel the twin writes (a file name under "
+              "/dev/shm); empty: the one named after the ROS domain, the namespace and camera_name, as the twin "
+              "names it (ladder_ros/camera/shared_frame.py)"),
 )
 
 DEPTH = COMMON + (
@@ -337,6 +340,9 @@ WIDOWX_DRIVER = ROBOT_DRIVER + (
               "before it counts as stalled", min=1, max=50),
     ParamSpec("gripper_timeout_s", FLOAT, 3.0, "A gripper command must have opened the fingers, or moved them towards "
               "closed, within this long (s): else a gripper_fault", min=0.2, max=30.0),
+    ParamSpec("twin_xs_sdk", STR, "in_process", "interbotix_api twin: where the twin's xs_sdk runs: in_process (motors "
+              "in this process, no scene) or remote (the widowx_twin node's motors and physics, over ROS under "
+              "/<robot_name>; docs/rehearsal.md)", choices=("in_process", "remote")),
 )
 
 FRANKA_DRIVER = ROBOT_DRIVER + (

@@ -83,6 +83,9 @@ class SimulatedXsSdk:
         self._subscribers: list[Callable[[JointStateSample], None]] = []
         self._hangs: dict[str, Hang] = {}
         self._lock = threading.Lock()
+        # Held while xs_sdk touches the motors; whoever else moves them (a physics simulation coupled to
+        # them, an injected fault) holds it too.
+        self.motor_lock = threading.RLock()
         self._inbox: queue.Queue = queue.Queue()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="twin-xs_sdk", daemon=True)
@@ -130,7 +133,8 @@ class SimulatedXsSdk:
 
     # ------------------------------------------------------------------ serving, one thing at a time
     def _sample(self) -> JointStateSample:
-        sample = self.motors.joint_states()
+        with self.motor_lock:
+            sample = self.motors.joint_states()
         return JointStateSample(sample.name, sample.position, sample.velocity, sample.effort, time.time())
 
     def _serve(self) -> None:
@@ -152,7 +156,8 @@ class SimulatedXsSdk:
                 continue
             self.calls.append((time.monotonic(), name, request))
             if future is None:
-                self._command(name, request)
+                with self.motor_lock:
+                    self._command(name, request)
                 continue
             with self._lock:
                 hang = self._hangs.get(name)
@@ -164,7 +169,8 @@ class SimulatedXsSdk:
                 hang.wait()
             time.sleep(self.service_time_s)
             try:
-                response = self._service(name, request)
+                with self.motor_lock:
+                    response = self._service(name, request)
             except KeyError:  # an unknown joint or group: xs_sdk logs it and answers with an empty response
                 response = _EMPTY[name]()
             future.set_result(response)

@@ -34,7 +34,7 @@ def make_camera(params: Mapping[str, Any]) -> CameraBackend:
         from ladder_ros.camera.shared_frame import default_channel
         from ladder_ros.camera.twin import TwinCamera
 
-        channel = params.get("twin_channel", "") or default_channel(params.get("namespace", ""),
-                                                                     params.get("camera_name", "camera"))
+        channel = params.get("twin_channel", "") or default_channel(str(params.get("namespace", "")),
+                                                                    str(params.get("camera_name", "camera")))
         return TwinCamera(channel, width=width, height=height, depth=bool(params.get("depth", True)))
     raise unknown_name("camera backend", name, CAMERA_BACKENDS)

@@ -59,8 +59,8 @@ class XsSdkRosServer:
             self.node.get_logger().error(f"xs_sdk call {call.service} failed: {done.exception()!r}")
             return
         try:
-            self._reply_pub.publish(String(data=encode(xs_wire.XsSdkReply.of(call.call_id, call.service,
-                                                                              done.result()))))
+            reply = xs_wire.XsSdkReply.of(call.call_id, call.service, done.result())
+            self._reply_pub.publish(String(data=encode(reply)))
         except Exception as exc:  # shutting down: nobody is left to answer
             self.node.get_logger().warning(f"could not answer xs_sdk call {call.service}: {exc!r}")
 

@@ -1,4 +1,4 @@
-"""The rehearsal's policy server: an openpi-protocol server that answers as the configured policy, with the expert's chunks.
+"""The rehearsal's policy server: an openpi-protocol server answering as the configured policy, with expert chunks.
 
 On the robot the policy node talks to an openpi server on a GPU machine. In the rehearsal
 (docs/rehearsal.md) this server takes its place on 127.0.0.1, at the address the policy config gives,

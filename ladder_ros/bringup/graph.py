@@ -14,6 +14,11 @@ CI). Its format (``schema_version: 1``)::
     modes:                             # real versus simulation: a launch argument, not a code branch
       sim:  {clock_mode: lockstep,   nodes: [sim_bridge, policy, ...]}
       real: {clock_mode: wall_clock, nodes: [policy, ...], requires: [robot driver ...]}
+      twin: {clock_mode: wall_clock, nodes: [widowx_twin, ...], parameters: {node: {param: value}}}
+
+A mode's ``parameters`` are that mode's own values for some nodes' parameters, layered over the
+params file (and under ``--set``): the rehearsal mode (``twin``) runs the robot graph with what stands
+in for the arm, the camera and the policy server switched, and those switches are written in one place.
 
 Every error names the file and the key. The params file is checked against the nodes' parameter
 specs (:mod:`ladder_ros.nodes.parameters`) before any process starts.
@@ -38,7 +43,7 @@ from ladder_ros.paths import share_path
 
 GRAPH_SCHEMA_VERSION = 1
 GRAPH_KEYS = ("schema_version", "graph", "description", "namespace", "params_file", "nodes", "remappings", "modes")
-MODES = ("sim", "real")
+MODES = ("sim", "real", "twin")
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class ModeEntry:
     clock_mode: str
     nodes: tuple[str, ...]
     requires: tuple[str, ...] = ()  # nodes from other packages this mode needs (robot driver, camera)
+    parameters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # the mode's own values, per node
 
 
 @dataclass(frozen=True)
@@ -121,9 +127,10 @@ class GraphDescription:
                 if section is not None:
                     values.update(section)
             from_file = set(values)
+            values.update(entry.parameters.get(name, {}))
             values["clock_mode"] = entry.clock_mode
             values.update(overrides.get(name, {}))
-            strict = from_file - set(overrides.get(name, {})) - {"clock_mode"}
+            strict = from_file - set(overrides.get(name, {})) - set(entry.parameters.get(name, {})) - {"clock_mode"}
             try:
                 result[name] = check_node_parameters(node.executable, values, name, strict=strict)
             except ConfigError as exc:
@@ -166,9 +173,10 @@ class GraphDescription:
         work_dir = Path(work_dir) if work_dir is not None else make_work_dir()
         work_dir.mkdir(parents=True, exist_ok=True)
         layer = {"/**": {"ros__parameters": {"clock_mode": entry.clock_mode}}}
-        for name, values in (overrides or {}).items():
-            if values:  # as checked: `--set x=60` for a decimal parameter is written as 60.0
-                layer[f"/**/{name}"] = {"ros__parameters": {key: checked[name][key] for key in values}}
+        for name in entry.nodes:
+            keys = [*entry.parameters.get(name, {}), *(overrides or {}).get(name, {})]
+            if keys:  # as checked: `--set x=60` for a decimal parameter is written as 60.0
+                layer[f"/**/{name}"] = {"ros__parameters": {key: checked[name][key] for key in keys}}
         layer_file = work_dir / f"{self.name}_{mode}_overrides.yaml"
         layer_file.write_text(yaml.safe_dump(layer, sort_keys=True), encoding="utf-8")
         launches = []
@@ -334,7 +342,7 @@ def load_graph(name_or_path: str) -> GraphDescription:
         if not isinstance(body, dict) or body.get("clock_mode") not in CLOCK_MODES:
             raise ConfigError(f"clock_mode must be one of {', '.join(CLOCK_MODES)}", source=source,
                               key=f"{where}.clock_mode")
-        check_keys(body, ("clock_mode", "nodes", "requires"), source=source, where=where)
+        check_keys(body, ("clock_mode", "nodes", "requires", "parameters"), source=source, where=where)
         listed = body.get("nodes")
         if not isinstance(listed, list) or not listed:
             raise ConfigError("expected a list of node names", source=source, key=f"{where}.nodes")
@@ -345,7 +353,17 @@ def load_graph(name_or_path: str) -> GraphDescription:
         requires = body.get("requires", [])
         if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
             raise ConfigError("expected a list of strings", source=source, key=f"{where}.requires")
-        modes[mode] = ModeEntry(clock_mode=body["clock_mode"], nodes=tuple(listed), requires=tuple(requires))
+        parameters = body.get("parameters", {})
+        if not isinstance(parameters, dict) or not all(
+                isinstance(node, str) and isinstance(values, dict) for node, values in parameters.items()):
+            raise ConfigError("expected a mapping of node name to {parameter: value}", source=source,
+                              key=f"{where}.parameters")
+        for node in parameters:
+            if node not in listed:
+                raise ConfigError(f"node {node!r} is not in this mode{did_you_mean(node, listed)}", source=source,
+                                  key=f"{where}.parameters")
+        modes[mode] = ModeEntry(clock_mode=body["clock_mode"], nodes=tuple(listed), requires=tuple(requires),
+                                parameters={node: dict(values) for node, values in parameters.items()})
     params = Path(data["params_file"])
     if not params.is_absolute():
         params = path.parent.parent / params  # relative to config/

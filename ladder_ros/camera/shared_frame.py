@@ -108,6 +108,7 @@ class FrameWriter:
         finally:
             os.close(fd)
         os.replace(temporary, self.path)  # readers see a complete header or no file
+        self._inode = os.stat(self.path).st_ino
         self._counter = 0
         self.sequence = 0
         self._color = np.frombuffer(self._map, dtype=np.uint8, count=self.color_bytes, offset=HEADER_SIZE).reshape(
@@ -139,9 +140,9 @@ class FrameWriter:
     def close(self) -> None:
         """Remove the channel (readers notice at their next check)."""
         try:
-            if self.path.exists() and os.stat(self.path).st_ino == os.fstat(self._map.fileno()).st_ino:
+            if os.stat(self.path).st_ino == self._inode:  # still ours (a new writer may have replaced it)
                 self.path.unlink()
-        except (OSError, ValueError):
+        except OSError:
             pass
         self._color = self._depth = None  # release the views before the map
         try:

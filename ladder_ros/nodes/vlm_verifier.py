@@ -37,18 +37,18 @@ ANSWERS_KEPT = 64  # recent answers kept, so a resent query is answered again wi
 class VerifierNode(Node):
     """Answers :class:`VerificationRequest` documents with the configured count backend, and plans.
 
-    A query names the step it is about; the node answers from that step's observation (the
-    oracle reads its privileged goal state, a VLM its camera image), waiting up to
-    ``observation_wait_s`` for it to arrive. In lockstep every input of a step carries the step's
-    stamp; on the wall clock each source stamps its own messages, so the observation of a query is
-    each input's first message stamped at or after the query's stamp (the scene as it is once asked).
-    The backend runs in a worker thread, so a slow model never blocks the subscriptions; answers go out on ``verifier/result``. A VLM call ends within
-    ``call_deadline_s`` (every attempt and back-off included), so a query is answered within
+    A query names the step it is about; the node answers from that step's observation (the oracle reads
+    its privileged goal state, a VLM its camera image), waiting up to ``observation_wait_s`` for it to
+    arrive. In lockstep every input of a step carries the step's stamp; on the wall clock each source
+    stamps its own messages, so the observation of a query is each input's first message stamped at or
+    after the query's stamp (the scene as it is once asked). The backend runs in a worker thread, so a
+    slow model never blocks the subscriptions; answers go out on ``verifier/result``. A VLM call ends
+    within ``call_deadline_s`` (every attempt and back-off included), so a query is answered within
     ``observation_wait_s + call_deadline_s`` of its arrival; the orchestrator's
     ``verifier_abort_after_s`` must exceed that (checked when a graph's parameters are). A repeated
-    query (the orchestrator resends unanswered ones) is not asked twice: while it is being answered
-    the repeat is dropped, and once answered the same answer is published again. Every failure of
-    the worker, whatever it raises, is published as a result with its reason (count None).
+    query (the orchestrator resends unanswered ones) is not asked twice: while it is being answered the
+    repeat is dropped, and once answered the same answer is published again. Every failure of the
+    worker, whatever it raises, is published as a result with its reason (count None).
 
     At the start of an episode whose plan comes from the planner, a :class:`PlanRequestDoc` names
     the first step; the planner component (same backend and ledger) plans from that step's camera

@@ -159,8 +159,9 @@ def localhost_environment(base: Mapping[str, str] | None = None) -> dict[str, st
 
 def session_launch_arguments(graph: GraphDescription, params_file: Path | None,
                              overrides: Mapping[str, Mapping[str, Any]], namespace: str | None,
-                             work_dir: Path) -> list[str]:
-    """The ``name:=value`` arguments that start ``graph`` in simulation as ``ladder-ros run``/``parity`` would.
+                             work_dir: Path, mode: str = "sim") -> list[str]:
+    """The ``name:=value`` arguments that start ``graph`` in simulation (or ``mode`` ``twin``, the rehearsal) as
+    ``ladder-ros run``/``parity``/``rehearse`` would.
 
     A launch file takes one params file: node overrides (``--set``) are written into a copy of it in
     ``work_dir``; the recorder's folder becomes ``output_dir:=``. Traffic stays on this machine.
@@ -175,7 +176,8 @@ def session_launch_arguments(graph: GraphDescription, params_file: Path | None,
     if rest:
         params = write_params_file(params, rest, (namespace or graph.namespace).strip("/"),
                                    Path(work_dir) / f"{graph.name}_launch_params.yaml")
-    arguments = ["use_sim:=true", "localhost_only:=true", f"params_file:={params}"]
+    chosen = ["use_sim:=true"] if mode == "sim" else ["use_sim:=false", "robot:=twin"]
+    arguments = [*chosen, "localhost_only:=true", f"params_file:={params}"]
     if output_dir:
         arguments.append(f"output_dir:={output_dir}")
     if namespace is not None:

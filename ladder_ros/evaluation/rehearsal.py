@@ -37,6 +37,7 @@ from ladder_ros.messages import RUNNING
 MODE = "twin"
 DEFAULT_DELAY_MS = 80.0
 DEFAULT_TASKS = "kitchen_single_2,sorting_split_2,relay_2"  # two subgoals in each of three scenes, as ladder-ros run
+SCORE_WAIT_S = 15.0  # the twin scores an episode within this long of its last decision unless it is gone
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -226,14 +227,17 @@ class Rehearsal:
         record = dict(outcome.result)
         status = client.status
         # The twin scores the episode when the orchestrator's last decision is out; the record may have left first.
-        self._spin_until(self.executor, lambda: episode_id in observer.scores, 10.0,
-                         f"the twin's score of {episode_id}")
-        score = observer.scores[episode_id]
-        if not record.get("scored"):
+        try:
+            self._spin_until(self.executor, lambda: episode_id in observer.scores, SCORE_WAIT_S,
+                             f"the twin's score of {episode_id}")
+        except LadderError as exc:
+            print(f"ladder-ros rehearse: {exc}: the record stays unscored", flush=True)
+        score = observer.scores.get(episode_id)
+        if score is not None and not record.get("scored"):
             record.update(score_fields(score, record.get("steps_used", 0)))
             record["scored"] = True
             record["score_source"] = "widowx_twin (sim/episode_score)"
-        record["twin"] = score.get("twin", {})
+        record["twin"] = (score or {}).get("twin", {})
         tags = observer.tags.get(episode_id, [])
         end_ns = max((t.stamp_ns for t in tags), default=status.origin_ns) + int(self.period_s * 1e9)
         record["timing"] = episode_timing(observer.commands_between(status.origin_ns, end_ns), tags, self.period_s)

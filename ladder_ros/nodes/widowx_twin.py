@@ -88,6 +88,7 @@ class WidowXTwinNode(Node):
         self.tracker: GoalTracker | None = None
         self._step = -1
         self._scored = ""
+        self._ended = ""
         self.create_timer(self.period_s, self._publish_privileged)
         self.create_timer(1.0, self._publish_diagnostics)
         self.world.start()
@@ -108,13 +109,13 @@ class WidowXTwinNode(Node):
         self._publish_privileged()
 
     def _on_episode_end(self, status: EpisodeStatus) -> None:
-        if self.episode is not None and status.episode_id == self.episode.episode_id:
-            self.episode = None
+        # The episode stays for its score: its final status may be handled before its last decision.
+        self._ended = status.episode_id
 
     def _publish_privileged(self) -> None:
         """Once per control period of an episode: the scene's privileged state and the goal tracker's predicates."""
         episode, tracker = self.episode, self.tracker
-        if episode is None or tracker is None:
+        if episode is None or tracker is None or episode.episode_id == self._ended:
             return
         now_ns = self.get_clock().now().nanoseconds
         step = max(0, int((now_ns - episode.origin_ns) / (self.period_s * 1e9)))
@@ -133,7 +134,7 @@ class WidowXTwinNode(Node):
             return
         if doc.episode_id != episode.episode_id or doc.episode_id == self._scored:
             return
-        self._publish_privileged()  # the scene as the episode ends
+        self._publish_privileged()  # the scene as the episode ends (unless its final status came first)
         try:
             score = privileged_score(task, tracker, doc.summary or {}, self.world.privileged(), steps_used=doc.step,
                                      simulator=SIMULATOR)

@@ -19,12 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import yaml
 
-from ladder_ros.bringup.graph import check_referenced_files, load_graph, parse_overrides
+from ladder_ros.bringup.graph import GraphDescription, check_referenced_files, load_graph, parse_overrides
 from ladder_ros.bringup.run import check_out_folder
 from ladder_ros.bringup.session import add_launch_argument
 from ladder_ros.core.errors import ConfigError, LadderError
@@ -95,6 +97,53 @@ def _check(args: argparse.Namespace) -> None:
         Variant.parse(args.variant)
 
 
+@dataclass
+class RehearsalPlan:
+    """Everything a rehearsal starts, checked: the graph's twin mode, its nodes' parameters and command lines."""
+
+    graph: GraphDescription
+    params_file: Path | None
+    overrides: dict
+    params: dict
+    launches: list
+    namespace: str
+
+
+def plan_rehearsal(graph_name: str, out: Path, *, overrides: list[str] = (), params_file: str | None = None,
+                   namespace: str | None = None, inference_delay_ms: float | None = None) -> RehearsalPlan:
+    """The rehearsal of ``graph_name`` writing into ``out``; ConfigError naming a bad value before anything starts.
+
+    The policy and the rehearsal server get one copy of the policy config whose server is on a free
+    loopback port, so two rehearsals on one machine never answer each other's requests.
+    """
+    graph = load_graph(graph_name)
+    if MODE not in graph.modes:
+        raise ConfigError(f"graph {graph.name} has no {MODE} mode to rehearse on (it has: {', '.join(graph.modes)})")
+    params_path = Path(params_file) if params_file else None
+    if params_path is not None and not params_path.is_file():
+        raise ConfigError("params file not found", source=str(params_path))
+    parsed = parse_overrides(list(overrides))
+    params = graph.node_parameters(MODE, params_path, parsed, namespace)  # every value checked first
+    try:
+        (out / "logs").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot create it: {exc.strerror}") from None
+    policy = str(policy_on_free_port(params["policy"]["policy"], out / "logs"))
+    parsed.setdefault("policy", {})["policy"] = policy
+    server = parsed.setdefault("rehearsal_server", {})
+    server["policy"] = policy
+    if inference_delay_ms is not None:
+        server["inference_delay_ms"] = float(inference_delay_ms)
+    recorder = parsed.setdefault("episode_recorder", {})
+    recorder.setdefault("output_dir", str((out / "recordings").resolve()))
+    recorder.setdefault("config_files", graph.config_files(params_path))
+    params = graph.node_parameters(MODE, params_path, parsed, namespace)
+    check_referenced_files(params)
+    launches = graph.launches(MODE, params_path, parsed, namespace, work_dir=out / "logs")
+    return RehearsalPlan(graph, params_path, parsed, params, launches,
+                         graph.namespace if namespace is None else namespace.strip("/"))
+
+
 def run(args: argparse.Namespace) -> int:
     from ladder_ros.bringup.session import GraphSession, launch_options
     from ladder_ros.core.suite import load_suite
@@ -103,43 +152,22 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     out = Path(args.out)
     check_out_folder(out)
-    graph = load_graph(args.graph)
-    if MODE not in graph.modes:
-        raise ConfigError(f"graph {graph.name} has no {MODE} mode to rehearse on (it has: {', '.join(graph.modes)})")
-    params_file = Path(args.params_file) if args.params_file else None
-    if params_file is not None and not params_file.is_file():
-        raise ConfigError("params file not found", source=str(params_file))
-    overrides = parse_overrides(args.overrides)
-    params = graph.node_parameters(MODE, params_file, overrides, args.namespace)  # every value checked first
+    plan = plan_rehearsal(args.graph, out, overrides=args.overrides, params_file=args.params_file,
+                          namespace=args.namespace, inference_delay_ms=args.inference_delay_ms)
+    graph, params, launches = plan.graph, plan.params, plan.launches
     suite = load_suite(resolve_share_file(params["widowx_twin"]["suite"]))
     tasks = [suite.task(t.strip()) for t in args.tasks.split(",") if t.strip()]
     if not tasks:
         raise ConfigError("--tasks names no task")
-    try:
-        (out / "logs").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"--out {out}: cannot create it: {exc.strerror}") from None
-    policy = str(policy_on_free_port(params["policy"]["policy"], out / "logs"))
-    overrides.setdefault("policy", {})["policy"] = policy
-    server = overrides.setdefault("rehearsal_server", {})
-    server["policy"] = policy
-    if args.inference_delay_ms is not None:
-        server["inference_delay_ms"] = float(args.inference_delay_ms)
-    recorder = overrides.setdefault("episode_recorder", {})
-    recorder.setdefault("output_dir", str((out / "recordings").resolve()))
-    recorder.setdefault("config_files", graph.config_files(params_file))
-    params = graph.node_parameters(MODE, params_file, overrides, args.namespace)
-    check_referenced_files(params)
-    launches = graph.launches(MODE, params_file, overrides, args.namespace, work_dir=out / "logs")
     delay = params["rehearsal_server"]["inference_delay_ms"]
     print(f"ladder-ros rehearse: graph {graph.name} ({MODE}): the robot graph against the WidowX twin, "
           f"{args.episodes} episodes, policy {params['policy']['policy']} served by the scripted expert at "
           f"{delay:g} ms inference; loopback only; node logs in {out / 'logs'}", flush=True)
     session = GraphSession(graph, launches, out / "logs", startup_timeout_s=args.startup_timeout,
-                           **launch_options(args, graph, params_file, overrides, out / "logs", MODE))
+                           **launch_options(args, graph, plan.params_file, plan.overrides, out / "logs", MODE))
     records: list[dict] = []
     with session, open(out / "episodes.jsonl", "a") as jsonl:
-        rehearsal = Rehearsal(session, params, graph.namespace if args.namespace is None else args.namespace)
+        rehearsal = Rehearsal(session, params, plan.namespace)
         print(f"graph up: {len(launches)} nodes; {rehearsal.prepare()}", flush=True)
         for k in range(args.episodes):
             task = tasks[k % len(tasks)]
@@ -209,14 +237,21 @@ class Rehearsal:
         self.observer.home(self.executor, self._spin_until, self.home_joints)
         return f"armed ({armed}), the arm at home"
 
-    def episode(self, task_id: str, *, variant: str, layout: int, seed: int, timeout_s: float) -> dict:
-        """One episode with its timing and the twin's score; an arm fault ends it with the driver's reason."""
+    def episode(self, task_id: str, *, variant: str, layout: int, seed: int, timeout_s: float,
+                during: Callable[[str], None] | None = None) -> dict:
+        """One episode with its timing and the twin's score; an arm fault ends it with the driver's reason.
+
+        ``during(episode_id)`` runs at every turn of the wait (a benchmark's e-stop, a test's fault), before
+        the fault check.
+        """
         client, observer = self.client, self.observer
         episode_id = client.start_episode(task_id, variant=variant, layout=layout, seed=seed)
         aborted: list[str] = []
 
         def check() -> None:
             self.session.processes.check_alive()
+            if during is not None:
+                during(episode_id)
             running = client.status is not None and client.status.episode_id == episode_id \
                 and client.status.state == RUNNING
             if running and observer.fault and not aborted:

@@ -342,10 +342,11 @@ def test_robot_twin_starts_the_robot_graph_against_the_twin_and_stops_cleanly(tm
 
         client.spin_until(executor, lambda: safety.get("not_ready") == "" and safety.get("armed") == "false", 120,
                           "the driver ready to arm", running)
-        log = launch.log
-        assert "graph widowx (twin, wall_clock) in /widowx" in log and "loopback only" in log
-        assert "ready to arm: profile 250/100 ms written and read back" in log
-        assert re.search(r"policy bridge_pi0_server: ready after a warm-up", log)
+        ready = ("ready to arm: profile 250/100 ms written and read back",  # the driver, over the twin's xs_sdk
+                 "policy bridge_pi0_server: ready after a warm-up")  # the policy, warmed up by the rehearsal server
+        client.spin_until(executor, lambda: all(line in launch.log for line in ready), 60, "the nodes' lines in the "
+                          "launch log", running)
+        assert "graph widowx (twin, wall_clock) in /widowx" in launch.log and "loopback only" in launch.log
         assert_stopped_cleanly(launch, launch.ctrl_c(), nodes=10)
     finally:
         launch.close()

@@ -13,6 +13,11 @@ those runs are measurements, not validation, and always exit 0.
     python scripts/validate_tabletop_layouts.py                       # validate every layout
     python scripts/validate_tabletop_layouts.py --noise bridge_like --instruction full --layouts 8
     python scripts/validate_tabletop_layouts.py --benchmark 300       # ms per step, image off and on
+    python scripts/validate_tabletop_layouts.py --suite config/suites/robolab_tabletop.yaml   # the Franka suite
+
+The suite's embodiment decides the gripper, the rate, the expert's steering and the preset (the
+settle window of the subgoal driver, the step budgets): 5 Hz and 3 settle steps on the WidowX
+suites, 15 Hz and 120 settle steps on a Franka suite (Appendix B).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ladder_ros.core.errors import LadderError  # noqa: E402
+from ladder_ros.core.presets import get_preset  # noqa: E402
 from ladder_ros.core.suite import load_suite  # noqa: E402
 from ladder_ros.policies.scripted_expert import ScriptedExpert, expert_noise  # noqa: E402
 from ladder_ros.sim.mujoco_tabletop import MujocoTabletop  # noqa: E402
@@ -65,8 +71,9 @@ def _benchmark(suite, task, steps: int, image_size: int) -> None:
             layout = 0
             cpu_start = time.process_time()
             while done < steps:
-                r = run_subgoal_sequence(backend, task, layout % task.layouts, ScriptedExpert(task, seed=layout),
-                                         seed=layout)
+                expert = ScriptedExpert(task, seed=layout, embodiment=suite.embodiment)
+                r = run_subgoal_sequence(backend, task, layout % task.layouts, expert, seed=layout,
+                                         preset=get_preset(suite.embodiment))
                 wall += r.sim_seconds
                 done += r.steps
                 layout += 1
@@ -109,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.benchmark > 0:
-        _benchmark(suite, tasks[0] if args.tasks else suite.task("kitchen_single_6"), args.benchmark, args.image_size)
+        _benchmark(suite, tasks[0] if args.tasks else max(suite.tasks, key=lambda t: t.horizon), args.benchmark,
+                   args.image_size)
         return 0
     validating = args.noise == "off" and args.instruction == "subgoals"
     run = run_subgoal_sequence if args.instruction == "subgoals" else run_full_instruction
@@ -123,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         for task in tasks:
             n = task.layouts if args.layouts is None else min(args.layouts, task.layouts)
             for layout in range(n):
-                expert = ScriptedExpert(task, seed=args.seed + layout, noise=noise)
-                r = run(backend, task, layout, expert, seed=args.seed + layout)
+                expert = ScriptedExpert(task, seed=args.seed + layout, noise=noise, embodiment=suite.embodiment)
+                r = run(backend, task, layout, expert, seed=args.seed + layout, preset=get_preset(suite.embodiment))
                 results.append(r)
                 sim_s += r.sim_seconds
                 policy_s += r.policy_seconds

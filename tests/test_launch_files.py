@@ -78,9 +78,16 @@ def test_the_check_of_the_arguments_names_the_bad_value(tmp_path):
     real = plan_launch(franka, _defaults(franka, use_sim=False, localhost_only=False))
     assert (real.clock_mode, real.environment, "sim_bridge" in real.nodes) == ("wall_clock", {}, False)
     assert "this mode also needs: Franka control box reachable over FCI" in real.summary()
+    assert real.params_file.endswith("franka_params.yaml")
+    # the Franka graph's params file follows the mode unless one is given: `use_sim:=true` on its robot file
+    franka_defaults = _defaults(franka, use_sim=False, localhost_only=False)
+    assert franka_defaults["params_file"] == ""
+    franka_sim = plan_launch(franka, {**franka_defaults, "use_sim": "true"})
+    assert (franka_sim.mode, franka_sim.clock_mode, franka_sim.nodes[0]) == ("sim", "lockstep", "sim_bridge")
+    assert franka_sim.params_file.endswith("franka_sim_params.yaml")
+    assert plan_launch(widowx, _defaults(widowx, use_sim=True, localhost_only=True)).params_file.endswith(
+        "widowx_params.yaml")
     values = _defaults(widowx, use_sim=False, localhost_only=False)
-    with pytest.raises(ConfigError, match="graph 'franka' has no mode 'sim'"):
-        plan_launch(franka, {**_defaults(franka, use_sim=False, localhost_only=False), "use_sim": "true"})
     with pytest.raises(ConfigError, match="namespace: '9lives' is not a ROS namespace"):
         plan_launch(widowx, {**values, "namespace": "9lives"})
     with pytest.raises(ConfigError, match="missing.yaml: params file not found"):
@@ -254,22 +261,40 @@ def wait_for_graph(launch: Launch, client, executor, followers: int, timeout_s: 
                       timeout_s, "the launched graph", check)
 
 
+def launched_parity(tmp_path: Path, graph: str, launch_file: str, tasks: str, variants: str, seeds: str,
+                    timeout_s: float) -> tuple[subprocess.CompletedProcess, str]:
+    """``ladder-ros parity GRAPH --launch FILE``: its result once it succeeded with every episode identical, and the
+    launch log, after checking that the graph came up in simulation, loopback only, and its six nodes ended cleanly."""
+    pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
+    result = subprocess.run(
+        [sys.executable, "-m", "ladder_ros.cli", "parity", graph, "--launch", launch_file, "--tasks", tasks,
+         "--variants", variants, "--seeds", seeds, "--set", "sim_bridge.render=false", "--out", str(tmp_path)],
+        env=_env(tmp_path), capture_output=True, text=True, timeout=timeout_s, cwd=REPO)
+    log = (tmp_path / "logs" / "launch.log").read_text(errors="replace")
+    assert result.returncode == 0, result.stdout + result.stderr + log[-3000:]
+    episodes = len(tasks.split(",")) * len(variants.split(",")) * len(seeds.split(","))
+    assert f"parity: {episodes}/{episodes} episodes identical" in result.stdout
+    assert f"as ros2 launch ladder_ros {launch_file}" in result.stdout
+    assert f"graph {graph} (sim, lockstep) in /{graph}" in log and "loopback only" in log
+    assert len(re.findall(r"process has finished cleanly", log)) == 6 and "Traceback" not in log
+    return result, log
+
+
 @needs_launch
 @pytest.mark.slow
 def test_sim_launch_file_runs_episodes_identical_to_the_reference_loop(tmp_path):
-    pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
-    result = subprocess.run(
-        [sys.executable, "-m", "ladder_ros.cli", "parity", "widowx", "--launch", "sim_orchestrator.launch.py",
-         "--tasks", "kitchen_single_1,sorting_split_2", "--variants", "proprio_verifier,periodic_trigger",
-         "--seeds", "3", "--set", "sim_bridge.render=false", "--out", str(tmp_path)],
-        env=_env(tmp_path), capture_output=True, text=True, timeout=900, cwd=REPO)
-    log = (tmp_path / "logs" / "launch.log").read_text(errors="replace")
-    assert result.returncode == 0, result.stdout + result.stderr + log[-3000:]
-    assert "parity: 4/4 episodes identical" in result.stdout
-    assert "as ros2 launch ladder_ros sim_orchestrator.launch.py" in result.stdout
-    assert "graph widowx (sim, lockstep) in /widowx" in log and "loopback only" in log
-    assert len(re.findall(r"process has finished cleanly", log)) == 6 and "Traceback" not in log
+    launched_parity(tmp_path, "widowx", "sim_orchestrator.launch.py", "kitchen_single_1,sorting_split_2",
+                    "proprio_verifier,periodic_trigger", "3", timeout_s=900)
     assert len(list((tmp_path / "recordings").iterdir())) == 4
+
+
+@needs_launch
+@pytest.mark.slow
+def test_the_franka_launch_file_in_simulation_runs_episodes_identical_to_the_reference_loop(tmp_path):
+    launched_parity(tmp_path, "franka", "franka_orchestrator.launch.py", "counter_single_1", "proprio_verifier", "2",
+                    timeout_s=600)
+    # use_sim:=true with (a copy, for --set, of) the simulation's own params file
+    assert "scripted_expert_franka" in (tmp_path / "logs" / "franka_launch_params.yaml").read_text()
 
 
 # launch's line when a node the graph cannot run without exits (ladder_ros/bringup/graph_launch.py)
@@ -295,8 +320,9 @@ def test_a_robot_launch_ends_the_graph_when_a_node_it_cannot_run_without_exits(
               if graph.nodes[name].executable == "camera"}  # no camera here: the fake one, which starts
     if namespace == "franka":
         params["franka_driver"] = {"host": "127.0.0.1"}
+    params_file = write_params_file(graph.params_file_for("real"), params, namespace, tmp_path / "p.yaml")
     launch = Launch(tmp_path, launch_file, "use_sim:=false", f"output_dir:={tmp_path / 'recordings'}",
-                    f"params_file:={write_params_file(graph.params_file, params, namespace, tmp_path / 'p.yaml')}")
+                    f"params_file:={params_file}")
     try:
         code = launch.process.wait(timeout=180)
         log = launch.log
@@ -358,7 +384,8 @@ def test_bad_launch_arguments_are_one_clear_line_and_start_nothing(tmp_path):
     cases = {
         ("sim_orchestrator.launch.py", "use_sim:=maybe"):
             "Argument \"use_sim\" provided value \"maybe\" is not valid. Valid options are: ['true', 'false']",
-        ("franka_orchestrator.launch.py", "use_sim:=true"): "graph 'franka' has no mode 'sim'; it has: real",
+        ("franka_orchestrator.launch.py", "use_sim:=true", f"params_file:={tmp_path / 'nah.yaml'}"):
+            "nah.yaml: params file not found (launch argument params_file)",
         ("widowx_orchestrator.launch.py", f"params_file:={tmp_path / 'nope.yaml'}"):
             "nope.yaml: params file not found (launch argument params_file)",
         ("widowx_orchestrator.launch.py", "namespace:=9lives", "use_sin:=true"):

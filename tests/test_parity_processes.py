@@ -1,6 +1,7 @@
 """Tier three: `ladder-ros parity` with every node its own process, and the comparison itself."""
 
 import copy
+import json
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from ladder_ros.core.presets import WIDOWX
 from ladder_ros.core.suite import load_suite
 from ladder_ros.core.task import Subgoal, Task, TaskCategory
 from ladder_ros.evaluation.episode import run_episode
-from ladder_ros.evaluation.parity import compare_records, first_difference, plan_episodes
+from ladder_ros.evaluation.parity import attempt_ends, compare_records, first_difference, plan_episodes
 from tests.fakes import OracleCounter, ToyPolicy, ToyWorld
 from tests.processes import run_tree
 
@@ -94,21 +95,59 @@ def test_default_episodes_cover_three_horizons():
 # The longest episode here has a budget of 200 steps (sorting_split_2: 100 per subgoal, Section 3)
 # and a graph step costs ~20 ms on an idle machine (docs/graph.md): 120 s leaves a loaded machine 30x.
 EPISODE_TIMEOUT_S = 120
-EPISODES = 4  # 2 tasks x 2 variants x 1 seed
 STARTUP_S, STOP_S = 60, 10  # GraphSession's startup bound; `up`'s stop bound before SIGKILL
+
+
+def parity_processes(tmp_path: Path, graph: str, tasks: str, variants: str, seeds: str, episode_timeout_s: int):
+    """``ladder-ros parity GRAPH`` with each node its own process; its result once every episode was identical."""
+    pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
+    episodes = len(tasks.split(",")) * len(variants.split(",")) * len(seeds.split(","))
+    # The reference loop runs each episode too (seconds); a hang anywhere ends in parity's own
+    # episode timeout, and this outer bound, reached only if parity itself hangs, kills its whole tree.
+    bound = STARTUP_S + episodes * 2 * episode_timeout_s + STOP_S
+    result = run_tree(
+        [sys.executable, "-m", "ladder_ros.cli", "parity", graph, "--tasks", tasks, "--variants", variants,
+         "--seeds", seeds, "--set", "sim_bridge.render=false", "--episode-timeout", str(episode_timeout_s),
+         "--out", str(tmp_path)], timeout=bound, cwd=REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"parity: {episodes}/{episodes} episodes identical" in result.stdout
+    return result
 
 
 @pytest.mark.ros
 @pytest.mark.slow
 def test_graph_processes_reproduce_the_reference_loop(tmp_path):
-    pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
-    # The reference loop runs each episode too (seconds); a hang anywhere ends in parity's own
-    # episode timeout, and this outer bound, reached only if parity itself hangs, kills its whole tree.
-    bound = STARTUP_S + EPISODES * 2 * EPISODE_TIMEOUT_S + STOP_S
-    result = run_tree(
-        [sys.executable, "-m", "ladder_ros.cli", "parity", "widowx", "--tasks", "kitchen_single_1,sorting_split_2",
-         "--variants", "proprio_verifier,periodic_trigger", "--seeds", "3", "--set", "sim_bridge.render=false",
-         "--episode-timeout", str(EPISODE_TIMEOUT_S), "--out", str(tmp_path)], timeout=bound, cwd=REPO)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "parity: 4/4 episodes identical" in result.stdout
+    parity_processes(tmp_path, "widowx", "kitchen_single_1,sorting_split_2", "proprio_verifier,periodic_trigger",
+                     "3", EPISODE_TIMEOUT_S)
     assert (tmp_path / "parity.json").is_file() and any((tmp_path / "recordings").iterdir())
+
+
+def test_attempt_ends_are_read_from_the_events():
+    record = {"events": [{"step": 0, "kind": "episode_started"},
+                         {"step": 88, "kind": "attempt_ended", "reason": "release", "close_steps": 40, "lift_m": 0.09},
+                         {"step": 388, "kind": "attempt_ended", "reason": "timeout", "close_steps": 0}]}
+    assert attempt_ends(record) == [{"step": 88, "reason": "release", "close_steps": 40, "lift_m": 0.09},
+                                    {"step": 388, "reason": "timeout", "close_steps": 0}]
+
+
+# The Franka graph at 15 Hz: counter_single_1 runs its whole 900-step budget with the proprioceptive trigger
+# (the plan restarts after its only subgoal, Appendix B), ~40 ms a graph step on a loaded 2-core machine;
+# the verifier's episode ends once its count says done (~130 steps).
+FRANKA_EPISODE_TIMEOUT_S = 300
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_the_franka_graph_reproduces_the_reference_loop_through_both_paths_of_its_trigger(tmp_path):
+    parity_processes(tmp_path, "franka", "counter_single_1", "proprio_trigger,proprio_verifier", "0",
+                     FRANKA_EPISODE_TIMEOUT_S)
+    results = {r["episode"]["variant"]: r for r in json.loads((tmp_path / "parity.json").read_text())}
+    assert results["proprio_trigger"]["steps"] == 900  # the Franka budget of one subgoal (Appendix D)
+    ends = results["proprio_trigger"]["attempt_ends"]
+    # the lift rule: a release after >= 21 closed steps with >= 3 cm of lift (Appendix B) ...
+    assert any(e["reason"] == "release" and e["close_steps"] >= 21 and e["lift_m"] >= 0.03 for e in ends), ends
+    # ... and the fallback: 300 steps without a release end an attempt too
+    steps = [e["step"] for e in ends]
+    since_previous = {e["step"]: e["step"] - previous for previous, e in zip([0] + steps, ends)}
+    timeouts = [e["step"] for e in ends if e["reason"] == "timeout"]
+    assert timeouts and all(since_previous[step] == 300 for step in timeouts), ends

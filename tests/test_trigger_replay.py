@@ -65,3 +65,38 @@ def test_unknown_preset_lists_valid_names(tmp_path, capsys):
     path = write_csv(tmp_path / "t.csv", [1.0])
     assert main(["trigger-replay", "--preset", "ur5", str(path)]) == 2
     assert "valid: franka, widowx, widowx_robotarena" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_franka_trigger_on_a_recorded_sim_trace_agrees_with_trigger_replay(tmp_path, capsys):
+    """Hold-out: an episode the other tests do not run, recorded step by step, replayed by the lab's tool."""
+    pytest.importorskip("mujoco")
+    from ladder_ros.core.presets import FRANKA
+    from ladder_ros.core.suite import load_suite
+    from ladder_ros.evaluation.components import make_policy, make_verifier
+    from ladder_ros.evaluation.episode import run_episode
+    from ladder_ros.paths import share_path
+    from ladder_ros.sim.mujoco_tabletop import MujocoTabletop
+
+    suite = load_suite(share_path("config", "suites", "robolab_tabletop.yaml"))
+    task = suite.task("sorting_split_2")
+    with MujocoTabletop(suite, render=False) as sim:
+        for variant, layout in (("proprio_trigger", 5), ("proprio_verifier", 6)):
+            rows = []
+
+            def record_trace(obs, _decision):
+                rows.append((obs.step, float(obs.aperture), float(obs.ee_position[2])))
+            record = run_episode(sim, make_policy("scripted_expert_franka", task, layout), task, variant, FRANKA,
+                                 layout=layout, seed=layout, verifier=make_verifier("oracle"), on_step=record_trace)
+            path = tmp_path / f"{variant}.csv"
+            path.write_text("step,aperture,z\n" + "".join(f"{s},{a!r},{z!r}\n" for s, a, z in rows))
+            assert main(["trigger-replay", "--preset", "franka", "--json", str(path)]) == 0
+            replayed = json.loads(capsys.readouterr().out)
+            events = record.events
+            if variant == "proprio_trigger":
+                ends = [(e["step"], e["reason"]) for e in events if e["kind"] == "attempt_ended"]
+                assert list(zip(replayed["attempt_end_steps"], replayed["attempt_end_reasons"])) == ends
+                assert {"release", "timeout"} <= {reason for _, reason in ends}, ends
+            else:  # the verifier's queries: 35 steps after a release, or 300 without one (Appendix B)
+                queries = [e["step"] for e in events if e["kind"] == "verification_requested"]
+                assert replayed["query_steps"] == queries and queries, (replayed, queries)

@@ -20,6 +20,10 @@ A mode's ``parameters`` are that mode's own values for some nodes' parameters, l
 params file (and under ``--set``): the rehearsal mode (``twin``) runs the robot graph with what stands
 in for the arm, the camera and the policy server switched, and those switches are written in one place.
 
+A mode may name its own ``params_file`` (relative to ``config/``), used instead of the graph's when
+no other params file is given: the Franka graph's simulation runs the scripted expert and the oracle
+verifier where the robot runs pi0.5-DROID and Gemini, and each deployment keeps one params file.
+
 Every error names the file and the key. The params file is checked against the nodes' parameter
 specs (:mod:`ladder_ros.nodes.parameters`) before any process starts.
 """
@@ -58,6 +62,7 @@ class ModeEntry:
     clock_mode: str
     nodes: tuple[str, ...]
     requires: tuple[str, ...] = ()  # nodes from other packages this mode needs (robot driver, camera)
+    params_file: Path | None = None  # this mode's own params file (None: the graph's)
     parameters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # the mode's own values, per node
 
 
@@ -91,6 +96,14 @@ class GraphDescription:
                               source=self.source)
         return self.modes[mode]
 
+    def params_file_for(self, mode: str) -> Path:
+        """The params file ``mode`` runs with when none is given: its own, or the graph's."""
+        return self.mode(mode).params_file or self.params_file
+
+    @property
+    def has_mode_params_files(self) -> bool:
+        return any(entry.params_file is not None for entry in self.modes.values())
+
     def node_parameters(self, mode: str, params_file: Path | None = None,
                         overrides: Mapping[str, Mapping[str, Any]] | None = None,
                         namespace: str | None = None) -> dict[str, dict[str, Any]]:
@@ -102,7 +115,7 @@ class GraphDescription:
         Overrides are this package's own (``--set``), written for the nodes with the right type.
         """
         entry = self.mode(mode)
-        params_file = params_file or self.params_file
+        params_file = params_file or self.params_file_for(mode)
         sections = read_params_file(params_file)
         ns = (self.namespace if namespace is None else namespace).strip("/")
         self._check_sections(sections, params_file, {ns, self.namespace})
@@ -153,9 +166,11 @@ class GraphDescription:
                                   f"nodes {', '.join(self.nodes)}; a section is /**, NAME, /NAME, /**/NAME or "
                                   f"/NAMESPACE/NAME)", source=str(params_file), key=key)
 
-    def config_files(self, params_file: Path | None = None) -> list[str]:
-        """The files a recording of this graph keeps verbatim: the description and the params file."""
-        return [str(Path(self.source).resolve()), str(Path(params_file or self.params_file).resolve())]
+    def config_files(self, params_file: Path | None = None, mode: str | None = None) -> list[str]:
+        """The files a recording of this graph keeps verbatim: the description and the params file (the
+        one given, else ``mode``'s, else the graph's)."""
+        default = self.params_file_for(mode) if mode is not None else self.params_file
+        return [str(Path(self.source).resolve()), str(Path(params_file or default).resolve())]
 
     def launches(self, mode: str, params_file: Path | None = None,
                  overrides: Mapping[str, Mapping[str, Any]] | None = None,
@@ -167,7 +182,7 @@ class GraphDescription:
         later wins, whereas a ``-p`` override does not beat a node's section in a params file.
         """
         entry = self.mode(mode)
-        params_file = params_file or self.params_file
+        params_file = params_file or self.params_file_for(mode)
         checked = self.node_parameters(mode, params_file, overrides, namespace)
         ns = (self.namespace if namespace is None else namespace).strip("/")
         work_dir = Path(work_dir) if work_dir is not None else make_work_dir()
@@ -300,6 +315,12 @@ def _pairs(value: Any, source: str, key: str) -> tuple[tuple[str, str], ...]:
     return tuple(value.items())
 
 
+def _config_path(graph_file: Path, name: str) -> Path:
+    """A params file named in a graph description: absolute, or relative to config/."""
+    params = Path(name)
+    return params if params.is_absolute() else graph_file.parent.parent / params
+
+
 def load_graph(name_or_path: str) -> GraphDescription:
     """Read and validate a graph description."""
     path = find_graph(name_or_path)
@@ -342,7 +363,8 @@ def load_graph(name_or_path: str) -> GraphDescription:
         if not isinstance(body, dict) or body.get("clock_mode") not in CLOCK_MODES:
             raise ConfigError(f"clock_mode must be one of {', '.join(CLOCK_MODES)}", source=source,
                               key=f"{where}.clock_mode")
-        check_keys(body, ("clock_mode", "nodes", "requires", "parameters"), source=source, where=where)
+        check_keys(body, ("clock_mode", "nodes", "requires", "params_file", "parameters"), source=source,
+                   where=where)
         listed = body.get("nodes")
         if not isinstance(listed, list) or not listed:
             raise ConfigError("expected a list of node names", source=source, key=f"{where}.nodes")
@@ -353,6 +375,10 @@ def load_graph(name_or_path: str) -> GraphDescription:
         requires = body.get("requires", [])
         if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
             raise ConfigError("expected a list of strings", source=source, key=f"{where}.requires")
+        mode_params = body.get("params_file")
+        if mode_params is not None and (not isinstance(mode_params, str) or not mode_params):
+            raise ConfigError("must be a params file name (relative to config/)", source=source,
+                              key=f"{where}.params_file")
         parameters = body.get("parameters", {})
         if not isinstance(parameters, dict) or not all(
                 isinstance(node, str) and isinstance(values, dict) for node, values in parameters.items()):
@@ -363,10 +389,9 @@ def load_graph(name_or_path: str) -> GraphDescription:
                 raise ConfigError(f"node {node!r} is not in this mode{did_you_mean(node, listed)}", source=source,
                                   key=f"{where}.parameters")
         modes[mode] = ModeEntry(clock_mode=body["clock_mode"], nodes=tuple(listed), requires=tuple(requires),
+                                params_file=_config_path(path, mode_params) if mode_params else None,
                                 parameters={node: dict(values) for node, values in parameters.items()})
-    params = Path(data["params_file"])
-    if not params.is_absolute():
-        params = path.parent.parent / params  # relative to config/
+    params = _config_path(path, data["params_file"])
     return GraphDescription(name=data["graph"], source=source, description=str(data.get("description", "")),
                             namespace=namespace.strip("/"), params_file=params, nodes=nodes, modes=modes,
                             remappings=_pairs(data.get("remappings"), source, "remappings"), raw=data)
@@ -376,17 +401,29 @@ def check_referenced_files(params: Mapping[str, Mapping[str, Any]]) -> None:
     """Load the files the nodes will read (task suites) now, so a bad one stops the bringup before any start.
 
     ``params`` is :meth:`GraphDescription.node_parameters`' result; errors name the node parameter
-    and the file.
+    and the file. In simulation the policy's actions must be ones the simulator takes: a
+    joint-position policy on the tabletop is refused here, with the reason, not step by step.
     """
     from ladder_ros.core.suite import load_suite
     from ladder_ros.paths import resolve_share_file
 
+    suites = {}
     for node, values in params.items():
         if values.get("suite"):
             try:
-                load_suite(resolve_share_file(values["suite"]))
+                suites[node] = load_suite(resolve_share_file(values["suite"]))
             except ConfigError as exc:
                 raise ConfigError(f"parameter {node}.suite: {exc}") from None
+    bridge, policy = params.get("sim_bridge"), params.get("policy")
+    if bridge is not None and policy is not None and "sim_bridge" in suites:
+        from ladder_ros.policies.factory import load_policy
+        from ladder_ros.sim.registry import check_action_kind
+
+        try:
+            config = load_policy(policy["policy"])
+            check_action_kind(bridge["simulator"], suites["sim_bridge"], config.action.kind, config.name)
+        except ConfigError as exc:
+            raise ConfigError(f"parameter policy.policy: {exc}") from None
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:

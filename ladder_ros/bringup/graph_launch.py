@@ -47,6 +47,7 @@ PACKAGE = "ladder_ros"
 # Set by the checking step for the nodes (not arguments: they follow from the arguments).
 CLOCK_MODE = "ladder_ros_clock_mode"
 RECORDING_DIR = "ladder_ros_recording_dir"
+PARAMS_FILE = "ladder_ros_params_file"  # the params_file argument, or the mode's own when it is empty
 MODE = "ladder_ros_mode"
 MODE_PARAMETERS = "ladder_ros_mode_parameters"
 
@@ -73,7 +74,8 @@ def _check_arguments(context: LaunchContext, graph: GraphDescription, names: lis
                                           f"arguments are {', '.join(names)}")
     plan = plan_launch(graph, values)  # ConfigError: launch prints its one line and starts nothing
     actions = [SetLaunchConfiguration(CLOCK_MODE, plan.clock_mode),
-               SetLaunchConfiguration(RECORDING_DIR, plan.recording_dir), SetLaunchConfiguration(MODE, plan.mode),
+               SetLaunchConfiguration(RECORDING_DIR, plan.recording_dir),
+               SetLaunchConfiguration(PARAMS_FILE, plan.params_file), SetLaunchConfiguration(MODE, plan.mode),
                SetLaunchConfiguration(MODE_PARAMETERS, str(mode_parameters_file(plan, make_work_dir())))]
     for key, value in sorted(plan.environment.items()):
         actions.append(SetEnvironmentVariable(key, value) if value else UnsetEnvironmentVariable(key))
@@ -95,7 +97,7 @@ def _in_modes(modes: frozenset[str]) -> Condition:
 
 
 def _nodes(graph: GraphDescription) -> list:
-    params_file = LaunchConfiguration("params_file")
+    params_file = LaunchConfiguration(PARAMS_FILE)
     entities = []
     for name, node in graph.nodes.items():
         modes = frozenset(mode for mode, entry in graph.modes.items() if name in entry.nodes)

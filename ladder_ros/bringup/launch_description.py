@@ -59,8 +59,10 @@ def launch_arguments(graph: GraphDescription, *, use_sim: bool, localhost_only: 
                        "lockstep; false: the robot's own drivers and camera, on the wall clock", TRUE_FALSE),
         *robot,
         LaunchArgument("namespace", graph.namespace, "Namespace of every node and topic of the graph"),
-        LaunchArgument("params_file", str(graph.params_file),
-                       "ROS params YAML of the graph's nodes; every value is checked before any node starts"),
+        LaunchArgument("params_file", "" if graph.has_mode_params_files else str(graph.params_file),
+                       "ROS params YAML of the graph's nodes; every value is checked before any node starts"
+                       + (f"; empty: the mode's own ({_mode_params_files(graph)})" if graph.has_mode_params_files
+                          else "")),
         LaunchArgument("output_dir", "", "Folder of the episode recordings (one rosbag2 MCAP bag per episode); "
                                          "empty: episode_recorder.output_dir of the params file"),
         LaunchArgument("localhost_only", _text(localhost_only),
@@ -83,6 +85,7 @@ class LaunchPlan:
     recording_dir: str
     localhost_only: bool
     domain_id: str
+    params_file: str = ""  # the params file the nodes read (the argument's, or the mode's own)
     environment: dict[str, str] = field(default_factory=dict)  # variables to change ("": unset)
     requires: tuple[str, ...] = ()
     mode_parameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # the mode's own values, checked
@@ -113,7 +116,7 @@ def plan_launch(graph: GraphDescription, values: Mapping[str, str]) -> LaunchPla
     if not _NAMESPACE.match(namespace):
         raise ConfigError(f"launch argument namespace: {namespace!r} is not a ROS namespace (names of letters, "
                           "digits and underscores, not starting with a digit, separated by '/')")
-    params_file = Path(values["params_file"]).expanduser()
+    params_file = Path(values["params_file"]).expanduser() if values["params_file"] else graph.params_file_for(mode)
     if not params_file.is_file():
         raise ConfigError("params file not found (launch argument params_file)", source=str(params_file))
     overrides = {}
@@ -130,8 +133,8 @@ def plan_launch(graph: GraphDescription, values: Mapping[str, str]) -> LaunchPla
     mode_parameters = {node: {key: params[node][key] for key in keys} for node, keys in entry.parameters.items()}
     return LaunchPlan(graph=graph.name, mode=mode, clock_mode=entry.clock_mode, namespace=namespace.strip("/"),
                       nodes=entry.nodes, recording_dir=recording_dir, localhost_only=localhost_only,
-                      domain_id=domain_id, environment=environment, requires=entry.requires,
-                      mode_parameters=mode_parameters)
+                      domain_id=domain_id, params_file=str(params_file), environment=environment,
+                      requires=entry.requires, mode_parameters=mode_parameters)
 
 
 def mode_parameters_file(plan: LaunchPlan, folder: Path) -> Path:
@@ -172,7 +175,7 @@ def session_launch_arguments(graph: GraphDescription, params_file: Path | None,
     recorder.pop("config_files", None)  # the launch file stores its own graph and params files
     if recorder:
         rest["episode_recorder"] = recorder
-    params = Path(params_file or graph.params_file)
+    params = Path(params_file or graph.params_file_for(mode))
     if rest:
         params = write_params_file(params, rest, (namespace or graph.namespace).strip("/"),
                                    Path(work_dir) / f"{graph.name}_launch_params.yaml")
@@ -196,6 +199,10 @@ def write_params_file(params_file: Path, overrides: Mapping[str, Mapping[str, An
     destination.parent.mkdir(parents=True, exist_ok=True)
     destination.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return destination
+
+
+def _mode_params_files(graph: GraphDescription) -> str:
+    return ", ".join(f"{mode}: {graph.params_file_for(mode).name}" for mode in sorted(graph.modes))
 
 
 def _text(flag: bool) -> str:

@@ -20,7 +20,9 @@ from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.metrics import summarize_episodes
 from ladder_ros.core.orchestrator import Variant
 
-DEFAULT_TASKS = "kitchen_single_2,sorting_split_2,relay_2"
+# Tasks of two subgoals in three scenes, per shipped suite; another suite's first three tasks.
+DEFAULT_TASKS = {"tabletop": "kitchen_single_2,sorting_split_2,relay_2",
+                 "robolab_tabletop": "counter_single_2,sorting_split_2,counter_relay_2"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__.split("\n\n")[0])
     add_graph_arguments(p)
     p.add_argument("--episodes", type=int, default=3, help="number of episodes (tasks are taken in turn)")
-    p.add_argument("--tasks", default=DEFAULT_TASKS, help="comma-separated task ids of the graph's suite")
+    p.add_argument("--tasks", default="", help="comma-separated task ids of the graph's suite (default: "
+                   + "; ".join(f"{suite}: {tasks}" for suite, tasks in DEFAULT_TASKS.items())
+                   + "; another suite: its first three tasks)")
     p.add_argument("--variant", default="", help="orchestrator variant (default: the orchestrator's parameter)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first episode; episode k uses seed + k")
     p.add_argument("--out", default="runs/graph", help="folder for recordings, records and node logs")
@@ -78,11 +82,12 @@ def run(args: argparse.Namespace) -> int:
     overrides = parse_overrides(args.overrides)
     recorder = overrides.setdefault("episode_recorder", {})
     recorder.setdefault("output_dir", str((out / "recordings").resolve()))
-    recorder.setdefault("config_files", graph.config_files(params_file))
+    recorder.setdefault("config_files", graph.config_files(params_file, "sim"))
     params = graph.node_parameters("sim", params_file, overrides, args.namespace)
     check_referenced_files(params)
     suite = load_suite(resolve_share_file(params["orchestrator"]["suite"]))
-    tasks = [suite.task(t.strip()) for t in args.tasks.split(",") if t.strip()]
+    names = args.tasks or DEFAULT_TASKS.get(suite.name) or ",".join(t.task_id for t in suite.tasks[:3])
+    tasks = [suite.task(t.strip()) for t in names.split(",") if t.strip()]
     if not tasks:
         raise ConfigError("--tasks names no task")
     try:

@@ -151,7 +151,7 @@ def prepare(graph_name: str, mode: str, params_file: str | None, overrides: list
         raise ConfigError("params file not found", source=str(params))
     parsed = parse_overrides(overrides)
     if "episode_recorder" in graph.mode(mode).nodes:
-        parsed.setdefault("episode_recorder", {}).setdefault("config_files", graph.config_files(params))
+        parsed.setdefault("episode_recorder", {}).setdefault("config_files", graph.config_files(params, mode))
     check_referenced_files(graph.node_parameters(mode, params, parsed, namespace))
     return graph, graph.launches(mode, params, parsed, namespace, work_dir=work_dir)
 

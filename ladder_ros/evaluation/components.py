@@ -12,7 +12,11 @@ oracle cannot plan), and every result says which.
 
 from __future__ import annotations
 
+import math
+
 from ladder_ros.core.errors import ConfigError, unknown_name
+from ladder_ros.core.presets import get_preset
+from ladder_ros.core.suite import TaskSuite
 from ladder_ros.core.verification import CountVerifier
 from ladder_ros.policies.factory import (
     NOISE_DEFAULT,
@@ -20,7 +24,9 @@ from ladder_ros.policies.factory import (
     make_policy,
     policy_action_convention,
     policy_names,
+    provider_for,
 )
+from ladder_ros.sim.registry import check_action_kind
 
 POLICIES = tuple(policy_names())
 VERIFIERS = ("oracle",)
@@ -29,8 +35,29 @@ _LABELS = {"oracle": "oracle verifier (simulator state, not a VLM)"}
 # The <robot> of the planning prompt (Appendix C), per embodiment preset.
 ROBOT_NAMES = {"widowx": "WidowX 250 robot arm", "widowx_robotarena": "WidowX 250 robot arm",
                "franka": "Franka Panda robot arm"}
-__all__ = ["NOISE_DEFAULT", "PLANNERS", "POLICIES", "VERIFIERS", "check_policy", "make_planner", "make_policy",
-           "make_verifier", "planner_label", "planner_settings", "policy_action_convention", "verifier_label"]
+# The scripted expert that drives each embodiment's tabletop stand-in (policies/*.yaml), the default policy.
+SCRIPTED_EXPERTS = {"franka": "scripted_expert_franka"}
+__all__ = ["NOISE_DEFAULT", "PLANNERS", "POLICIES", "VERIFIERS", "check_policy", "check_policy_for_suite",
+           "default_policy", "make_planner", "make_policy", "make_verifier", "planner_label", "planner_settings",
+           "policy_action_convention", "verifier_label"]
+
+
+def default_policy(suite: TaskSuite) -> str:
+    """The scripted expert of the suite's embodiment: ``scripted_expert`` (WidowX, 5 Hz) or
+    ``scripted_expert_franka`` (Franka Hand, 15 Hz)."""
+    return SCRIPTED_EXPERTS.get(suite.embodiment, "scripted_expert")
+
+
+def check_policy_for_suite(name: str, suite: TaskSuite, simulator: str, rotation_convention: str | None = None) -> None:
+    """Refuse, naming both, a policy that runs at another rate than the suite's preset, or whose actions
+    the simulator cannot take (a joint-position policy on the tabletop)."""
+    config = provider_for(name, NOISE_DEFAULT, rotation_convention).config
+    preset = get_preset(suite.embodiment)
+    if not math.isclose(config.control_rate_hz, preset.control_rate_hz):
+        raise ConfigError(f"policy {config.name} runs at {config.control_rate_hz:g} Hz ({config.embodiment}), but "
+                          f"suite {suite.name} is a {suite.embodiment} suite at {preset.control_rate_hz:g} Hz (paper "
+                          f"Appendix A); its scripted expert is {default_policy(suite)}", source=suite.source)
+    check_action_kind(simulator, suite, config.action.kind, config.name)
 
 
 def make_verifier(name: str) -> CountVerifier:

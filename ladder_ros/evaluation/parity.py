@@ -6,7 +6,9 @@ its own process, in lockstep, driven by the episode client). Both sides build th
 policy and the verifier from the graph's own params file, so they run the same components. Per
 episode the step-by-step event logs (trigger firings, verification queries and answers, queue
 changes, subgoal switches, finish) and the final scene and score must be identical; the first
-difference of any episode that differs is printed. The command prints ``parity: K/N episodes
+difference of any episode that differs is printed, and each episode's attempt ends by reason
+(``release``, ``timeout``, ``periodic``: which paths of the trigger it went through; ``parity.json``
+keeps them with their close lengths and lifts). The command prints ``parity: K/N episodes
 identical`` and exits non-zero unless all are.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from collections import Counter
 import json
 import sys
 import tempfile
@@ -82,6 +85,13 @@ def compare_records(reference: dict, graph: dict) -> str | None:
         if found:
             return found
     return None
+
+
+def attempt_ends(record: dict) -> list[dict]:
+    """The trigger's attempt ends of an episode record (step, reason, and for a release the close and the lift):
+    which of the trigger's paths the episode went through."""
+    return [{k: e[k] for k in ("step", "reason", "close_steps", "lift_m") if k in e}
+            for e in record.get("events", []) if e.get("kind") == "attempt_ended"]
 
 
 def plan_episodes(suite: TaskSuite, task_ids: list[str] | None, variants: list[str], seeds: list[int],
@@ -172,7 +182,7 @@ def _csv(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ladder_ros.bringup.graph import load_graph, parse_overrides
+    from ladder_ros.bringup.graph import check_referenced_files, load_graph, parse_overrides
     from ladder_ros.bringup.session import GraphSession, launch_options
     from ladder_ros.paths import resolve_share_file
 
@@ -191,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
     if params_file is not None and not params_file.is_file():
         raise ConfigError("params file not found", source=str(params_file))
     params = graph.node_parameters("sim", params_file, overrides, args.namespace)
+    check_referenced_files(params)
     launches = graph.launches("sim", params_file, overrides, args.namespace, work_dir=out / "logs")
     suite = load_suite(resolve_share_file(params["orchestrator"]["suite"]))
     episodes = plan_episodes(suite, _csv(args.tasks) or None, _csv(args.variants), seeds, args.episodes)
@@ -210,8 +221,11 @@ def run(args: argparse.Namespace) -> int:
                 results.append({"episode": episode.__dict__, "episode_id": outcome.episode_id,
                                 "identical": difference is None, "first_difference": difference,
                                 "steps": reference["steps_used"], "reference_wall_s": reference["wall_s"],
-                                "graph_wall_s": outcome.wall_s})
+                                "graph_wall_s": outcome.wall_s, "attempt_ends": attempt_ends(reference)})
                 verdict = "identical" if difference is None else f"DIFFERS at {difference}"
+                ends = Counter(e["reason"] for e in results[-1]["attempt_ends"])
+                if ends:
+                    verdict += f" (attempt ends: {', '.join(f'{n} {reason}' for reason, n in sorted(ends.items()))})"
                 print(f"  {episode.label}: {reference['steps_used']} steps, {len(reference['events'])} events, "
                       f"reference {reference['wall_s']:.1f} s, graph {outcome.wall_s:.1f} s: {verdict}", flush=True)
     finally:

@@ -67,6 +67,27 @@ def format_paired(pairs: Sequence[Mapping]) -> str:
     return "\n".join(lines)
 
 
+def attempt_ends_by_reason(records: Sequence[Mapping]) -> dict[str, dict[str, int]]:
+    """Per variant, how many attempts the trigger ended for each reason (``release``, ``timeout``: the
+    Franka trigger's 300 steps without a release; ``periodic``), from the episodes' events."""
+    counts: dict[str, dict[str, int]] = {}
+    for record in records:
+        for event in record.get("events", []):
+            if event.get("kind") == "attempt_ended":
+                per_reason = counts.setdefault(record["variant"], {})
+                per_reason[event["reason"]] = per_reason.get(event["reason"], 0) + 1
+    return counts
+
+
+def format_attempt_ends(counts: Mapping[str, Mapping[str, int]]) -> str:
+    lines = ["attempt ends by reason:"]
+    for v in ordered_variants(counts):
+        total = sum(counts[v].values()) or 1
+        lines.append(f"  {v}: " + ", ".join(f"{reason} {n} ({100 * n / total:.1f} %)"
+                                            for reason, n in sorted(counts[v].items())))
+    return "\n".join(lines)
+
+
 def plot_success_vs_horizon(summary: Mapping[str, Mapping], path: str | Path, title: str = "") -> Path:
     """Task success by horizon per variant, with 95 % Wilson bands (the paper's Figure 4)."""
     import matplotlib

@@ -9,7 +9,9 @@ already there, and only when everything that changes an episode is the same (``O
 otherwise it is refused, naming what differs). Every table, summary and plot says where the plans
 came from (the task's reference subgoals, or a VLM planner asked with the first frame, as the
 paper's variants do), which success rule scored each task, and whether the proprioceptive
-verifier's counts came from the oracle (simulator state, not a VLM).
+verifier's counts came from the oracle (simulator state, not a VLM). The table also counts the
+attempts the trigger ended per variant and reason (``release``, ``timeout``: the Franka trigger's
+300 steps without a release, ``periodic``), which ``summary.json`` keeps as ``attempt_ends``.
 
 Episodes run in local processes (``--jobs``) or, with ``--executor ray``, one Ray task per episode
 on a Ray cluster (:mod:`ladder_ros.evaluation.executors`); the records are the same either way,
@@ -49,6 +51,8 @@ from ladder_ros.evaluation.components import (
     POLICIES,
     VERIFIERS,
     check_policy,
+    check_policy_for_suite,
+    default_policy,
     make_planner,
     make_policy,
     make_verifier,
@@ -124,6 +128,7 @@ class EvalConfig:
         if self.simulator not in BACKENDS:
             raise unknown_name("simulator", self.simulator, list(BACKENDS))
         check_policy(self.policy, self.noise, self.rotation_convention)
+        check_policy_for_suite(self.policy, load_suite(self.suite_path), self.simulator, self.rotation_convention)
         if self.plan_source not in PLAN_SOURCES:
             raise unknown_name("plan source", self.plan_source, list(PLAN_SOURCES))
         if self.plan_source == PLANNER:
@@ -379,6 +384,9 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
             summary[variant]["verifier"] = verifier_label(config.verifier)
         summary[variant]["plan_source"] = config.plan_source if uses_plan(parsed) else (
             "none" if parsed is Variant.LOW_LEVEL_POLICY else REFERENCE)
+    ends = report.attempt_ends_by_reason(records)
+    for variant, per_reason in ends.items():
+        summary[variant]["attempt_ends"] = per_reason
     pairs = paired_differences(records, suite)
     rules = success_rule_note(suite, records)
     preset = config.preset_for(suite)
@@ -411,6 +419,7 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
                   "each counts as a failure")
     causes = report.format_failure_causes(summary)
     text = "\n\n".join(x for x in (table, "failure causes of unfinished subgoals:\n" + causes,
+                                   report.format_attempt_ends(ends) if ends else "",
                                    report.format_paired(pairs) if pairs else "") if x)
     (out / "table.txt").write_text(text + "\n", encoding="utf-8")
     report.plot_success_vs_horizon(summary, out / "success_vs_horizon.png",
@@ -461,11 +470,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="comma-separated variants (default: all)")
     p.add_argument("--tasks", default="", help="comma-separated task ids (default: all)")
     p.add_argument("--max-horizon", type=int, default=None, help="only tasks with at most this many subgoals")
-    p.add_argument("--episodes", type=int, default=24,
-                   help="episodes per task and variant (default 24, the layouts of SimplerEnv-Long, Appendix D)")
+    p.add_argument("--episodes", type=int, default=None,
+                   help="episodes per task and variant (default: the suite's layouts per task, Appendix D: 24 on "
+                        "the WidowX suite as SimplerEnv-Long, 8 on the Franka suite as RoboLab-Long)")
     p.add_argument("--seed", type=int, default=0, help="base seed; episode k uses seed+k")
-    p.add_argument("--policy", default="scripted_expert",
-                   help=f"a policy config under policies/ ({', '.join(sorted(POLICIES))}) or a path to one")
+    p.add_argument("--policy", default=None,
+                   help=f"a policy config under policies/ ({', '.join(sorted(POLICIES))}) or a path to one "
+                        "(default: the scripted expert of the suite's embodiment: scripted_expert for the WidowX, "
+                        "scripted_expert_franka for the Franka)")
     p.add_argument("--noise", default=NOISE_DEFAULT,
                    help=f"execution noise of the scripted expert: bridge_like | off (default {NOISE_DEFAULT})")
     p.add_argument("--verifier", default="oracle", help=f"count verifier: {', '.join(sorted(VERIFIERS))}")
@@ -513,11 +525,14 @@ def run(args: argparse.Namespace) -> int:
     if args.plan_source == PLANNER and not render:
         print("sim-eval: rendering camera images: the planner plans from the first frame", file=sys.stderr)
         render = True
-    if not render and _policy_reads_images(args.policy):
-        print(f"sim-eval: rendering camera images: policy {args.policy} reads them", file=sys.stderr)
+    suite = load_suite(suite_path)
+    policy = args.policy or default_policy(suite)
+    episodes = args.episodes if args.episodes is not None else max(t.layouts for t in suite.tasks)
+    if not render and _policy_reads_images(policy):
+        print(f"sim-eval: rendering camera images: policy {policy} reads them", file=sys.stderr)
         render = True
     config = EvalConfig(suite_path=suite_path, simulator=args.simulator, variants=_csv(args.variants),
-                        task_ids=_csv(args.tasks), episodes=args.episodes, base_seed=args.seed, policy=args.policy,
+                        task_ids=_csv(args.tasks), episodes=episodes, base_seed=args.seed, policy=policy,
                         noise=args.noise, verifier=args.verifier, render=render, jobs=args.jobs,
                         max_horizon=args.max_horizon, plan_source=args.plan_source, planner=args.planner,
                         planner_model=args.planner_model, planner_replay=args.planner_replay,

@@ -11,7 +11,6 @@ before the first episode.
 from __future__ import annotations
 
 import sys
-import time
 from collections import deque
 from dataclasses import replace
 from typing import Callable, Sequence
@@ -29,6 +28,9 @@ from ladder_ros.core.task import Task
 from ladder_ros.messages import LOCKSTEP, ActionTagDoc, DecisionDoc, EpisodeStatus, PrivilegedStateDoc
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import POLICY
+from ladder_ros.nodes.policy_inputs import DECISION, IMAGE, JOINTS, POSE, PRIVILEGED, LatestInputs
+from ladder_ros.nodes.policy_lockstep import LockstepActing
+from ladder_ros.nodes.policy_reporting import PolicyReporting
 from ladder_ros.nodes.policy_status import PolicyStatusPublisher
 from ladder_ros.nodes.runtime import (
     EpisodeFollower,
@@ -47,8 +49,6 @@ from ladder_ros.policies.executor import (
     CONTROL_SWITCH_INTERVAL_S,
     ChunkExecutor,
     ControlLoop,
-    error_kind,
-    percentile,
 )
 from ladder_ros.policies.factory import PolicyProvider
 from ladder_ros.policies.observation import ObservationBundle
@@ -56,50 +56,18 @@ from ladder_ros.policies.warmup import WarmUp
 from ladder_ros.ros_conversions import (
     ACTION_AXES,
     action_to_msg,
-    diagnostics_to_msg,
     document_to_msg,
     image_from_msg,
     observation_from_msgs,
     stamp_to_ns,
 )
 
-JOINTS, POSE, IMAGE, PRIVILEGED, DECISION = "joint_states", "ee_pose", "image", "privileged", "decision"
 RETRY_PERIOD_S = 0.5  # lockstep: how often a step whose policy call failed (no server) is tried again
 DIAGNOSTICS_PERIOD_S = 1.0
 STATUS_PERIOD_S = 0.1  # how often readiness, the episode report and the server's error run are looked at
-WARMING_UP_HOLD = "policy warming up"
 
 
-class LatestInputs:
-    """Wall clock: the newest message of each input and when it was observed (monotonic seconds).
-
-    An input's observation time is its arrival, moved back by how old its header stamp already was
-    then (a camera that delivers late is caught by the age check, not just a silent one).
-    """
-
-    def __init__(self, ros_now_ns: Callable[[], int]):
-        self._ros_now_ns = ros_now_ns
-        self._latest: dict[str, tuple[float, int, object]] = {}
-
-    def put(self, name: str, stamp_ns: int, msg: object) -> None:
-        lag_s = max(0.0, (self._ros_now_ns() - stamp_ns) / 1e9) if stamp_ns > 0 else 0.0
-        self._latest[name] = (time.monotonic() - lag_s, stamp_ns, msg)
-
-    def get(self, names: frozenset[str]) -> dict[str, tuple[float, int, object]]:
-        latest = dict(self._latest)  # one consistent view (the dict is replaced entry by entry)
-        missing = sorted(n for n in names if n not in latest)
-        if missing:
-            raise InvalidInputError(f"no {', '.join(missing)} received yet")
-        return {n: latest[n] for n in names}
-
-    def age(self, names: frozenset[str], now: float) -> float | None:
-        try:
-            return now - min(observed for observed, _, _ in self.get(names).values())
-        except InvalidInputError:
-            return None
-
-
-class PolicyNode(Node):
+class PolicyNode(PolicyReporting, LockstepActing, Node):
     """Runs the configured low-level policy on the orchestrator's current instruction.
 
     Lockstep: it acts once per step ``t``, when the observation of ``t`` (joint state, end-effector
@@ -230,7 +198,6 @@ class PolicyNode(Node):
         if self.params["max_observation_age_s"] < config_limit:
             self.config = replace(config, max_observation_age_s=self.params["max_observation_age_s"])
 
-    # ------------------------------------------------------------------ episodes
     def _on_episode_start(self, status: EpisodeStatus) -> None:
         self.episode = None
         self.policy = None
@@ -279,47 +246,6 @@ class PolicyNode(Node):
             if self.runner is not None:
                 self.runner.set_subgoal(None)
 
-    # ------------------------------------------------------------------ readiness and reports
-    def _server_errors(self) -> int:
-        client = getattr(self.provider.built_source, "client", None)
-        return int(getattr(client, "server_errors", 0))
-
-    def _episode_report(self) -> dict:
-        if self.lockstep:
-            report = self.policy.policy_report() if self.policy is not None else {}
-        else:
-            report = self.runner.episode_report()
-        if report:
-            report["warm_up_s"] = self.warmup.warm_up_s
-            report["server_errors"] = self._server_errors() - self._errors_at_start
-        return report
-
-    def _final_report(self, episode_id: str) -> None:
-        """The episode is over for the policy (its last decision came): its final report goes out now."""
-        if self.episode is None or self.episode.episode_id != episode_id:
-            return
-        if self.runner is not None:
-            self.runner.set_subgoal(None)  # no further control period counts
-        self.status.report(episode_id, self._episode_report(), final=True)
-
-    def _on_status_timer(self) -> None:
-        self._begin_policy()
-        episode = self.episode
-        if episode is not None:
-            self.status.report(episode.episode_id, self._episode_report())
-            if self._policy_begun:
-                self._give_up_if_failing(episode)
-        self.status.tick()
-
-    def _give_up_if_failing(self, episode: EpisodeStatus) -> None:
-        """After too many error replies in a row the episode ends with the server's error as the reason."""
-        give_up = getattr(self.provider.built_source, "give_up_reason", None)
-        reason = give_up() if give_up is not None else None
-        if reason is not None:
-            self.warmup.failed(reason)
-            self.episodes.request_abort(episode.episode_id, reason)
-
-    # ------------------------------------------------------------------ inputs
     def _on_input(self, name: str, stamp, msg: object) -> None:
         stamp_ns = stamp if isinstance(stamp, int) else stamp_to_ns(stamp)
         if self.lockstep:
@@ -357,46 +283,6 @@ class PolicyNode(Node):
         images = {camera: image_from_msg(inputs[name]) for camera, name in list(self.image_inputs.items())[1:]}
         return ObservationBundle(observation, stamp_ns, images)
 
-    # ------------------------------------------------------------------ lockstep
-    def _act_on_ready(self) -> None:
-        self._backlog.extend(self.aligner.pop_ready())
-        self._drain()
-
-    def _drain(self) -> None:
-        while self._backlog:
-            step, inputs = self._backlog[0]
-            decision: DecisionDoc = inputs[DECISION]
-            if not decision.finished and self.episode is not None and decision.episode_id == self.episode.episode_id:
-                if not self._act_lockstep(step, decision.instruction, inputs):
-                    return  # tried again by the retry timer; the simulator waits for this step
-            self._backlog.popleft()
-
-    def _act_lockstep(self, step: int, instruction: str, inputs: dict) -> bool:
-        if self.policy is None:
-            if self._policy_begun:
-                return True  # the policy could not be built: the orchestrator ends the episode
-            state, detail, waited = self.warmup.snapshot()
-            self.reasons.report(WARMING_UP_HOLD, f"{state}: {detail} ({waited:.0f} s)")
-            return False  # the simulator waits; tried again by the retry timer
-        stamp_ns = self.episode.step_stamp_ns(step)
-        try:
-            if instruction != self.instruction:
-                self.instruction = instruction
-                self.policy.reset(instruction)
-            started = time.perf_counter()
-            tagged = self.policy.act_tagged(self._bundle(step, inputs, stamp_ns), instruction)
-            self.act_s += time.perf_counter() - started
-        except LadderError as exc:
-            self.reasons.report(error_kind(exc), f"step {step}: {exc}", key=str(getattr(exc, "signature", "")))
-            self._give_up_if_failing(self.episode)
-            return False
-        self.reasons.clear()
-        if tagged.index == 0 and not tagged.held:
-            self._latency_ms.append(tagged.inference_ms)
-        self._publish(tagged, stamp_ns)
-        return True
-
-    # ------------------------------------------------------------------ wall clock
     def _snapshot(self) -> tuple[ObservationBundle, float]:
         """The newest observation (inference thread): messages converted here, off the callback thread."""
         entries = self.latest.get(self.observed)
@@ -410,7 +296,6 @@ class PolicyNode(Node):
         if tagged is not None and self.episode is not None:
             self._publish(tagged, self.get_clock().now().nanoseconds)
 
-    # ------------------------------------------------------------------ output
     def _publish(self, tagged: TaggedAction, stamp_ns: int) -> None:
         try:
             msg = action_to_msg(tagged.command, stamp_ns, self.axes)
@@ -423,29 +308,6 @@ class PolicyNode(Node):
             observation_stamp_ns=int(tagged.observation_stamp_ns), subgoal=tagged.subgoal,
             chunk_id=tagged.chunk_id, index=tagged.index, policy=self.config.name,
             inference_ms=float(tagged.inference_ms), held=tagged.held)))
-
-    def _publish_diagnostics(self) -> None:
-        if self.runner is not None:
-            stats = self.runner.stats()
-            holding = stats["holding"]
-        else:
-            report = self.policy.report if self.policy else None
-            stats = {"inference_ms_last": self._latency_ms[-1] if self._latency_ms else None,
-                     "inference_ms_p50": percentile(self._latency_ms, 50),
-                     "inference_ms_p99": percentile(self._latency_ms, 99),
-                     "chunks": self.policy.chunks if self.policy else 0,
-                     "held_actions": self.policy.holds if self.policy else 0,
-                     "rejected_by_reason": dict(report.rejected) if report else {},
-                     "seam_jump_max": dict(report.seam_max) if report else {},
-                     "ood": dict(report.ood) if report else {}}
-            holding = self.reasons.reason if self.reasons.kind else ""
-        state, detail, _ = self.warmup.snapshot()
-        stats["readiness"] = f"{state}: {detail}" if detail else state
-        level = "warn" if holding or not self.warmup.ready else "ok"
-        message = holding or ("acting" if self.warmup.ready else stats["readiness"])
-        self._diagnostics_pub.publish(diagnostics_to_msg(
-            f"{self.get_fully_qualified_name()}: {self.config.name}", self.config.name, level, message, stats,
-            self.get_clock().now().nanoseconds))
 
     def close(self) -> None:
         self.warmup.stop()

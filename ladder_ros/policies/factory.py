@@ -163,7 +163,8 @@ class PolicyProvider:
 
         # The expert acts in the config's convention, which the chunk's action processor converts back.
         return PerStepSource(ScriptedExpert(task, seed, expert_noise(self.noise),
-                                            action_convention=action_convention(self.config)))
+                                            action_convention=action_convention(self.config),
+                                            embodiment=self.config.embodiment))
 
     def episode_source(self, task: Task, seed: int) -> ChunkSource:
         return self.per_step_source(task, seed) if self.per_episode else self.source()

@@ -79,6 +79,65 @@ KNOCK_LEAD_IN_M = 0.07
 KNOCK_FOLLOW_THROUGH_M = 0.12
 WANDER_REGION = ((0.18, 0.46), (-0.20, 0.20), (0.05, 0.16))  # inside the tabletop workspace
 TAKE_OUT_CLEARANCE_M = 0.06  # a taken-out object lands this far outside the container's footprint
+OPEN_BEFORE_DESCENT = 0.95  # the aperture a hand with slow fingers waits for before a grasp descent
+
+
+@dataclass(frozen=True)
+class ExpertSteering:
+    """What the expert's motions depend on in the gripper it drives and the rate it runs at.
+
+    ``time_scale`` is the number of control steps in one 0.2 s WidowX step: step counts (closing,
+    timeouts, hovering and wandering) are multiplied by it and motion limits per step divided by it,
+    so a motion takes the same simulated time at any rate. The geometry is the tabletop stand-in's
+    (ladder_ros/sim/tabletop_embodiment.py: finger travel, pad size, workspace).
+    """
+
+    name: str
+    time_scale: int
+    max_xy_step_m: float
+    max_z_step_m: float
+    max_yaw_step_rad: float
+    travel_height_m: float
+    close_steps: int
+    open_steps: int
+    move_timeout_steps: int
+    blocked_steps: int
+    walled_container_margin_m: float
+    open_pad_reach_m: float
+    pad_half_width_m: float
+    pad_separation_m: float
+    wander_region: tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
+    open_wait_steps: int = 0  # steps it may wait for the hand to open before a grasp (0: it opens at once)
+
+
+WIDOWX_STEERING = ExpertSteering(
+    name="widowx", time_scale=1, max_xy_step_m=MAX_XY_STEP_M, max_z_step_m=MAX_Z_STEP_M,
+    max_yaw_step_rad=MAX_YAW_STEP_RAD, travel_height_m=TRAVEL_HEIGHT_M, close_steps=CLOSE_STEPS,
+    open_steps=OPEN_STEPS, move_timeout_steps=MOVE_TIMEOUT_STEPS, blocked_steps=BLOCKED_STEPS,
+    walled_container_margin_m=WALLED_CONTAINER_MARGIN_M, open_pad_reach_m=OPEN_PAD_REACH_M,
+    pad_half_width_m=PAD_HALF_WIDTH_M, pad_separation_m=PAD_SEPARATION_M, wander_region=WANDER_REGION)
+
+# The Franka Hand at 15 Hz (paper Appendix A): three control steps per WidowX step, the same speeds
+# (0.2 m/s across, 0.15 m/s up and down), so a pick-and-place takes ~6 s as on the WidowX. The hand
+# closes at 0.1 m/s of width: 12 steps (0.8 s) close it from fully open, so it holds before lifting,
+# and after a missed grasp it waits for the hand to open again before going down (13 steps at most).
+# Its open fingertips reach 55 mm from the grasp axis (40 mm travel + 15.2 mm tip), where the
+# WidowX's reach 43 mm: the margins grow by that. Its workspace lies further out (the Panda's).
+FRANKA_STEERING = ExpertSteering(
+    name="franka", time_scale=3, max_xy_step_m=MAX_XY_STEP_M / 3, max_z_step_m=MAX_Z_STEP_M / 3,
+    max_yaw_step_rad=MAX_YAW_STEP_RAD / 3, travel_height_m=0.11, close_steps=12, open_steps=3 * OPEN_STEPS,
+    move_timeout_steps=3 * MOVE_TIMEOUT_STEPS, blocked_steps=3 * BLOCKED_STEPS,
+    walled_container_margin_m=0.057, open_pad_reach_m=0.056, pad_half_width_m=0.00875, pad_separation_m=0.028,
+    wander_region=((0.36, 0.70), (-0.26, 0.26), (0.05, 0.18)), open_wait_steps=13)
+
+STEERING = {"widowx": WIDOWX_STEERING, "widowx_robotarena": WIDOWX_STEERING, "franka": FRANKA_STEERING}
+
+
+def expert_steering(embodiment: str) -> ExpertSteering:
+    """The steering for an embodiment preset's tabletop stand-in; an unknown one lists the valid ones."""
+    if embodiment not in STEERING:
+        raise unknown_name("scripted expert embodiment", embodiment, list(STEERING))
+    return STEERING[embodiment]
 
 
 def _probability(name: str, value: float) -> None:
@@ -255,13 +314,15 @@ class ScriptedExpert:
     """Pick-and-place from privileged state, with seeded noise; see the module docstring.
 
     ``table_z`` is the table top's height in the base frame (0 on the built-in tabletop); the
-    expert uses it to tell how high an object stands above what it rests on.
+    expert uses it to tell how high an object stands above what it rests on. ``embodiment`` (a
+    preset name) chooses its steering (:class:`ExpertSteering`): the WidowX stand-in at 5 Hz or the
+    Franka Hand at 15 Hz.
     """
 
     name = "scripted_expert"
 
     def __init__(self, task: Task, seed: int = 0, noise: ExpertNoise | None = None, *, table_z: float = 0.0,
-                 action_convention: ActionConvention | None = None):
+                 action_convention: ActionConvention | None = None, embodiment: str = "widowx"):
         if not isinstance(task, Task):
             raise ConfigError(f"task must be a Task, got {type(task).__name__}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
@@ -276,6 +337,7 @@ class ScriptedExpert:
         self.task = task
         self.seed = int(seed)
         self.noise = noise
+        self.steering = expert_steering(embodiment)
         # The expert plans in the action contract (Euler XYZ); in another convention it gives the
         # same motions in that convention's numbers, which the loop converts back: a test of each
         # conversion end to end.
@@ -379,7 +441,8 @@ class ScriptedExpert:
         return self._attempt(obs, kind, destination, draws)
 
     def _draw_steps(self, bounds: tuple[int, int]) -> int:
-        return int(self._rng.integers(bounds[0], bounds[1] + 1))
+        """A duration drawn in 0.2 s steps, in this rate's control steps."""
+        return int(self._rng.integers(bounds[0], bounds[1] + 1)) * self.steering.time_scale
 
     def _attempt(self, obs: Observation, kind: str, destination: str, draws: "_AttemptDraws") -> Plan:
         if draws.wander:
@@ -470,10 +533,9 @@ class ScriptedExpert:
             return None
         return placed[min(int(pick * len(placed)), len(placed) - 1)]
 
-    @staticmethod
-    def _beside(c: ContainerInfo, turn: float) -> np.ndarray:
+    def _beside(self, c: ContainerInfo, turn: float) -> np.ndarray:
         """A point on the table just outside ``c``, on the side facing the middle of the workspace."""
-        (x_lo, x_hi), (y_lo, y_hi), _ = WANDER_REGION
+        (x_lo, x_hi), (y_lo, y_hi), _ = self.steering.wander_region
         middle = np.array([(x_lo + x_hi) / 2, (y_lo + y_hi) / 2])
         away = middle - c.position[:2]
         angle = math.atan2(away[1], away[0]) + turn
@@ -492,7 +554,7 @@ class ScriptedExpert:
         """
         c = priv.containers[destination]
         walled = c.half_extents[2] * 2 > c.surface_z + 0.01
-        margin = WALLED_CONTAINER_MARGIN_M if walled else FLAT_CONTAINER_MARGIN_M
+        margin = self.steering.walled_container_margin_m if walled else FLAT_CONTAINER_MARGIN_M
         ax = max(float(c.half_extents[0]) - margin, 0.0)
         ay = max(float(c.half_extents[1]) - margin, 0.0)
         xs = np.arange(-ax, ax + 1e-9, SPOT_GRID_M) if ax > 0 else np.zeros(1)
@@ -523,10 +585,11 @@ class ScriptedExpert:
             along = self._axis(held_yaw + turn)
             across = np.array([-along[1], along[0]])
             body = ts[:, None] * along
-            pads = np.array([side * OPEN_PAD_REACH_M * across + w * along
-                             for side in (-1.0, 1.0) for w in (-PAD_HALF_WIDTH_M, 0.0, PAD_HALF_WIDTH_M)])
+            steer = self.steering
+            pads = np.array([side * steer.open_pad_reach_m * across + w * along
+                             for side in (-1.0, 1.0) for w in (-steer.pad_half_width_m, 0.0, steer.pad_half_width_m)])
             score = np.minimum(self._clearance(points, body, others) - OBJECT_SEPARATION_M,
-                               self._clearance(points, pads, others) - PAD_SEPARATION_M)
+                               self._clearance(points, pads, others) - steer.pad_separation_m)
             score = np.round(np.minimum(score, 0.0), 4)  # clear enough everywhere: the centre is best
             k = int(np.lexsort((centre_distance, -score))[0])
             key = (-score[k], abs(turn) > 0, centre_distance[k])
@@ -553,15 +616,17 @@ class ScriptedExpert:
     def _action(self, obs: Observation, goal: np.ndarray, gripper_open: bool, yaw: float | None) -> np.ndarray:
         delta = np.asarray(goal, dtype=np.float64) - _target_of(obs)
         xy = np.linalg.norm(delta[:2])
-        if xy > MAX_XY_STEP_M:
-            delta[:2] *= MAX_XY_STEP_M / xy
-        delta[2] = float(np.clip(delta[2], -MAX_Z_STEP_M, MAX_Z_STEP_M))
+        steer = self.steering
+        if xy > steer.max_xy_step_m:
+            delta[:2] *= steer.max_xy_step_m / xy
+        delta[2] = float(np.clip(delta[2], -steer.max_z_step_m, steer.max_z_step_m))
         roll, pitch, current_yaw = (float(v) for v in obs.ee_euler)
-        dyaw = 0.0 if yaw is None else float(np.clip(_wrap(yaw - current_yaw), -MAX_YAW_STEP_RAD, MAX_YAW_STEP_RAD))
+        turn = steer.max_yaw_step_rad
+        dyaw = 0.0 if yaw is None else float(np.clip(_wrap(yaw - current_yaw), -turn, turn))
         return np.array([delta[0], delta[1], delta[2], -roll, -pitch, dyaw, 1.0 if gripper_open else -1.0])
 
     def _move(self, obs: Observation, goal_of, gripper_open: bool, yaw_of=None,
-              timeout: int = MOVE_TIMEOUT_STEPS) -> Generator[np.ndarray, Observation, tuple[Observation, bool]]:
+              timeout: int | None = None) -> Generator[np.ndarray, Observation, tuple[Observation, bool]]:
         """Servo the target to ``goal_of(obs)`` (re-read every step); True on arrival.
 
         A goal outside the workspace is reached when the controller stops moving the target
@@ -569,7 +634,7 @@ class ScriptedExpert:
         """
         previous_target: np.ndarray | None = None
         blocked = 0
-        for _ in range(timeout):
+        for _ in range(self.steering.move_timeout_steps if timeout is None else timeout):
             goal = goal_of(obs)
             if goal is None:
                 return obs, False
@@ -581,7 +646,7 @@ class ScriptedExpert:
             if aligned and lag < ARRIVAL_TOLERANCE_M and (np.linalg.norm(goal - target) < 0.002 or clipped):
                 return obs, True
             blocked = blocked + 1 if lag > BLOCKED_LAG_M else 0
-            if blocked >= BLOCKED_STEPS:
+            if blocked >= self.steering.blocked_steps:
                 return obs, False  # something is in the way (a rim, a wall, another object)
             previous_target = target.copy()
             obs = yield self._action(obs, goal, gripper_open, yaw)
@@ -592,14 +657,24 @@ class ScriptedExpert:
             obs = yield self._hold(obs, gripper_open)
         return obs
 
+    def _open_before_descent(self, obs: Observation) -> Generator:
+        """A hand that moves its fingers at a set speed may still be half shut from a missed grasp:
+        hold open until it is open before going down around an object (at most one stroke's time)."""
+        for _ in range(self.steering.open_wait_steps):
+            if obs.aperture >= OPEN_BEFORE_DESCENT:
+                break
+            obs = yield self._hold(obs, gripper_open=True)
+        return obs
+
     def _hover(self, obs: Observation, steps: int) -> Generator:
         return (yield from self._hold_for(obs, steps, gripper_open=True))
 
     def _rise(self, obs: Observation, gripper_open: bool) -> Generator:
         """Straight up to travel height when low, so reaching never drags through objects."""
-        if obs.ee_position[2] < self.table_z + TRAVEL_HEIGHT_M - 0.02:
+        travel = self.table_z + self.steering.travel_height_m
+        if obs.ee_position[2] < travel - 0.02:
             here = _target_of(obs)
-            above = np.array([here[0], here[1], self.table_z + TRAVEL_HEIGHT_M])
+            above = np.array([here[0], here[1], travel])
             obs, _ = yield from self._move(obs, lambda o: above, gripper_open)
         return obs
 
@@ -615,7 +690,7 @@ class ScriptedExpert:
     def _pick_and_place(self, obs: Observation, instance: str, destination: str, *,
                         missed: bool, release_at: float | None, table_spot: np.ndarray | None = None) -> Generator:
         """Pick ``instance`` and put it on ``destination`` (or on the table at ``table_spot``)."""
-        travel = self.table_z + TRAVEL_HEIGHT_M
+        travel = self.table_z + self.steering.travel_height_m
         already_held = instance in obs.privileged.grasped
         if not already_held:
             start_z = float(obs.privileged.objects[instance].position[2])
@@ -632,6 +707,7 @@ class ScriptedExpert:
             obs, ok = yield from self._move(obs, above, True, yaw_of)
             if not ok:
                 return
+            obs = yield from self._open_before_descent(obs)
 
             def grasp_point(o: Observation):
                 pose = o.privileged.objects.get(instance)
@@ -643,7 +719,7 @@ class ScriptedExpert:
             obs, ok = yield from self._move(obs, grasp_point, True, yaw_of)
             if not ok:
                 return
-            obs = yield from self._hold_for(obs, CLOSE_STEPS, gripper_open=False)
+            obs = yield from self._hold_for(obs, self.steering.close_steps, gripper_open=False)
             lift = _target_of(obs).copy()
             lift[2] = travel
             obs, _ = yield from self._move(obs, lambda o: lift, False)
@@ -663,7 +739,7 @@ class ScriptedExpert:
         over = np.array([spot[0], spot[1], travel])
         begin = obs.ee_position[:2].copy()
         path = float(np.linalg.norm(over[:2] - begin))
-        for _ in range(MOVE_TIMEOUT_STEPS):
+        for _ in range(self.steering.move_timeout_steps):
             if instance not in obs.privileged.grasped:
                 return  # dropped in transit
             if (np.linalg.norm(over - _target_of(obs)) < 0.002
@@ -672,7 +748,7 @@ class ScriptedExpert:
                 break
             if release_at is not None and path > 0 and \
                     np.linalg.norm(obs.ee_position[:2] - begin) >= release_at * path:
-                obs = yield from self._hold_for(obs, OPEN_STEPS, gripper_open=True)
+                obs = yield from self._hold_for(obs, self.steering.open_steps, gripper_open=True)
                 return  # early release: the object falls wherever it is
             obs = yield self._action(obs, over, False, place_yaw)
         else:
@@ -680,7 +756,7 @@ class ScriptedExpert:
         release_z = surface_z + rest_height + RELEASE_CLEARANCE_M - hang
         obs, _ = yield from self._move(obs, lambda o: np.array([spot[0], spot[1], release_z]), False,
                                        lambda o: place_yaw)
-        obs = yield from self._hold_for(obs, OPEN_STEPS, gripper_open=True)
+        obs = yield from self._hold_for(obs, self.steering.open_steps, gripper_open=True)
         yield from self._move(obs, lambda o: np.array([spot[0], spot[1], travel]), True)
 
     def _knock(self, obs: Observation, victim: tuple[str, str]) -> Generator:
@@ -695,7 +771,7 @@ class ScriptedExpert:
         yaw = _wrap(math.atan2(direction[1], direction[0]) - math.pi / 2)  # a pad leads the sweep
         if abs(yaw) > math.pi / 2:
             yaw = _wrap(yaw + math.pi)
-        travel = self.table_z + TRAVEL_HEIGHT_M
+        travel = self.table_z + self.steering.travel_height_m
         low = float(pos[2]) + 0.005
         start = pos[:2] - KNOCK_LEAD_IN_M * direction
         end = pos[:2] + KNOCK_FOLLOW_THROUGH_M * direction
@@ -711,12 +787,12 @@ class ScriptedExpert:
 
     def _wander(self, obs: Observation, steps: int) -> Generator:
         """Aimless reaching: random waypoints for ``steps`` steps, gripper open."""
-        (x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi) = WANDER_REGION
+        (x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi) = self.steering.wander_region
         remaining = steps
         while remaining > 0:
             goal = np.array([self._rng.uniform(x_lo, x_hi), self._rng.uniform(y_lo, y_hi),
                              self.table_z + self._rng.uniform(z_lo, z_hi)])
-            for _ in range(min(remaining, 6)):
+            for _ in range(min(remaining, 6 * self.steering.time_scale)):  # a new waypoint every 1.2 s
                 obs = yield self._action(obs, goal, True, None)
                 remaining -= 1
         return obs

@@ -1,4 +1,4 @@
-"""The built-in MuJoCo tabletop: a WidowX-like gripper over a table of objects and containers.
+"""The built-in MuJoCo tabletop: a WidowX-like or Franka-like gripper over a table of objects and containers.
 
 Why a floating gripper and not an arm: the suite must run its 24 layouts per task on a 2-core CPU
 in CI, and nothing may be downloaded (no robot model packages). The stand-in is a gantry: three
@@ -21,6 +21,18 @@ contract of SimplerEnv / ManiSkill3 (docs/conventions.md), not the arm's dynamic
 * the end-effector frame is the tool centre point between the pads; identity orientation points
   the fingers down, so ``ee_euler`` is (0, 0, yaw) for a top-down gripper;
 * a 3rd-person camera image (256x256 RGB by default), or none when ``render=False``.
+
+That is the WidowX stand-in (suites with ``embodiment: widowx``). A suite with ``embodiment:
+franka`` gets the Franka stand-in of RoboLab-Long instead (:mod:`ladder_ros.sim.tabletop_embodiment`
+gives every number and its source): the same contract at 15 Hz (1/15 s of physics per step); the
+Franka Hand's fingers (0-0.04 m each, an 80 mm opening, franka_description's rubber fingertips) under
+its housing; the gripper command read as a width, ``(g + 1) / 2`` of the stroke, reached at the
+hand's 0.1 m/s; the aperture the opening width over 0.08 m (as the Franka driver reports it);
+``joint_positions`` the six gantry joints and ``panda_finger_joint1``/``2``; the home pose DROID's
+reset pose, the tool centre 0.39 m above the table with the fingers turned -45 degrees; a larger
+workspace in front of the base. The end-effector height the Franka trigger's lift rule reads is the
+tool centre's z in ``ee_position``, as on the robot. It has the hand, not the arm, so joint-position
+actions (pi0.5-DROID's) are refused before anything starts (:func:`ladder_ros.sim.registry.check_action_kind`).
 
 Privileged facts (``Observation.privileged``) come from poses and contacts: an instance is
 *grasped* when both pads touch it; it *rests* on a container when it touches no part of the
@@ -64,15 +76,17 @@ from ladder_ros.core.task import LADDER_RULE, Task  # noqa: E402
 from ladder_ros.sim.base import CameraIntrinsics, validate_action  # noqa: E402
 # The one tested place for the Euler XYZ convention (plain numpy).
 from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_euler_xyz, matrix_to_quaternion  # noqa: E402
+from ladder_ros.sim.tabletop_embodiment import (  # noqa: E402
+    WIDOWX_GRIPPER,
+    Servo,
+    TabletopEmbodiment,
+    embodiment_for,
+)
 from ladder_ros.sim.tabletop_scene import (  # noqa: E402
     BIN_FLOOR_HALF_THICKNESS_M,
     BIN_WALL_HALF_THICKNESS_M,
     CLOTH_HALF_THICKNESS_M,
-    FINGER_MAX_M,
-    FINGER_MIN_M,
     PLATE_HALF_HEIGHT_M,
-    WORKSPACE_HIGH,
-    WORKSPACE_LOW,
     Layout,
     PlacedContainer,
     SceneSpec,
@@ -81,32 +95,25 @@ from ladder_ros.sim.tabletop_scene import (  # noqa: E402
     sample_layout,
 )
 
-CONTROL_RATE_HZ = 5.0  # SimplerEnv / ManiSkill3 Bridge envs: control_freq=5 (docs/dependencies.md)
-PHYSICS_TIMESTEP_S = 0.004  # 250 Hz; ManiSkill3 uses 500 Hz, this model is stable at 250 Hz and twice as fast
-SUBSTEPS = int(round(1.0 / (CONTROL_RATE_HZ * PHYSICS_TIMESTEP_S)))
-SETTLE_STEPS_AT_RESET = 75  # 0.3 s of physics so objects come to rest before step 0
+# The WidowX stand-in's numbers (tabletop_embodiment.py cites them); a backend reads its own suite's
+# embodiment, these stay for the callers that ask the WidowX stand-in directly.
+CONTROL_RATE_HZ = WIDOWX_GRIPPER.control_rate_hz
+PHYSICS_TIMESTEP_S = WIDOWX_GRIPPER.physics_timestep_s
+SUBSTEPS = WIDOWX_GRIPPER.substeps
+SETTLE_AT_RESET_S = 0.3  # objects come to rest before step 0
+SETTLE_STEPS_AT_RESET = int(round(SETTLE_AT_RESET_S / PHYSICS_TIMESTEP_S))
 
-JOINT_NAMES = ("gantry_x", "gantry_y", "gantry_z", "gantry_roll", "gantry_pitch", "gantry_yaw",
-               "left_finger", "right_finger")
-HOME_TCP = np.array([0.25, 0.0, 0.15])  # above the table, fingers down, like Bridge start poses
-# Wrist limits of the stand-in: roll and pitch within +-45 degrees of pointing down, yaw one turn.
-EULER_LOW = np.array([-math.pi / 4, -math.pi / 4, -math.pi])
-EULER_HIGH = np.array([math.pi / 4, math.pi / 4, math.pi])
-FINGER_OPEN_TARGET_M = FINGER_MAX_M + 0.002  # push against the travel limit: fully open
-FINGER_CLOSED_TARGET_M = 0.0  # below the travel limit, so a closed finger squeezes what it holds
+JOINT_NAMES = WIDOWX_GRIPPER.joint_names
+HOME_TCP = np.array(WIDOWX_GRIPPER.home_tcp)
+EULER_LOW = np.array(WIDOWX_GRIPPER.euler_low)
+EULER_HIGH = np.array(WIDOWX_GRIPPER.euler_high)
 RESTING_MAX_SPEED_M_S = 0.1  # slower than this: not falling, sliding or rolling away (a drop settles in < 0.3 s)
 RESTING_STACK_ALLOWANCE_M = 0.04  # about one object height (<= 0.05 m): an object on another one still rests
 
-# Pads: 20 mm wide, 8 mm thick, 30 mm tall; the TCP sits 8 mm above the pads' lower edge.
-PAD_HALF = (0.010, 0.004, 0.015)
-PAD_CENTRE_Z = 0.007
-PALM_HALF = (0.016, 0.05, 0.008)
-PALM_CENTRE_Z = 0.040
-
 DEFAULT_IMAGE_SIZE = 256
-CAMERA_POSITION = np.array([0.02, -0.34, 0.42])  # behind and left of the base, like Bridge's 3rd view
-CAMERA_TARGET = np.array([0.33, 0.0, 0.0])
-CAMERA_FOVY_DEG = 55.0  # vertical field of view of the 3rd-view camera (MuJoCo cameras are ideal pinholes, fx = fy)
+CAMERA_POSITION = np.array(WIDOWX_GRIPPER.camera_position)
+CAMERA_TARGET = np.array(WIDOWX_GRIPPER.camera_target)
+CAMERA_FOVY_DEG = WIDOWX_GRIPPER.camera_fovy_deg  # vertical field of view (MuJoCo cameras are ideal pinholes)
 
 
 # ----------------------------------------------------------------------------- camera
@@ -163,19 +170,47 @@ def _object_xml(name: str, shape: str, size: tuple[float, ...], rgba: tuple[floa
     return f'<body name="{name}"><freejoint name="{name}"/>{geom}</body>'
 
 
-def build_mjcf(layout: Layout, image_size: int) -> str:
+def _finger_xml(e: TabletopEmbodiment, side: str, sign: int) -> str:
+    """One finger: a slide along +-y whose pad's inner face is at the joint position (and its stem)."""
+    pad = f'size="{_fmt(e.pad_half)}" pos="0 {sign * e.pad_half[1]:g} {e.pad_centre_z:g}" mass="{e.pad_mass:g}"'
+    stem = ""
+    if e.stem_half is not None:
+        stem = (f'\n        <geom name="{side}_stem" type="box" size="{_fmt(e.stem_half)}" '
+                f'pos="0 {sign * e.stem_offset[0]:g} {e.stem_offset[1]:g}" mass="0.001" rgba="0.85 0.85 0.85 1"/>')
+    axis = "0 1 0" if sign > 0 else "0 -1 0"
+    contact = f" {e.pad_contact}" if e.pad_contact else ""
+    travel = f"{e.finger_min_m} {e.finger_max_m}"
+    return f"""      <body name="{side}_finger" gravcomp="1">
+        <joint name="{side}_finger" type="slide" axis="{axis}" range="{travel}" armature="0.01"/>
+        <geom name="{side}_pad" type="box" {pad}
+              friction="1.5 0.01 0.001" condim="4"{contact} rgba="0.3 0.3 0.3 1"/>{stem}
+      </body>"""
+
+
+def _servo_xml(name: str, joint: str, servo: Servo) -> str:
+    return (f'<position name="{name}" joint="{joint}" kp="{servo.kp:g}" kv="{servo.kv:g}" '
+            f'forcerange="{-servo.force:g} {servo.force:g}"/>')
+
+
+def build_mjcf(layout: Layout, image_size: int, embodiment: TabletopEmbodiment = WIDOWX_GRIPPER) -> str:
     """The MJCF of one task's scene; object poses and container positions are set at reset."""
-    pad = _fmt(PAD_HALF)
+    e = embodiment
     containers = "\n".join(_container_xml(c) for c in layout.containers)
     objects = "\n".join(_object_xml(o.name, o.spec.shape, o.spec.size, o.spec.rgba, o.spec.mass)
                         for o in layout.objects)
     offscreen = max(image_size, 64)
+    camera = np.array(e.camera_position)
+    servos = "\n    ".join(
+        [_servo_xml(f"act_{axis}", f"gantry_{axis}", e.translation_servo) for axis in "xyz"]
+        + [_servo_xml(f"act_{axis}", f"gantry_{axis}", e.rotation_servo) for axis in ("roll", "pitch", "yaw")]
+        + [_servo_xml(f"act_{side}", f"{side}_finger", e.finger_servo) for side in ("left", "right")])
+    wrist_z = max(0.1, e.palm_centre_z + e.palm_half[2] + 0.05)  # a link above the palm (seen, never touched)
     return f"""
 <mujoco model="ladder_tabletop">
   <compiler angle="radian" autolimits="true"/>
   <!-- implicitfast integrates the servo damping stably; elliptic cones with impratio > 1 stop
        grasped objects slipping (MuJoCo documentation, 'Computation: friction cones'). -->
-  <option timestep="{PHYSICS_TIMESTEP_S}" integrator="implicitfast" cone="elliptic" impratio="5"/>
+  <option timestep="{e.physics_timestep_s}" integrator="implicitfast" cone="elliptic" impratio="5"/>
   <visual>
     <global offwidth="{offscreen}" offheight="{offscreen}"/>
     <quality shadowsize="0"/>
@@ -183,11 +218,11 @@ def build_mjcf(layout: Layout, image_size: int) -> str:
   <worldbody>
     <light name="sun" directional="true" pos="0.3 -0.2 1.5" dir="0 0.15 -1" castshadow="false"/>
     <geom name="floor" type="plane" pos="0 0 -0.75" size="2 2 0.1" rgba="0.35 0.33 0.3 1"/>
-    <geom name="table" type="box" pos="0.32 0 -0.02" size="0.30 0.38 0.02" rgba="0.62 0.5 0.38 1"/>
+    <geom name="table" type="box" pos="{_fmt(e.table_centre)}" size="{_fmt(e.table_half)}" rgba="0.62 0.5 0.38 1"/>
     <geom name="robot_base" type="cylinder" pos="0 0 0.03" size="0.05 0.03" rgba="0.1 0.1 0.1 1"
           contype="0" conaffinity="0"/>
-    <camera name="3rd_view" pos="{_fmt(CAMERA_POSITION)}"
-            xyaxes="{_lookat_xyaxes(CAMERA_POSITION, CAMERA_TARGET)}" fovy="{CAMERA_FOVY_DEG:g}"/>
+    <camera name="3rd_view" pos="{_fmt(camera)}"
+            xyaxes="{_lookat_xyaxes(camera, np.array(e.camera_target))}" fovy="{e.camera_fovy_deg:g}"/>
     <body name="gripper" gravcomp="1">
       <joint name="gantry_x" type="slide" axis="1 0 0" armature="0.5"/>
       <joint name="gantry_y" type="slide" axis="0 1 0" armature="0.5"/>
@@ -195,37 +230,20 @@ def build_mjcf(layout: Layout, image_size: int) -> str:
       <joint name="gantry_roll" type="hinge" axis="1 0 0" armature="0.01"/>
       <joint name="gantry_pitch" type="hinge" axis="0 1 0" armature="0.01"/>
       <joint name="gantry_yaw" type="hinge" axis="0 0 1" armature="0.01"/>
-      <inertial pos="0 0 0.05" mass="0.6" diaginertia="0.001 0.001 0.001"/>
+      <inertial pos="0 0 0.05" mass="{e.carriage_mass:g}" diaginertia="0.001 0.001 0.001"/>
       <site name="tcp" pos="0 0 0" size="0.004" rgba="1 0 0 0"/>
-      <geom name="palm" type="box" size="{_fmt(PALM_HALF)}" pos="0 0 {PALM_CENTRE_Z}" rgba="0.15 0.15 0.15 1"/>
-      <geom name="wrist" type="cylinder" size="0.02 0.05" pos="0 0 0.1" rgba="0.15 0.15 0.15 1"
+      <geom name="palm" type="box" size="{_fmt(e.palm_half)}" pos="0 0 {e.palm_centre_z:g}" rgba="0.15 0.15 0.15 1"/>
+      <geom name="wrist" type="cylinder" size="0.02 0.05" pos="0 0 {wrist_z:g}" rgba="0.15 0.15 0.15 1"
             contype="0" conaffinity="0"/>
-      <body name="left_finger" gravcomp="1">
-        <joint name="left_finger" type="slide" axis="0 1 0" range="{FINGER_MIN_M} {FINGER_MAX_M}" armature="0.01"/>
-        <geom name="left_pad" type="box" size="{pad}" pos="0 {PAD_HALF[1]} {PAD_CENTRE_Z}" mass="0.02"
-              friction="1.5 0.01 0.001" condim="4" rgba="0.3 0.3 0.3 1"/>
-      </body>
-      <body name="right_finger" gravcomp="1">
-        <joint name="right_finger" type="slide" axis="0 -1 0" range="{FINGER_MIN_M} {FINGER_MAX_M}" armature="0.01"/>
-        <geom name="right_pad" type="box" size="{pad}" pos="0 {-PAD_HALF[1]} {PAD_CENTRE_Z}" mass="0.02"
-              friction="1.5 0.01 0.001" condim="4" rgba="0.3 0.3 0.3 1"/>
-      </body>
+{_finger_xml(e, "left", 1)}
+{_finger_xml(e, "right", -1)}
     </body>
     {containers}
     {objects}
   </worldbody>
   <actuator>
-    <!-- Servo gains: a 4 cm target step (a brisk Bridge delta) settles within one 0.2 s control
-         period, close to critically damped for the 0.6 kg carriage plus armature. The fingers squeeze
-         with up to 15 N (ManiSkill3's WidowX allows 60 N); objects weigh 50 g. -->
-    <position name="act_x" joint="gantry_x" kp="1500" kv="90" forcerange="-80 80"/>
-    <position name="act_y" joint="gantry_y" kp="1500" kv="90" forcerange="-80 80"/>
-    <position name="act_z" joint="gantry_z" kp="1500" kv="90" forcerange="-80 80"/>
-    <position name="act_roll" joint="gantry_roll" kp="20" kv="1.2" forcerange="-10 10"/>
-    <position name="act_pitch" joint="gantry_pitch" kp="20" kv="1.2" forcerange="-10 10"/>
-    <position name="act_yaw" joint="gantry_yaw" kp="20" kv="1.2" forcerange="-10 10"/>
-    <position name="act_left" joint="left_finger" kp="600" kv="10" forcerange="-15 15"/>
-    <position name="act_right" joint="right_finger" kp="600" kv="10" forcerange="-15 15"/>
+    <!-- Servo gains and forces: ladder_ros/sim/tabletop_embodiment.py says why, per embodiment. -->
+    {servos}
   </actuator>
 </mujoco>
 """
@@ -252,8 +270,8 @@ class _BuiltScene:
     container_mocap: dict[str, int]
 
 
-def _compile(layout: Layout, image_size: int) -> _BuiltScene:
-    model = mujoco.MjModel.from_xml_string(build_mjcf(layout, image_size))
+def _compile(layout: Layout, image_size: int, embodiment: TabletopEmbodiment) -> _BuiltScene:
+    model = mujoco.MjModel.from_xml_string(build_mjcf(layout, image_size, embodiment))
     names = tuple(o.name for o in layout.objects)
     qpos = np.array([[model.jnt_qposadr[model.joint(n).id] + i for i in range(7)] for n in names],
                     dtype=np.int64).reshape(len(names), 7)
@@ -263,12 +281,14 @@ def _compile(layout: Layout, image_size: int) -> _BuiltScene:
         geom_to_object[model.geom(n).id] = i
     max_half = np.array([o.spec.max_half_extent for o in layout.objects])
     pads = (model.geom("left_pad").id, model.geom("right_pad").id)
-    gripper = np.array([model.geom("palm").id, *pads], dtype=np.int64)
+    stems = [model.geom(f"{side}_stem").id for side in ("left", "right")] if embodiment.stem_half else []
+    gripper = np.array([model.geom("palm").id, *pads, *stems], dtype=np.int64)
     return _BuiltScene(
         model=model, object_names=names, object_kinds=tuple(o.spec.kind for o in layout.objects),
         object_qpos=qpos, object_qvel=qvel, object_max_half_extent=max_half,
         geom_to_object=geom_to_object, pad_geoms=pads, gripper_geoms=gripper,
-        joint_qpos=np.array([model.jnt_qposadr[model.joint(j).id] for j in JOINT_NAMES], dtype=np.int64),
+        joint_qpos=np.array([model.jnt_qposadr[model.joint(j).id]
+                             for j in (*embodiment.joint_names[:6], "left_finger", "right_finger")], dtype=np.int64),
         tcp_site=model.site("tcp").id,
         container_mocap={c.spec.name: int(model.body_mocapid[model.body(f"container_{c.spec.name}").id])
                          for c in layout.containers},
@@ -323,10 +343,14 @@ class MujocoTabletop:
     image); ``image_size`` is the square image's side in pixels; ``render_depth`` adds the camera's
     exact depth (float32 metres along the optical axis, from MuJoCo's depth buffer) to each
     observation, the truth that estimated depth is scored against.
+
+    The suite's ``embodiment`` (a preset name) chooses the gripper stand-in
+    (:func:`~ladder_ros.sim.tabletop_embodiment.embodiment_for`): its control rate, fingers, gripper
+    command, workspace, table and camera; the scenes are sized for it.
     """
 
     name = "mujoco_tabletop"
-    control_rate_hz = CONTROL_RATE_HZ
+    control_rate_hz = CONTROL_RATE_HZ  # the WidowX stand-in's; an instance has its embodiment's
 
     def __init__(self, suite: TaskSuite, *, render: bool = True, image_size: int = DEFAULT_IMAGE_SIZE,
                  render_depth: bool = False):
@@ -341,7 +365,9 @@ class MujocoTabletop:
                               "(success_rule simplerenv), which the MuJoCo tabletop does not have",
                               source=suite.source)
         self.suite = suite
-        self.scenes: dict[str, SceneSpec] = parse_scenes(suite.scenes)
+        self.embodiment = embodiment_for(suite.embodiment)
+        self.control_rate_hz = self.embodiment.control_rate_hz
+        self.scenes: dict[str, SceneSpec] = parse_scenes(suite.scenes, self.embodiment)
         self.render = render
         self.render_depth = render_depth
         self.image_size = image_size
@@ -353,8 +379,9 @@ class MujocoTabletop:
         self._renderer_model: mujoco.MjModel | None = None
         self._layout: Layout | None = None
         self._task: Task | None = None
-        self._target_pos = HOME_TCP.copy()
-        self._target_euler = np.zeros(3)
+        self._target_pos = np.array(self.embodiment.home_tcp)
+        self._target_euler = np.array(self.embodiment.home_euler)
+        self._finger_target = self.embodiment.finger_open_target_m
         self._step = 0
         self._containers: dict[str, ContainerInfo] = {}
         self._placed_containers: tuple[PlacedContainer, ...] = ()
@@ -375,7 +402,7 @@ class MujocoTabletop:
         key = (task.scene, tuple(o.name for o in placed.objects),
                tuple((c.spec.name, c.size) for c in placed.containers))
         if key not in self._cache:
-            self._cache[key] = _compile(placed, self.image_size)
+            self._cache[key] = _compile(placed, self.image_size, self.embodiment)
         built = self._cache[key]
         self._built, self._layout, self._task = built, placed, task
         model = built.model
@@ -385,13 +412,16 @@ class MujocoTabletop:
         for i, o in enumerate(placed.objects):
             data.qpos[built.object_qpos[i, :3]] = o.position
             data.qpos[built.object_qpos[i, 3:]] = _yaw_quaternion(o.yaw)
-        self._target_pos = HOME_TCP.copy()
-        self._target_euler = np.zeros(3)
+        e = self.embodiment
+        self._target_pos = np.array(e.home_tcp)
+        self._target_euler = np.array(e.home_euler)
+        self._finger_target = e.finger_open_target_m
         data.qpos[built.joint_qpos[:3]] = self._target_pos
-        data.qpos[built.joint_qpos[6:]] = FINGER_MAX_M
-        self._apply_targets(data, gripper_open=True)
+        data.qpos[built.joint_qpos[3:6]] = self._target_euler
+        data.qpos[built.joint_qpos[6:]] = e.finger_max_m
+        self._apply_targets(data)
         mujoco.mj_forward(model, data)
-        mujoco.mj_step(model, data, nstep=SETTLE_STEPS_AT_RESET)
+        mujoco.mj_step(model, data, nstep=int(round(SETTLE_AT_RESET_S / e.physics_timestep_s)))
         self._data = data
         self._step = 0
         self._placed_containers = placed.containers
@@ -405,15 +435,22 @@ class MujocoTabletop:
         return self._observe()
 
     def step(self, action: np.ndarray) -> Observation:
-        """Apply one action for 0.2 s of physics and return the next observation."""
+        """Apply one action for one control period of physics and return the next observation."""
         if self._data is None or self._built is None:
             raise InvalidInputError("step() called before reset()")
         act = validate_action(action)
-        self._target_pos = np.clip(self._target_pos + act[:3], WORKSPACE_LOW, WORKSPACE_HIGH)
+        e = self.embodiment
+        self._target_pos = np.clip(self._target_pos + act[:3], e.workspace_low, e.workspace_high)
         rotation = euler_xyz_to_matrix(act[3:6]) @ euler_xyz_to_matrix(self._target_euler)
-        self._target_euler = np.clip(matrix_to_euler_xyz(rotation), EULER_LOW, EULER_HIGH)
-        self._apply_targets(self._data, gripper_open=bool(act[6] > 0.0))
-        mujoco.mj_step(self._built.model, self._data, nstep=SUBSTEPS)
+        self._target_euler = np.clip(matrix_to_euler_xyz(rotation), e.euler_low, e.euler_high)
+        wanted = e.finger_target(float(act[6]))
+        if e.finger_speed_m_s is None:
+            self._finger_target = wanted
+        else:  # the hand moves its fingers at a set speed
+            reach = e.finger_speed_m_s / e.control_rate_hz
+            self._finger_target += float(np.clip(wanted - self._finger_target, -reach, reach))
+        self._apply_targets(self._data)
+        mujoco.mj_step(self._built.model, self._data, nstep=e.substeps)
         self._step += 1
         return self._observe()
 
@@ -454,7 +491,7 @@ class MujocoTabletop:
         the image centre, ``(size - 1) / 2`` in the pixel-centre convention of ``CameraInfo``.
         """
         size = self.image_size
-        focal = (size / 2.0) / math.tan(math.radians(CAMERA_FOVY_DEG) / 2.0)
+        focal = (size / 2.0) / math.tan(math.radians(self.embodiment.camera_fovy_deg) / 2.0)
         centre = (size - 1) / 2.0
         return CameraIntrinsics(width=size, height=size, fx=focal, fy=focal, cx=centre, cy=centre)
 
@@ -507,16 +544,15 @@ class MujocoTabletop:
                 raise _renderer_error(exc) from exc
         self._renderer_model = model
 
-    def _apply_targets(self, data: mujoco.MjData, gripper_open: bool) -> None:
-        finger = FINGER_OPEN_TARGET_M if gripper_open else FINGER_CLOSED_TARGET_M
+    def _apply_targets(self, data: mujoco.MjData) -> None:
+        finger = self._finger_target
         data.ctrl[:] = (*self._target_pos, *self._target_euler, finger, finger)
 
     def _observe(self) -> Observation:
         built, data = self._built, self._data
         assert built is not None and data is not None
         joints = data.qpos[built.joint_qpos].copy()
-        fingers = joints[6:]
-        aperture = float(np.clip((fingers.mean() - FINGER_MIN_M) / (FINGER_MAX_M - FINGER_MIN_M), 0.0, 1.0))
+        aperture = self.embodiment.aperture(joints[6:])
         image = depth = None
         if self.render or self.render_depth:
             self._renderer.update_scene(data, camera="3rd_view")
@@ -532,7 +568,7 @@ class MujocoTabletop:
             # the base frame is the world frame, and the identity points the fingers down: the
             # top-down reference of ee_euler is the base frame itself
             ee_euler=matrix_to_euler_xyz(data.site_xmat[built.tcp_site].reshape(3, 3)),
-            joint_names=JOINT_NAMES,
+            joint_names=self.embodiment.joint_names,
             joint_positions=joints,
             target_position=self._target_pos.copy(),
             privileged=self._privileged(),

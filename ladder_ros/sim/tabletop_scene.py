@@ -27,6 +27,11 @@ walls, ``size`` = outer ``[hx, hy]``, ``wall_height``). ``size_by_load`` maps a 
 of objects a task sends to or starts in the container) to a larger size: a longer task gets a
 larger container while object sizes stay the same (Section 3, 'Scene construction').
 
+A scene is sized for its suite's embodiment (:mod:`ladder_ros.sim.tabletop_embodiment`): the
+region defaults to that gripper's patch of the workspace and must lie inside its workspace, object
+widths must fit between its fingers and object heights under its palm, and placements keep its open
+pads' clearance.
+
 Layouts: :func:`sample_layout` draws layout ``k`` of a task from a generator seeded with the task
 id and ``k`` only, so a layout is the same in every process and on every run (SimplerEnv-Long
 draws 24 seeded layouts per task, Appendix D). Placements do not overlap, keep a finger's width
@@ -44,20 +49,17 @@ import numpy as np
 
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.task import Task
+from ladder_ros.sim.tabletop_embodiment import WIDOWX_GRIPPER, TabletopEmbodiment
 
-# Workspace of the WidowX stand-in (base frame, metres): the WidowX 250 reaches 650 mm
-# (Trossen Robotics WidowX 250 6DOF spec); Bridge setups keep the objects well inside it, in a
-# patch in front of the base. Targets are clipped to these bounds (Bridge practice, docs/dependencies.md).
-WORKSPACE_LOW = np.array([0.12, -0.28, 0.010])
-WORKSPACE_HIGH = np.array([0.52, 0.28, 0.30])
-DEFAULT_REGION = ((0.15, 0.50), (-0.26, 0.26))
-
-# WidowX finger travel: 0.010-0.035 m per finger (Interbotix, docs/dependencies.md). The gripper closes to
-# 2 x 0.010 m between the pads and opens to 2 x 0.035 m; a graspable width lies in between.
-FINGER_MIN_M = 0.010
-FINGER_MAX_M = 0.035
-MIN_GRASP_WIDTH_M = 2 * FINGER_MIN_M + 0.002  # each finger must squeeze by at least 1 mm
-MAX_GRASP_WIDTH_M = 2 * FINGER_MAX_M - 0.012  # open pads clear the object by 6 mm a side on the way down
+# The WidowX stand-in's workspace and finger travel (ladder_ros/sim/tabletop_embodiment.py says where
+# the numbers come from); a scene of another embodiment reads its own from ``SceneSpec.embodiment``.
+WORKSPACE_LOW = np.array(WIDOWX_GRIPPER.workspace_low)
+WORKSPACE_HIGH = np.array(WIDOWX_GRIPPER.workspace_high)
+DEFAULT_REGION = WIDOWX_GRIPPER.default_region
+FINGER_MIN_M = WIDOWX_GRIPPER.finger_min_m
+FINGER_MAX_M = WIDOWX_GRIPPER.finger_max_m
+MIN_GRASP_WIDTH_M = WIDOWX_GRIPPER.min_grasp_width_m
+MAX_GRASP_WIDTH_M = WIDOWX_GRIPPER.max_grasp_width_m
 
 # Container geometry of the stand-in: a 12 mm plate, a 4 mm cloth, a bin with an 8 mm floor and
 # 6 mm walls.
@@ -68,10 +70,7 @@ BIN_WALL_HALF_THICKNESS_M = 0.003
 
 OBJECT_SHAPES = ("box", "cylinder", "capsule")
 CONTAINER_TYPES = ("plate", "cloth", "bin")
-# Clearance between placed footprints. An open pad's outer face is 43 mm from the grasp axis
-# (35 mm finger travel + 8 mm pad), and the thinnest graspable object is 22 mm wide, so a 32 mm gap
-# keeps a top-down grasp of one object from landing a pad on its neighbour.
-PLACEMENT_GAP_M = 0.032
+PLACEMENT_GAP_M = WIDOWX_GRIPPER.placement_gap_m  # the embodiment's clearance between footprints
 CONTAINER_GAP_M = 0.02  # between containers
 INSIDE_MARGIN_M = 0.012  # an object that starts in a container stays this far inside its edge
 MAX_PLACEMENT_TRIES = 4000  # rejection samples per object before the layout starts over
@@ -158,6 +157,7 @@ class SceneSpec:
     containers: Mapping[str, ContainerSpec]
     region: tuple[tuple[float, float], tuple[float, float]] = DEFAULT_REGION
     container_jitter: float = 0.02
+    embodiment: TabletopEmbodiment = WIDOWX_GRIPPER  # whose workspace and fingers the scene is sized for
 
     def kinds_for(self, task: Task) -> list[str]:
         """Kinds present in ``task``'s scene: those its subgoals or distractors name, in scene order."""
@@ -297,7 +297,8 @@ def _check_keys(scene: str, where: str, raw: Mapping, allowed: set[str]) -> None
                     f"unknown key; valid: {', '.join(sorted(allowed))}")
 
 
-def _parse_object(scene: str, kind: str, raw: Any, containers: Mapping[str, Any]) -> ObjectSpec:
+def _parse_object(scene: str, kind: str, raw: Any, containers: Mapping[str, Any],
+                  embodiment: TabletopEmbodiment) -> ObjectSpec:
     where = f"objects.{kind}"
     if not isinstance(raw, Mapping):
         raise _fail(scene, where, f"expected a mapping, got {type(raw).__name__}")
@@ -320,11 +321,14 @@ def _parse_object(scene: str, kind: str, raw: Any, containers: Mapping[str, Any]
         raise _fail(scene, f"{where}.start", f"unknown start {start!r}; valid: table, {', '.join(containers)}")
     spec = ObjectSpec(kind=kind, shape=shape, size=size, rgba=_rgba(scene, f"{where}.rgba", raw.get("rgba"),
                       (0.6, 0.6, 0.6, 1.0)), count=count, mass=float(mass), start=start)
-    if not MIN_GRASP_WIDTH_M <= spec.grasp_width <= MAX_GRASP_WIDTH_M:
-        raise _fail(scene, f"{where}.size", f"grasp width {spec.grasp_width:.3f} m is outside what the WidowX "
-                    f"fingers hold ({MIN_GRASP_WIDTH_M:.3f}-{MAX_GRASP_WIDTH_M:.3f} m)")
-    if spec.rest_half_height > 0.025:
-        raise _fail(scene, f"{where}.size", f"objects stand at most 0.05 m tall, got {2 * spec.rest_half_height:.3f}")
+    low, high = embodiment.min_grasp_width_m, embodiment.max_grasp_width_m
+    if not low <= spec.grasp_width <= high:
+        raise _fail(scene, f"{where}.size", f"grasp width {spec.grasp_width:.3f} m is outside what the "
+                    f"{embodiment.name} fingers hold ({low:.3f}-{high:.3f} m)")
+    tallest = embodiment.max_object_half_height_m
+    if spec.rest_half_height > tallest:
+        raise _fail(scene, f"{where}.size", f"objects stand at most {2 * tallest:.3f} m tall under the "
+                    f"{embodiment.name} gripper, got {2 * spec.rest_half_height:.3f}")
     return spec
 
 
@@ -365,8 +369,9 @@ def _parse_container(scene: str, name: str, raw: Any) -> ContainerSpec:
                          rgba=_rgba(scene, f"{where}.rgba", raw.get("rgba"), default_rgba[ctype]))
 
 
-def parse_scene(name: str, raw: Any) -> SceneSpec:
-    """Validate one entry of a suite's ``scenes:`` mapping; errors name the scene and the key."""
+def parse_scene(name: str, raw: Any, embodiment: TabletopEmbodiment = WIDOWX_GRIPPER) -> SceneSpec:
+    """Validate one entry of a suite's ``scenes:`` mapping for ``embodiment``'s gripper and workspace;
+    errors name the scene and the key."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"expected a mapping, got {type(raw).__name__}", key=f"scenes.{name}")
     _check_keys(name, "", raw, _SCENE_KEYS)
@@ -377,11 +382,12 @@ def parse_scene(name: str, raw: Any) -> SceneSpec:
     if not isinstance(objects_raw, Mapping) or not objects_raw:
         raise _fail(name, "objects", "expected a non-empty mapping of objects")
     containers = {str(k): _parse_container(name, str(k), v) for k, v in containers_raw.items()}
-    objects = {str(k): _parse_object(name, str(k), v, containers) for k, v in objects_raw.items()}
+    objects = {str(k): _parse_object(name, str(k), v, containers, embodiment) for k, v in objects_raw.items()}
     both = sorted(set(containers) & set(objects))
     if both:
         raise _fail(name, "objects", f"names used for both an object and a container: {both}")
-    region = DEFAULT_REGION
+    region = embodiment.default_region
+    low, high = embodiment.workspace_low, embodiment.workspace_high
     if "region" in raw:
         reg = raw["region"]
         if not isinstance(reg, Mapping) or set(reg) != {"x", "y"}:
@@ -389,9 +395,9 @@ def parse_scene(name: str, raw: Any) -> SceneSpec:
         rx = _number_list(name, "region.x", reg["x"], 2)
         ry = _number_list(name, "region.y", reg["y"], 2)
         for axis, (lo, hi), i in (("x", rx, 0), ("y", ry, 1)):
-            if not (WORKSPACE_LOW[i] <= lo < hi <= WORKSPACE_HIGH[i]):
-                raise _fail(name, f"region.{axis}", f"must satisfy {WORKSPACE_LOW[i]} <= lo < hi <= "
-                            f"{WORKSPACE_HIGH[i]} (the workspace), got [{lo}, {hi}]")
+            if not (low[i] <= lo < hi <= high[i]):
+                raise _fail(name, f"region.{axis}", f"must satisfy {low[i]} <= lo < hi <= "
+                            f"{high[i]} (the workspace), got [{lo}, {hi}]")
         region = (rx, ry)  # type: ignore[assignment]
     jitter = raw.get("container_jitter", 0.02)
     if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0.0 <= jitter <= 0.1:
@@ -402,11 +408,11 @@ def parse_scene(name: str, raw: Any) -> SceneSpec:
                 raise _fail(name, f"containers.{cname}.position",
                             f"{axis}={c.position[i]} lies outside the region {list(region[i])}")
     return SceneSpec(name=name, objects=objects, containers=containers, region=region,
-                     container_jitter=float(jitter))
+                     container_jitter=float(jitter), embodiment=embodiment)
 
 
-def parse_scenes(scenes: Mapping[str, Any]) -> dict[str, SceneSpec]:
-    return {str(name): parse_scene(str(name), raw) for name, raw in scenes.items()}
+def parse_scenes(scenes: Mapping[str, Any], embodiment: TabletopEmbodiment = WIDOWX_GRIPPER) -> dict[str, SceneSpec]:
+    return {str(name): parse_scene(str(name), raw, embodiment) for name, raw in scenes.items()}
 
 
 # ----------------------------------------------------------------------------- layouts
@@ -480,12 +486,13 @@ def _try_layout(scene: SceneSpec, task: Task, rng: np.random.Generator) -> Layou
                                  size=spec.size_for_load(loads[name]))
         if any(_containers_overlap(placed, other) for other in containers):
             return f"container {name!r} (overlaps another container)"
-        if not _inside_region(placed, scene.region):
+        if not _inside_region(placed, scene.region, scene.embodiment):
             return f"container {name!r} (leaves the workspace)"
         containers.append(placed)
     by_name = {c.spec.name: c for c in containers}
     objects: list[PlacedObject] = []
     footprints: list[_Footprint] = []
+    gap = scene.embodiment.placement_gap_m
     for kind in scene.kinds_for(task):
         spec = scene.objects[kind]
         hx, hy = spec.footprint_half_extents
@@ -499,7 +506,7 @@ def _try_layout(scene: SceneSpec, task: Task, rng: np.random.Generator) -> Layou
                     if not all(x_lo <= px <= x_hi and y_lo <= py <= y_hi for px, py in f.corners()):
                         continue
                     # an open pad must not land on a plate's rim or a bin's wall either
-                    if not all(_object_clear_of_container(f, c, PLACEMENT_GAP_M) for c in containers):
+                    if not all(_object_clear_of_container(f, c, gap) for c in containers):
                         continue
                     base_z = 0.0
                 else:
@@ -511,7 +518,7 @@ def _try_layout(scene: SceneSpec, task: Task, rng: np.random.Generator) -> Layou
                     if not all(c.contains_xy(p, margin=INSIDE_MARGIN_M) for p in f.corners()):
                         continue
                     base_z = c.surface_z
-                if not all(_apart(f, other, PLACEMENT_GAP_M) for other in footprints):
+                if not all(_apart(f, other, gap) for other in footprints):
                     continue
                 position = np.array([x, y, base_z + spec.rest_half_height])
                 placed_obj = PlacedObject(name=inst, spec=spec, position=position, yaw=yaw)
@@ -523,12 +530,14 @@ def _try_layout(scene: SceneSpec, task: Task, rng: np.random.Generator) -> Layou
     return Layout(task_id=task.task_id, index=-1, containers=tuple(containers), objects=tuple(objects))
 
 
-def _inside_region(c: PlacedContainer, region: tuple[tuple[float, float], tuple[float, float]]) -> bool:
+def _inside_region(c: PlacedContainer, region: tuple[tuple[float, float], tuple[float, float]],
+                   embodiment: TabletopEmbodiment) -> bool:
     """A container's footprint stays inside the workspace (its centre inside the region)."""
     hx, hy = c.half_extents[0], c.half_extents[1]
     x, y = c.position[0], c.position[1]
-    return bool(WORKSPACE_LOW[0] <= x - hx and x + hx <= WORKSPACE_HIGH[0]
-                and WORKSPACE_LOW[1] <= y - hy and y + hy <= WORKSPACE_HIGH[1]
+    low, high = embodiment.workspace_low, embodiment.workspace_high
+    return bool(low[0] <= x - hx and x + hx <= high[0]
+                and low[1] <= y - hy and y + hy <= high[1]
                 and region[0][0] <= x <= region[0][1] and region[1][0] <= y <= region[1][1])
 
 

@@ -1,4 +1,4 @@
-"""The dress rehearsal end to end: the WidowX robot graph on the wall clock against the twin, as `ladder-ros rehearse` runs it.
+"""The dress rehearsal end to end: the WidowX robot graph on the wall clock against the twin, as `rehearse` runs it.
 
 One graph (the shipped description's ``twin`` mode, every node its own process) serves the module: a
 whole episode with the lab's policy config through the rehearsal's openpi server, then a stalled

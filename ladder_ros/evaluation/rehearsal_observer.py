@@ -124,7 +124,7 @@ class RehearsalObserver(Node):
         if not reply.success:
             raise LadderError(f"the driver's recovery failed: {reply.message}")
         spin_until(executor, lambda: not self.fault, 60.0, "the fault to clear")
-        return reply.message
+        return self.safety.get("detail") or reply.message  # the recovery's outcome, as the safety state says it
 
     def abort(self, episode_id: str, reason: str) -> None:
         self._command_pub.publish(document_to_msg(EpisodeCommand(command=ABORT, episode_id=episode_id, reason=reason)))

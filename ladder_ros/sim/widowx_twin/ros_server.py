@@ -10,6 +10,7 @@ It adds publishers and subscriptions to a node it is given (the ``widowx_twin`` 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rclpy.node import Node
@@ -66,20 +67,23 @@ class XsSdkRosServer:
 
     def _on_command(self, topic: str, msg: JointState) -> None:
         names, values = list(msg.name), list(msg.position)
+        stamp_s = msg.header.stamp.sec + msg.header.stamp.nanosec / 1e9
+        # When the driver sent it, on the motors' clock: it takes effect then (xs_sdk.SimulatedXsSdk.publish).
+        sent_at = time.monotonic() - max(0.0, time.time() - stamp_s) if stamp_s > 0 else None
         if len(names) != len(values) or not names:
             self.node.get_logger().error(f"{topic}: {len(values)} commands for joints {names}: not executed",
                                          throttle_duration_sec=2.0)
             return
         if topic == "commands/joint_single":
             for joint, value in zip(names, values):
-                self.sdk.publish(topic, xs_msgs.JointSingleCommand(name=joint, cmd=float(value)))
+                self.sdk.publish(topic, xs_msgs.JointSingleCommand(name=joint, cmd=float(value)), sent_at)
             return
         group = next((g for g, joints in GROUPS.items() if tuple(names) == tuple(joints)), None)
         if group is None:  # xs_driver: "Number of commands ... does not match": not executed
             self.node.get_logger().error(f"{topic}: joints {names} are no group of this arm: not executed",
                                          throttle_duration_sec=2.0)
             return
-        self.sdk.publish(topic, xs_msgs.JointGroupCommand(name=group, cmd=[float(v) for v in values]))
+        self.sdk.publish(topic, xs_msgs.JointGroupCommand(name=group, cmd=[float(v) for v in values]), sent_at)
 
     def _on_fault(self, msg: String) -> None:
         try:

@@ -120,6 +120,28 @@ def test_the_wall_clock_executor_checks_the_seam_where_the_new_chunk_takes_over(
     assert report2["inference_ms"]["count"] >= 2 and report2["steps"] == 20
 
 
+def test_a_seam_jump_is_measured_per_axis_as_the_safety_filter_bounds_a_step():
+    screen = ChunkScreen(seam_config(max_translation_m=0.05), PolicyReport.of(seam_config()))
+    diagonal = np.array([0.04, 0.0, -0.03, 0.0, 0.0, 0.0, 1.0])  # 0.05 m long, within 0.05 m on every axis
+    screen.check_seam(diagonal * [1, 1, 1.0001, 1, 1, 1, 1], None, None)  # from standing still: no jump
+    with pytest.raises(RejectedChunk, match=r"jumps 0\.08 m"):
+        screen.check_seam(-diagonal * [1, 1, 1, 1, 1, 1, -1], diagonal, None)  # a reversal: 0.08 m on x
+
+
+def test_after_a_refused_chunk_the_next_seam_is_measured_from_standing_still():
+    # The policy reverses once (+0.04 m, then -0.04 m a step): the reversing chunk jumps 0.08 m and is refused, the
+    # arm holds a period, and the next chunk takes over from standing still (a jump of 0.04 m), not from a command
+    # given before the hold.
+    source = ScriptedSource(chunk=lambda n: chunk_of(0.04 if n == 0 else -0.04, 0.04 if n == 0 else -0.04))
+    sim = ExecutorSimulation(source, seam_config(max_translation_m=0.05), latency_s=0.05)
+    sim.executor.set_subgoal("go")
+    given = sim.run(20)
+    report = sim.executor.episode_report()
+    assert report["rejected_chunks"] == {SEAM_JUMP: 1}
+    acted = [g.command[0] for g in given if g is not None]
+    assert acted[:4] == pytest.approx([0.04] * 4) and acted[-1] == pytest.approx(-0.04) and len(acted) >= 14
+
+
 def test_the_graph_record_names_the_policy_and_carries_its_report():
     report = PolicyReport.of(seam_config()).to_dict()
     task = {"task_id": "t", "suite": "s", "category": "single_destination", "subgoals": []}

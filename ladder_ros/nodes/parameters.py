@@ -21,6 +21,7 @@ from ladder_ros.messages import CLOCK_MODES, LOCKSTEP
 from ladder_ros.robots.franka import FRANKY_VELOCITY_LIMITS as FRANKA_VELOCITY
 from ladder_ros.robots.franka import READY_JOINTS as FRANKA_READY
 from ladder_ros.robots.wx250s import NEUTRAL_JOINTS as WX250S_NEUTRAL
+from ladder_ros.robots.wx250s import SLEEP_JOINTS as WX250S_SLEEP
 from ladder_ros.sim.registry import BACKENDS as SIMULATORS
 
 BOOL, INT, FLOAT, STR, STR_LIST, FLOAT_LIST = "bool", "int", "float", "str", "str_list", "float_list"
@@ -131,8 +132,8 @@ SIM_BRIDGE = COMMON + (
 
 CAMERA = COMMON + (
     ParamSpec("backend", STR, "realsense", "Camera backend: realsense (pyrealsense2, by serial or a recording), "
-              "opencv (a USB/UVC camera or a video file) or fake (synthetic frames)",
-              choices=("realsense", "opencv", "fake")),
+              "opencv (a USB/UVC camera or a video file), fake (synthetic frames) or twin (the frames the WidowX "
+              "twin renders, docs/rehearsal.md)", choices=("realsense", "opencv", "fake", "twin")),
     ParamSpec("serial", STR, "", "realsense: the camera's serial number; empty: the only one connected"),
     ParamSpec("recording", STR, "", "realsense: play back this recording (.db3) instead of a camera"),
     ParamSpec("device", STR, "0", "opencv: camera index, device path (/dev/video0) or video file"),
@@ -157,6 +158,9 @@ CAMERA = COMMON + (
     ParamSpec("base_frame", STR, "", "The robot base frame the calibration's extrinsics must be in (the driver's "
               "base_frame, e.g. wx250s/base_link); empty: whatever the calibration file says. The camera pose goes "
               "out on /tf_static from it to frame_id"),
+    ParamSpec("twin_channel", STR, "", "twin: the shared-memory frame channel the twin writes (a file name under "
+              "/dev/shm); empty: the one named after the ROS domain, the namespace and camera_name, as the twin "
+              "names it (ladder_ros/camera/shared_frame.py)"),
 )
 
 DEPTH = COMMON + (
@@ -337,6 +341,9 @@ WIDOWX_DRIVER = ROBOT_DRIVER + (
               "before it counts as stalled", min=1, max=50),
     ParamSpec("gripper_timeout_s", FLOAT, 3.0, "A gripper command must have opened the fingers, or moved them towards "
               "closed, within this long (s): else a gripper_fault", min=0.2, max=30.0),
+    ParamSpec("twin_xs_sdk", STR, "in_process", "interbotix_api twin: where the twin's xs_sdk runs: in_process (motors "
+              "in this process, no scene) or remote (the widowx_twin node's motors and physics, over ROS under "
+              "/<robot_name>; docs/rehearsal.md)", choices=("in_process", "remote")),
 )
 
 FRANKA_DRIVER = ROBOT_DRIVER + (
@@ -360,6 +367,51 @@ FRANKA_DRIVER = ROBOT_DRIVER + (
               size=3, min=-2.0, max=2.0),
     ParamSpec("workspace_high", FLOAT_LIST, [0.85, 0.6, 0.9], "Upper corner x, y, z (m, base frame) of the "
               "workspace box", size=3, min=-2.0, max=2.0),
+)
+
+
+# The dress rehearsal (docs/rehearsal.md): the WidowX twin that owns the arm's motors and the scene on the wall
+# clock, and the openpi-protocol server that answers as the configured policy with the scripted expert's chunks.
+WIDOWX_TWIN = COMMON + (
+    ParamSpec("suite", STR, "config/suites/tabletop.yaml", "Task suite YAML whose scenes the twin builds (the "
+              "built-in MuJoCo tabletop's; a path, relative paths resolve against the package share folder)"),
+    ParamSpec("robot_name", STR, "wx250s", "Namespace the twin serves xs_sdk in (/<robot_name>/...): the driver's "
+              "robot_name"),
+    ParamSpec("start_joints", FLOAT_LIST, list(WX250S_SLEEP), "Where the arm stands when the twin starts (rad, "
+              "waist..wrist_rotate): xs_sdk's sleep pose (interbotix_xsarm_control config/wx250s.yaml)", size=6,
+              min=-3.2, max=3.2),
+    ParamSpec("initial_task", STR, "", "Task whose scene (layout 0) stands before the first episode, so the camera "
+              "has something to see; empty: the suite's first task"),
+    ParamSpec("physics_period_s", FLOAT, 0.02, "The physics catches up with the wall clock this often (s), in the "
+              "tabletop's 4 ms substeps, the gripper driven to where the motors put it at the end of each catch-up",
+              min=0.004, max=0.5),
+    ParamSpec("camera_width", INT, 256, "Width of the rendered camera image (px); 640x480 is a RealSense's "
+              "colour stream, 256x256 what the CPU renders at 15 fps on two cores (docs/rehearsal.md)", min=16,
+              max=2048),
+    ParamSpec("camera_height", INT, 256, "Height of the rendered camera image (px)", min=16, max=2048),
+    ParamSpec("camera_fps", FLOAT, 15.0, "Rendering rate of the twin's camera on the wall clock (Hz); a frame due "
+              "while the previous one renders is skipped (counted)", min=1.0, max=60.0),
+    ParamSpec("render_depth", BOOL, False, "Also render the camera's exact depth (m), which the camera node "
+              "publishes as the sensor's aligned depth (a second render pass per frame)"),
+    ParamSpec("camera_name", STR, "main", "The camera node's camera_name: the frame channel is named after it, the "
+              "ROS domain and the namespace (ladder_ros/camera/shared_frame.py)"),
+    ParamSpec("frame_channel", STR, "", "The shared-memory frame channel to write (a file name under /dev/shm); "
+              "empty: the one named after the ROS domain, the namespace and camera_name"),
+)
+
+REHEARSAL_SERVER = COMMON + (
+    ParamSpec("policy", STR, "bridge_pi0_server", "The policy config the policy node runs (a name under policies/ or "
+              "a path): the server listens at its server.host/port (127.0.0.1 only) and answers in its chunk "
+              "length, action and state conventions"),
+    ParamSpec("inference_delay_ms", FLOAT, 80.0, "Time each inference takes (ms) before the chunk is sent, as a "
+              "GPU server's would (the rehearsal's 80, 150, 400, 800)", min=0.0, max=10000.0),
+    ParamSpec("jitter_ms", FLOAT, 15.0, "Standard deviation of the inference time (ms; normal, never below 0)",
+              min=0.0, max=10000.0),
+    ParamSpec("noise", STR, "bridge_like", "Scripted expert execution noise preset, as in simulation "
+              "(ladder_ros/policies/scripted_expert.py ExpertNoise)", choices=("off", "bridge_like")),
+    ParamSpec("privileged_wait_s", FLOAT, 2.0, "A request that comes before the twin's privileged state of the "
+              "current episode waits this long for it (s), then is answered with a hold chunk", min=0.0,
+              max=60.0),
 )
 
 
@@ -408,6 +460,8 @@ NODE_PARAMETERS: dict[str, tuple[ParamSpec, ...]] = {
     "episode_recorder": EPISODE_RECORDER,
     "widowx_driver": WIDOWX_DRIVER,
     "franka_driver": FRANKA_DRIVER,
+    "widowx_twin": WIDOWX_TWIN,
+    "rehearsal_server": REHEARSAL_SERVER,
 }
 
 

@@ -17,6 +17,7 @@ from std_msgs.msg import String
 
 from ladder_ros.core.verification import VerificationRequest, VerificationResult
 from ladder_ros.messages import (
+    WALL_CLOCK,
     PlanRequestDoc,
     PlanResultDoc,
     PrivilegedStateDoc,
@@ -36,16 +37,18 @@ ANSWERS_KEPT = 64  # recent answers kept, so a resent query is answered again wi
 class VerifierNode(Node):
     """Answers :class:`VerificationRequest` documents with the configured count backend, and plans.
 
-    A query names the step it is about; the node answers from that step's observation (the
-    oracle reads its privileged goal state, a VLM its camera image), waiting up to
-    ``observation_wait_s`` for it to arrive. The backend runs in a worker thread, so a slow model
-    never blocks the subscriptions; answers go out on ``verifier/result``. A VLM call ends within
-    ``call_deadline_s`` (every attempt and back-off included), so a query is answered within
+    A query names the step it is about; the node answers from that step's observation (the oracle reads
+    its privileged goal state, a VLM its camera image), waiting up to ``observation_wait_s`` for it to
+    arrive. In lockstep every input of a step carries the step's stamp; on the wall clock each source
+    stamps its own messages, so the observation of a query is each input's first message stamped at or
+    after the query's stamp (the scene as it is once asked). The backend runs in a worker thread, so a
+    slow model never blocks the subscriptions; answers go out on ``verifier/result``. A VLM call ends
+    within ``call_deadline_s`` (every attempt and back-off included), so a query is answered within
     ``observation_wait_s + call_deadline_s`` of its arrival; the orchestrator's
     ``verifier_abort_after_s`` must exceed that (checked when a graph's parameters are). A repeated
-    query (the orchestrator resends unanswered ones) is not asked twice: while it is being answered
-    the repeat is dropped, and once answered the same answer is published again. Every failure of
-    the worker, whatever it raises, is published as a result with its reason (count None).
+    query (the orchestrator resends unanswered ones) is not asked twice: while it is being answered the
+    repeat is dropped, and once answered the same answer is published again. Every failure of the
+    worker, whatever it raises, is published as a result with its reason (count None).
 
     At the start of an episode whose plan comes from the planner, a :class:`PlanRequestDoc` names
     the first step; the planner component (same backend and ledger) plans from that step's camera
@@ -84,6 +87,7 @@ class VerifierNode(Node):
         if reads_pixels is None:
             reads_pixels = bool(getattr(getattr(verifier, "backend", None), "reads_pixels", True))
         self.needs = {JOINTS, POSE} | ({IMAGE} if reads_pixels else {PRIVILEGED})
+        self.wall_clock = self.params["clock_mode"] == WALL_CLOCK
         self._observations: dict[int, dict[str, object]] = {}  # stamp -> inputs
         self._pending: dict[tuple[str, int], tuple[VerificationRequestDoc, float]] = {}
         self._plans_pending: dict[str, tuple[PlanRequestDoc, float]] = {}  # episode id -> request
@@ -142,16 +146,26 @@ class VerifierNode(Node):
         self._plans_pending[doc.episode_id] = (doc, time.monotonic())
         self._dispatch_ready()
 
+    def _inputs_of(self, stamp_ns: int) -> dict[str, object]:
+        """The observation of a query's stamp: that stamp's inputs (lockstep), or each input's first at or after it."""
+        if not self.wall_clock:
+            return self._observations.get(stamp_ns, {})
+        found: dict[str, object] = {}
+        for stamp in sorted(s for s in self._observations if s >= stamp_ns):
+            for name, msg in self._observations[stamp].items():
+                found.setdefault(name, msg)
+        return found
+
     def _dispatch_ready(self) -> None:
         for key, (doc, _) in list(self._pending.items()):
-            inputs = self._observations.get(doc.stamp_ns, {})
+            inputs = self._inputs_of(doc.stamp_ns)
             if self.needs.issubset(inputs):
                 del self._pending[key]
                 with self._answers_lock:
                     self._in_flight.add(key)
                 self._worker.submit(self._answer, doc, dict(inputs))
         for episode_id, (plan_doc, _) in list(self._plans_pending.items()):
-            inputs = self._observations.get(plan_doc.stamp_ns, {})
+            inputs = self._inputs_of(plan_doc.stamp_ns)
             if self.needs.issubset(inputs):
                 del self._plans_pending[episode_id]
                 self._worker.submit(self._plan, plan_doc, dict(inputs))
@@ -162,7 +176,7 @@ class VerifierNode(Node):
             if now - since >= self.params["observation_wait_s"]:
                 del self._pending[key]
                 request = doc.verification_request()
-                missing = sorted(self.needs - set(self._observations.get(doc.stamp_ns, {})))
+                missing = sorted(self.needs - set(self._inputs_of(doc.stamp_ns)))
                 self.get_logger().error(f"query {request.request_id} of step {doc.step}: no {', '.join(missing)} "
                                         f"after {self.params['observation_wait_s']} s; answering with an error")
                 self._publish(doc, VerificationResult(request_id=request.request_id, count=None, source=self.name,
@@ -171,7 +185,7 @@ class VerifierNode(Node):
         for episode_id, (plan_doc, since) in list(self._plans_pending.items()):
             if now - since >= self.params["observation_wait_s"]:
                 del self._plans_pending[episode_id]
-                missing = sorted(self.needs - set(self._observations.get(plan_doc.stamp_ns, {})))
+                missing = sorted(self.needs - set(self._inputs_of(plan_doc.stamp_ns)))
                 self._plan_pub.publish(document_to_msg(PlanResultDoc(
                     episode_id=episode_id, subgoals=None, source=self.name,
                     error=f"no observation of step {plan_doc.step}: missing {', '.join(missing)}")))

@@ -154,8 +154,11 @@ def rows(mutants: list[Mutant]) -> list[tuple[str, collections.Counter]]:
     for m in mutants:
         counts[m.module][m.status] += 1
     order = ordered_modules()
-    return [(module, counts[module]) for module in sorted(counts, key=lambda m: (order.index(m) if m in order
-                                                                                     else len(order), m))]
+
+    def rank(module: str) -> tuple:
+        return order.index(module) if module in order else len(order), module
+
+    return [(module, counts[module]) for module in sorted(counts, key=rank)]
 
 
 def caught(c: collections.Counter) -> int:

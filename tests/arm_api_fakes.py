@@ -323,7 +323,8 @@ class FakeFranky:
 
     @staticmethod
     def JointState(position, velocity=None):  # noqa: N802
-        return SimpleNamespace(position=np.asarray(position), velocity=None if velocity is None else np.asarray(velocity))
+        return SimpleNamespace(position=np.asarray(position),
+                               velocity=None if velocity is None else np.asarray(velocity))
 
     @staticmethod
     def JointWaypoint(target, minimum_time=None):  # noqa: N802

@@ -28,7 +28,7 @@ from ladder_ros.robots.interbotix_arm import (
     ProfileMismatch,
     vendor_api,
 )
-from tests.arm_api_fakes import FakeFranky, FakeFrankyState, FakeInterbotix, FakeTimer, GroupInfo
+from tests.arm_api_fakes import FakeFranky, FakeInterbotix, FakeTimer, GroupInfo
 
 FINGERS = ApertureRange(0.010, 0.035, source="bridge_data_robot")
 
@@ -164,8 +164,8 @@ def test_a_hold_past_the_apis_limits_is_clamped_inside_them_and_reported_as_refu
         core.position[core.js_index_map[name]] = value
     outcome = arm.hold()
     clamped = np.clip(measured, np.array(wx250s.LOWER) + 2e-3, np.array(wx250s.UPPER) - 2e-3)
-    assert outcome == HoldOutcome(True, "held at the measured joints clamped into the API's joint limits", outcome.joints,
-                                  refused=True)
+    assert outcome == HoldOutcome(True, "held at the measured joints clamped into the API's joint limits",
+                                  outcome.joints, refused=True)
     assert np.array_equal(outcome.joints, clamped) and arm.bot.arm.published == [list(clamped)]
     assert clamped[1] == pytest.approx(wx250s.LOWER[1] + 2e-3) and clamped[4] == pytest.approx(wx250s.UPPER[4] - 2e-3)
 
@@ -200,8 +200,8 @@ def test_a_profile_that_reads_back_different_names_each_motor():
     with pytest.raises(ProfileMismatch, match=r"^the motors' profile reads back as elbow 2000/300 ms, wrist_rotate "
                                               r"2000/300 ms, not the 200/100 ms written$"):
         arm.verify_profile()
-    for short, counts in (("Profile_Velocity", "5 Profile_Velocity and 6"), ("Profile_Acceleration",
-                                                                            "6 Profile_Velocity and 5")):
+    for short, counts in (("Profile_Velocity", "5 Profile_Velocity and 6"),
+                          ("Profile_Acceleration", "6 Profile_Velocity and 5")):
         arm.bot.core.short_reads = {short}
         with pytest.raises(ProfileMismatch, match=f"^xs_sdk returned {counts} Profile_Acceleration values for the 6 "
                                                   "arm motors$"):

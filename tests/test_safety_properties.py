@@ -290,7 +290,8 @@ def test_a_fresh_gate_has_nothing_in_and_a_taken_step_is_no_longer_ready():
 
 # ------------------------------------------------------------------ the supervisor's state, word for word
 from ladder_ros.core.safety import ESTOP, STALL, WATCHDOG  # noqa: E402
-from ladder_ros.core.safety_supervisor import ERROR, OK, WARN, Permission, SafetySupervisor, SupervisorConfig  # noqa: E402
+from ladder_ros.core.safety_supervisor import (  # noqa: E402
+    ERROR, OK, WARN, Permission, SafetySupervisor, SupervisorConfig)
 
 FRESH_VALUES = {"armed": "false", "estop": "false", "interventions": "0", "detail": "dry run: arm the robot to move",
                 "episode_interventions": "0", "holding": "false", "verifying": "false",

@@ -19,7 +19,7 @@ from ladder_ros.core.safety import (
     WorkspaceBox,
 )
 from ladder_ros.core.safety_supervisor import Permission
-from ladder_ros.nodes.parameters import FRANKA_DRIVER
+from ladder_ros.nodes.robot_parameters import FRANKA_DRIVER
 from ladder_ros.nodes.robot_driver import ArmSnapshot, RobotDriverNode, StopOutcome
 from ladder_ros.nodes.runtime import run_node
 from ladder_ros.robots.franka import clip_step_into_box, forward_kinematics, get_model, stream_waypoints
@@ -51,7 +51,7 @@ class FrankaDriverNode(RobotDriverNode):
     time).
     Services: ``robot/arm`` (std_srvs/SetBool), ``robot/estop``, ``robot/estop_release``,
     ``robot/home``, ``robot/recover`` (std_srvs/Trigger).
-    Parameters: ``FRANKA_DRIVER`` in :mod:`ladder_ros.nodes.parameters` (the shared driver parameters
+    Parameters: ``FRANKA_DRIVER`` in :mod:`ladder_ros.nodes.robot_parameters` (the shared driver parameters
     and host, model, joint_names, ready_joints (rad), gripper_speed_m_s (m/s), gripper_force_n (N),
     max_width_m (m), realtime, max_joint_velocity (rad/s), workspace_low (m), workspace_high (m)).
     """

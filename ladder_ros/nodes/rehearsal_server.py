@@ -12,7 +12,7 @@ from ladder_ros.core.errors import LadderError
 from ladder_ros.core.task import Task
 from ladder_ros.messages import EpisodeStatus, PrivilegedStateDoc, SchemaError
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.parameters import REHEARSAL_SERVER
+from ladder_ros.nodes.robot_parameters import REHEARSAL_SERVER
 from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publisher, received_document, run_node, \
     subscription
 from ladder_ros.policies.factory import load_policy

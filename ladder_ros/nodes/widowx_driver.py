@@ -25,7 +25,7 @@ from ladder_ros.core.safety import (
     WorkspaceBox,
 )
 from ladder_ros.core.safety_supervisor import Permission
-from ladder_ros.nodes.parameters import WIDOWX_DRIVER
+from ladder_ros.nodes.robot_parameters import WIDOWX_DRIVER
 from ladder_ros.nodes.robot_driver import ArmSnapshot, RobotDriverNode, StopOutcome
 from ladder_ros.nodes.runtime import run_node
 from ladder_ros.robots import wx250s
@@ -72,7 +72,7 @@ class WidowXDriverNode(RobotDriverNode):
     state's age).
     Services: ``robot/arm`` (std_srvs/SetBool), ``robot/estop``, ``robot/estop_release``,
     ``robot/home``, ``robot/recover`` (std_srvs/Trigger).
-    Parameters: ``WIDOWX_DRIVER`` in :mod:`ladder_ros.nodes.parameters` (the shared driver parameters
+    Parameters: ``WIDOWX_DRIVER`` in :mod:`ladder_ros.nodes.robot_parameters` (the shared driver parameters
     and interbotix_api, twin_xs_sdk, robot_model, robot_name, moving_time_s (s), accel_time_s (s),
     gripper_pressure, finger_closed_m (m), finger_open_m (m), workspace_low (m), workspace_high (m),
     home_joints (rad), ik_max_iterations, tracking_tolerance_rad (rad), stall_readings,

@@ -22,7 +22,7 @@ from ladder_ros.core.suite import load_suite
 from ladder_ros.core.task import Task
 from ladder_ros.messages import WALL_CLOCK, DecisionDoc, EpisodeScoreDoc, EpisodeStatus, PrivilegedStateDoc
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.parameters import WIDOWX_TWIN
+from ladder_ros.nodes.robot_parameters import WIDOWX_TWIN
 from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publisher, received_document, run_node, \
     subscription
 from ladder_ros.nodes.sim_scoring import privileged_score
@@ -54,7 +54,7 @@ class WidowXTwinNode(Node):
     Topics: publishes ``sim/privileged_state``, ``sim/episode_score``, ``/diagnostics`` (physics time skipped,
     camera rate and render time, xs_sdk calls, faults) and the xs_sdk topics above; subscribes
     ``episode/status``, ``orchestrator/decision`` and the xs_sdk command and call topics.
-    Parameters: ``WIDOWX_TWIN`` in :mod:`ladder_ros.nodes.parameters` (suite, robot_name, start_joints (rad),
+    Parameters: ``WIDOWX_TWIN`` in :mod:`ladder_ros.nodes.robot_parameters` (suite, robot_name, start_joints (rad),
     initial_task, physics_period_s (s), camera_width/camera_height (px), camera_fps (Hz), render_depth,
     camera_name, frame_channel, preset, clock_mode).
     """

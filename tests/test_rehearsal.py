@@ -30,7 +30,12 @@ EPISODE_TIMEOUT_S = 120.0  # the task's budget is 100 steps (20 s at 5 Hz)
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory):
     out = tmp_path_factory.mktemp("rehearsal")
-    plan = plan_rehearsal("widowx", out, overrides=['rehearsal_server.noise="off"'])
+    # The twin's joint states come from a Python process that shares this machine's CPUs with the graph and
+    # the rest of the suite; a loaded CI machine can delay them past the driver's 0.5 s (a vendor_timeout fault,
+    # which the driver is right to raise). This module checks the graph end to end and the stall and motor
+    # error faults, not the machine's latency: the driver tolerates 2 s here (the rehearsal itself keeps 0.5 s).
+    plan = plan_rehearsal("widowx", out, overrides=['rehearsal_server.noise="off"',
+                                                    "widowx_driver.max_state_age_s=2.0"])
     session = GraphSession(plan.graph, plan.launches, out / "logs", startup_timeout_s=180.0)
     with session:
         operator = Rehearsal(session, plan.params, plan.namespace)

@@ -1,0 +1,145 @@
+"""A scripted motion answering as a joint-position policy: the Franka rehearsal's chunks, with no scene to act on.
+
+The Franka's rehearsal (docs/rehearsal_franka.md) runs against franky-sim, which has no objects, so
+there is nothing for an expert to pick. What the rehearsal needs from its policy server is a stream
+of chunks in the Franka policy's own format (pi0.5-DROID, ``policies/droid_pi05_server.yaml``:
+absolute joint positions for the seven joints plus DROID's gripper position, 0 open / 1 closed,
+chunks of 15 of which the policy node executes 8) that moves the arm and lets the gripper trigger
+see attempts. :class:`SweepChunker` gives one, open loop, around where the arm stood at the
+episode's first request (the ready pose, where the driver homes it):
+
+* joint 1 sweeps ``SWEEP_RAD`` either way, once per cycle (a slow, bounded motion the driver streams);
+* each cycle of ``CYCLE_STEPS`` opens the hand for ``OPEN_STEPS``, then closes it for
+  ``CLOSED_STEPS`` during which the hand rises ``LIFT_M`` and comes back down: more than the
+  Franka trigger's close of 21 steps with a lift of 3 cm (paper Appendix B), and the next close
+  comes after its cooldown of 57 steps, so every cycle is one attempt the trigger ends on the release.
+
+The lift is a joint offset found once per episode: the least-squares joint step that raises the hand
+(the driver's own forward kinematics, :func:`ladder_ros.robots.franka.forward_kinematics`) by
+``LIFT_M`` at the centre. The chunk's rows follow on from the previous chunk's executed ones (the
+step counter advances by the executed length), so the seam between chunks is one step's motion,
+far below the config's seam limit. Nothing here imports rclpy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from ladder_ros.core.errors import ConfigError, InvalidInputError
+from ladder_ros.policies.config import JOINT_POSITION, PolicyConfig
+from ladder_ros.robots.franka import forward_kinematics
+
+ARM_JOINTS = 7
+OPEN, CLOSED = 0.0, 1.0  # DROID's gripper position (policies/droid_pi05_server.yaml)
+SWEEP_RAD = 0.2  # joint 1 either way of the centre: about 10 cm of hand travel at the ready pose
+LIFT_M = 0.05  # above the Franka trigger's 3 cm lift (Appendix B)
+OPEN_STEPS = 60  # after a release, longer than the trigger's 57-step cooldown (Appendix B)
+CLOSED_STEPS = 50  # the close lasts longer than the trigger's 21 steps (Appendix B) plus the hand's closing time
+CYCLE_STEPS = OPEN_STEPS + CLOSED_STEPS
+RISE_STEPS = 20  # the lift starts RISE_START steps into the close (the hand closes first) and takes this long
+RISE_START = 5
+TOP_STEPS = 10  # held at the top, then down in the close's remaining steps
+JACOBIAN_STEP_RAD = 1e-4
+
+
+def lift_offset(centre: np.ndarray, lift_m: float = LIFT_M) -> np.ndarray:
+    """The joint step (rad, least squares) that raises the hand by ``lift_m`` at ``centre``, keeping x and y."""
+    q = np.asarray(centre, dtype=np.float64)
+    base = forward_kinematics(q)[:3, 3]
+    jacobian = np.empty((3, ARM_JOINTS))
+    for j in range(ARM_JOINTS):
+        dq = np.zeros(ARM_JOINTS)
+        dq[j] = JACOBIAN_STEP_RAD
+        jacobian[:, j] = (forward_kinematics(q + dq)[:3, 3] - base) / JACOBIAN_STEP_RAD
+    return np.linalg.pinv(jacobian) @ np.array([0.0, 0.0, lift_m])
+
+
+def _smooth(x: float) -> float:
+    """0 -> 1 with zero slope at both ends (a cosine ramp), x clipped to [0, 1]."""
+    x = min(max(x, 0.0), 1.0)
+    return 0.5 - 0.5 * math.cos(math.pi * x)
+
+
+def cycle_pose(step: int) -> tuple[float, float, float]:
+    """At ``step`` of the episode: (joint 1 sweep in [-1, 1], lift in [0, 1], gripper position)."""
+    phase = step % CYCLE_STEPS
+    sweep = math.sin(2.0 * math.pi * step / CYCLE_STEPS)
+    if phase < OPEN_STEPS:
+        return sweep, 0.0, OPEN
+    closed = phase - OPEN_STEPS
+    up = _smooth((closed - RISE_START) / RISE_STEPS)
+    down_start = RISE_START + RISE_STEPS + TOP_STEPS
+    down = _smooth((closed - down_start) / (CLOSED_STEPS - down_start))
+    return sweep, up - down, CLOSED
+
+
+def joints_from_request(request: Mapping[str, Any], config: PolicyConfig) -> tuple[np.ndarray, float]:
+    """The arm's joints (rad) and DROID's gripper position in an openpi request, by the config's state layout."""
+    values: dict[str, np.ndarray] = {}
+    for entry in config.state:
+        raw = np.asarray(request.get(entry.key), dtype=np.float64).reshape(-1)
+        if raw.size != entry.size or not np.all(np.isfinite(raw)):
+            raise InvalidInputError(f"request key {entry.key!r} holds no finite state of {entry.size} numbers")
+        values[entry.source] = raw
+    if "joint_positions" not in values or values["joint_positions"].size != ARM_JOINTS:
+        raise ConfigError(f"policy {config.name}'s state has no {ARM_JOINTS} joint positions: the sweep cannot act")
+    if "gripper_closed" in values:
+        gripper = float(values["gripper_closed"][0])
+    elif "gripper_open" in values:
+        gripper = 1.0 - float(values["gripper_open"][0])
+    else:
+        gripper = OPEN
+    return values["joint_positions"], gripper
+
+
+def _check_config(config: PolicyConfig) -> None:
+    if config.action.kind != JOINT_POSITION or config.action.dim != ARM_JOINTS + 1:
+        raise ConfigError(f"the rehearsal's sweep answers {ARM_JOINTS} joint positions and a gripper; policy "
+                          f"{config.name} acts in {config.action.kind} ({config.action.dim} axes)")
+
+
+def joint_hold_chunk(config: PolicyConfig, request: Mapping[str, Any]) -> np.ndarray:
+    """A chunk that keeps the arm and the hand where the request says they are (clipped into the config's bounds).
+
+    The warm-up's answer (its zero state is clipped into the joint limits) and the answer when no
+    episode runs.
+    """
+    _check_config(config)
+    try:
+        joints, gripper = joints_from_request(request, config)
+    except InvalidInputError:
+        joints, gripper = np.zeros(ARM_JOINTS), OPEN
+    row = np.clip(np.append(joints, gripper), config.action.low, config.action.high)
+    return np.tile(row, (config.chunk_length, 1)).astype(np.float32)
+
+
+class SweepChunker:
+    """Chunks of the scripted sweep for one episode, in ``config``'s joint-position format (module docstring)."""
+
+    def __init__(self, config: PolicyConfig):
+        _check_config(config)
+        self.config = config
+        self.length, self.execute = config.chunk_length, config.execute_steps
+        self.centre: np.ndarray | None = None
+        self.lift: np.ndarray | None = None
+        self.step = 0
+        self.chunks = 0
+
+    def chunk(self, request: Mapping[str, Any]) -> np.ndarray:
+        """``length`` rows (float32) from the episode's next step on; the first request fixes the centre."""
+        joints, _ = joints_from_request(request, self.config)
+        if self.centre is None:
+            self.centre = joints.copy()
+            self.lift = lift_offset(self.centre)
+        rows = []
+        for k in range(self.step, self.step + self.length):
+            sweep, lift, gripper = cycle_pose(k)
+            q = self.centre + lift * self.lift
+            q[0] += SWEEP_RAD * sweep
+            rows.append(np.append(q, gripper))
+        self.step += self.execute
+        self.chunks += 1
+        return np.clip(np.array(rows), self.config.action.low, self.config.action.high).astype(np.float32)

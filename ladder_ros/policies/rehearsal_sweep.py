@@ -43,6 +43,13 @@ RISE_STEPS = 20  # the lift starts RISE_START steps into the close (the hand clo
 RISE_START = 5
 TOP_STEPS = 10  # held at the top, then down in the close's remaining steps
 JACOBIAN_STEP_RAD = 1e-4
+INSIDE = 1e-5  # rows are clipped this far inside the config's bounds, so float32 rounding never crosses one
+
+
+def _inside_bounds(rows: np.ndarray, config: PolicyConfig) -> np.ndarray:
+    """``rows`` clipped into the config's action bounds, as float32 (the wire's dtype)."""
+    low, high = np.asarray(config.action.low) + INSIDE, np.asarray(config.action.high) - INSIDE
+    return np.clip(rows, low, high).astype(np.float32)
 
 
 def lift_offset(centre: np.ndarray, lift_m: float = LIFT_M) -> np.ndarray:
@@ -112,8 +119,7 @@ def joint_hold_chunk(config: PolicyConfig, request: Mapping[str, Any]) -> np.nda
         joints, gripper = joints_from_request(request, config)
     except InvalidInputError:
         joints, gripper = np.zeros(ARM_JOINTS), OPEN
-    row = np.clip(np.append(joints, gripper), config.action.low, config.action.high)
-    return np.tile(row, (config.chunk_length, 1)).astype(np.float32)
+    return _inside_bounds(np.tile(np.append(joints, gripper), (config.chunk_length, 1)), config)
 
 
 class SweepChunker:
@@ -142,4 +148,4 @@ class SweepChunker:
             rows.append(np.append(q, gripper))
         self.step += self.execute
         self.chunks += 1
-        return np.clip(np.array(rows), self.config.action.low, self.config.action.high).astype(np.float32)
+        return _inside_bounds(np.array(rows), self.config)

@@ -1,0 +1,94 @@
+"""The Franka rehearsal's policy answers: a scripted sweep in pi0.5-DROID's joint-position format, and franky-sim's server.
+
+The chunks must pass the policy node's own checks for the config (shape, bounds, the seam between
+chunks), and the motion must give the Franka trigger what it ends an attempt on (Appendix B: a close
+of 21 steps with a lift of 3 cm, the next close after the 57-step cooldown), measured with the
+driver's forward kinematics. The server answers a joint-position config with the sweep and never
+waits for a privileged state (there is no scene).
+"""
+
+import numpy as np
+import pytest
+
+from ladder_ros.core.errors import InvalidInputError, LadderError
+from ladder_ros.core.presets import get_preset
+from ladder_ros.core.suite import load_suite
+from ladder_ros.paths import resolve_share_file
+from ladder_ros.policies.actions import ActionProcessor
+from ladder_ros.policies.factory import load_policy
+from ladder_ros.policies.rehearsal_server import NO_EPISODE, RehearsalPolicy
+from ladder_ros.policies.rehearsal_sweep import SweepChunker, joint_hold_chunk, lift_offset
+from ladder_ros.policies.scripted_expert import ExpertNoise
+from ladder_ros.policies.warmup import WARM_UP_PROMPT
+from ladder_ros.robots.franka import READY_JOINTS, forward_kinematics
+
+CONFIG = load_policy("droid_pi05_server")
+
+
+def request(joints=READY_JOINTS, gripper=0.0, prompt="put the cup in the bin"):
+    return {"observation/joint_position": np.array(joints, dtype=np.float64),
+            "observation/gripper_position": np.array([gripper]), "prompt": prompt}
+
+
+def executed_rows(chunks: int) -> np.ndarray:
+    """The rows the policy node would execute from ``chunks`` consecutive chunks, checked as it checks them."""
+    chunker, processor = SweepChunker(CONFIG), ActionProcessor(CONFIG)
+    return np.concatenate([processor.check_chunk(chunker.chunk(request())) for _ in range(chunks)])
+
+
+def test_the_lift_offset_raises_the_hand_and_keeps_it_over_the_same_spot():
+    centre = np.array(READY_JOINTS)
+    before, after = forward_kinematics(centre)[:3, 3], forward_kinematics(centre + lift_offset(centre, 0.05))[:3, 3]
+    assert after[2] - before[2] == pytest.approx(0.05, abs=0.003)
+    assert np.hypot(*(after[:2] - before[:2])) < 0.01
+
+
+def test_sweep_chunks_pass_the_policy_nodes_checks_and_join_without_a_jump():
+    rows = executed_rows(40)
+    assert rows.shape == (40 * CONFIG.execute_steps, 8)
+    steps = np.abs(np.diff(rows[:, :7], axis=0)).max()
+    assert steps < CONFIG.seam.max_joint_rad / 4  # chunk seams included: one step's motion, far below the limit
+    assert set(np.unique(rows[:, 7])) == {0.0, 1.0}
+    assert np.allclose(rows[0, :7], READY_JOINTS)  # it starts where the arm stands
+
+
+def test_every_cycle_is_an_attempt_the_franka_trigger_ends():
+    trigger = get_preset("franka").trigger
+    rows = executed_rows(60)  # 480 steps: four cycles
+    closed = rows[:, 7] > 0.5
+    heights = np.array([forward_kinematics(r[:7])[2, 3] for r in rows])
+    edges = np.flatnonzero(np.diff(closed.astype(int)))
+    closes, opens = edges[closed[edges + 1]] + 1, edges[~closed[edges + 1]] + 1
+    assert len(closes) >= 3 and len(opens) >= 3
+    for start, end in zip(closes, opens[opens > closes[0]]):
+        assert end - start >= trigger.min_close_steps
+        assert heights[start:end].max() - heights[start] >= trigger.min_lift_m
+    for release, close in zip(opens, closes[1:]):
+        assert close - release > trigger.cooldown_steps
+
+
+def test_hold_chunks_keep_the_arm_in_place_inside_the_joint_limits():
+    hold = joint_hold_chunk(CONFIG, request(gripper=1.0))
+    assert hold.shape == (CONFIG.chunk_length, 8) and np.allclose(hold[:, :7], READY_JOINTS, atol=1e-6)
+    assert np.all(hold[:, 7] == 1.0)
+    warm_up = joint_hold_chunk(CONFIG, request(joints=np.zeros(7)))  # the warm-up's zero state: clipped into limits
+    ActionProcessor(CONFIG).check_chunk(warm_up)
+    with pytest.raises(InvalidInputError, match="observation/joint_position"):
+        SweepChunker(CONFIG).chunk(request(joints=[0.0] * 6))
+
+
+def test_the_server_answers_a_joint_position_policy_with_the_sweep_without_a_scene():
+    slept = []
+    policy = RehearsalPolicy(CONFIG, ExpertNoise.off(), delay_ms=0.0, wait_s=0.0, sleep=slept.append)
+    assert policy.sweeps
+    warm = policy.respond(request(joints=np.zeros(7), prompt=WARM_UP_PROMPT))["actions"]
+    ActionProcessor(CONFIG).check_chunk(warm)
+    held = policy.respond(request())["actions"]  # no episode runs: the arm is held where it is
+    assert np.allclose(held[:, :7], READY_JOINTS, atol=1e-6) and policy.holds[NO_EPISODE] == 1
+    task = load_suite(resolve_share_file("config/suites/tabletop.yaml")).task("kitchen_single_1")
+    policy.set_episode("e1", task, 0)  # no privileged state ever comes: the sweep does not need one
+    first, second = (policy.respond(request())["actions"] for _ in range(2))
+    assert np.allclose(first[CONFIG.execute_steps:], second[:CONFIG.chunk_length - CONFIG.execute_steps])
+    assert policy.stats()["chunks"] == 2 and policy.holds[NO_EPISODE] == 1
+    with pytest.raises(LadderError):
+        policy.respond({"prompt": "x", "observation/joint_position": np.zeros(3)})

@@ -10,7 +10,7 @@ episode's first request (the ready pose, where the driver homes it):
 
 * joint 1 sweeps ``SWEEP_RAD`` either way, once per cycle (a slow, bounded motion the driver streams);
 * each cycle of ``CYCLE_STEPS`` opens the hand for ``OPEN_STEPS``, then closes it for
-  ``CLOSED_STEPS`` during which the hand rises ``LIFT_M`` and comes back down: more than the
+  ``CLOSED_STEPS`` during which the closed hand rises ``LIFT_M`` and comes back down: more than the
   Franka trigger's close of 21 steps with a lift of 3 cm (paper Appendix B), and the next close
   comes after its cooldown of 57 steps, so every cycle is one attempt the trigger ends on the release.
 
@@ -34,14 +34,17 @@ from ladder_ros.robots.franka import forward_kinematics
 
 ARM_JOINTS = 7
 OPEN, CLOSED = 0.0, 1.0  # DROID's gripper position (policies/droid_pi05_server.yaml)
-SWEEP_RAD = 0.2  # joint 1 either way of the centre: about 10 cm of hand travel at the ready pose
+SWEEP_RAD = 0.2  # joint 1 either way of the centre: about 7 cm of hand travel at the ready pose (0.36 m out)
 LIFT_M = 0.05  # above the Franka trigger's 3 cm lift (Appendix B)
 OPEN_STEPS = 60  # after a release, longer than the trigger's 57-step cooldown (Appendix B)
-CLOSED_STEPS = 50  # the close lasts longer than the trigger's 21 steps (Appendix B) plus the hand's closing time
-CYCLE_STEPS = OPEN_STEPS + CLOSED_STEPS
-RISE_STEPS = 20  # the lift starts RISE_START steps into the close (the hand closes first) and takes this long
-RISE_START = 5
-TOP_STEPS = 10  # held at the top, then down in the close's remaining steps
+# The close: the hand closes first (franky-sim's hand moves at most 0.05 m/s, constants.py: 0.8 s to half open,
+# where the trigger sees it closed), then rises over RISE_STEPS, holds TOP_STEPS and comes down; the trigger
+# measures the lift from the height where it saw the hand close, and needs 21 closed steps (Appendix B).
+RISE_START = 15
+RISE_STEPS = 20
+TOP_STEPS = 10
+CLOSED_STEPS = 60
+CYCLE_STEPS = OPEN_STEPS + CLOSED_STEPS  # 8 s at 15 Hz
 JACOBIAN_STEP_RAD = 1e-4
 INSIDE = 1e-5  # rows are clipped this far inside the config's bounds, so float32 rounding never crosses one
 

@@ -1,4 +1,4 @@
-"""The Franka's dress rehearsal end to end: the Franka robot graph on the wall clock against franky-sim, as `rehearse` runs it.
+"""The Franka's dress rehearsal end to end: its robot graph on the wall clock against franky-sim, as `rehearse` runs it.
 
 One graph (the shipped description's ``twin`` mode, every node its own process: franky-sim served by
 ``franka_twin`` on 127.0.0.1, the real Franka driver, two synthetic cameras, the policy node with

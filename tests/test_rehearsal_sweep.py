@@ -1,4 +1,4 @@
-"""The Franka rehearsal's policy answers: a scripted sweep in pi0.5-DROID's joint-position format, and franky-sim's server.
+"""The Franka rehearsal's policy answers: a scripted sweep in pi0.5-DROID's joint-position format.
 
 The chunks must pass the policy node's own checks for the config (shape, bounds, the seam between
 chunks), and the motion must give the Franka trigger what it ends an attempt on (Appendix B: a close

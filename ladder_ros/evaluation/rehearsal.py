@@ -71,6 +71,8 @@ def rehearsed_robot(params: dict) -> RehearsedRobot:
             return robot
     raise ConfigError(f"the twin mode runs none of the simulated robots the rehearsal knows "
                       f"({', '.join(r.twin for r in ROBOTS)}) with its driver")
+
+
 SCORE_WAIT_S = 15.0  # the twin scores an episode within this long of its last decision unless it is gone
 
 
@@ -79,8 +81,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__.split("\n\n")[0])
     p.add_argument("graph", help="graph name (config/graphs/NAME.yaml) with a twin mode: widowx or franka")
     p.add_argument("--episodes", type=int, default=3, help="number of episodes (tasks are taken in turn)")
-    p.add_argument("--tasks", default=None, help=f"comma-separated task ids of the twin's suite (default: "
-                                                  f"{DEFAULT_TASKS}; a twin without a scene: {UNSCORED_TASKS})")
+    p.add_argument("--tasks", default=None,
+                   help=f"comma-separated task ids of the twin's suite (default: {DEFAULT_TASKS}; a twin without a "
+                        f"scene: {UNSCORED_TASKS})")
     p.add_argument("--variant", default="", help="orchestrator variant (default: the orchestrator's parameter)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first episode; episode k uses seed + k, "
                                                        "layout seed mod the task's layouts (as ladder-ros run)")

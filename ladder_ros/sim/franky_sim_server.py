@@ -38,7 +38,7 @@ from typing import Sequence
 
 from ladder_ros.core.errors import ConfigError, LadderError
 
-TICK_S = 0.001  # franky-sim's control tick: MuJoCo's timestep and the loop's 1 kHz (mujoco_simulator.py, simulation_server.py)
+TICK_S = 0.001  # franky-sim's tick: MuJoCo's timestep and the loop's 1 kHz (mujoco_simulator.py, simulation_server.py)
 AUTO = "auto"
 MISSING = ("the Franka twin needs franky-sim (pip install franky-sim==1.0.4, requirements/robots.txt) with its MuJoCo "
            "backend")

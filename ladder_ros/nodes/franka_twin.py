@@ -12,25 +12,32 @@ from typing import Sequence
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
+from sensor_msgs.msg import JointState
 
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.messages import WALL_CLOCK
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import FRANKA_TWIN
-from ladder_ros.nodes.runtime import declare_parameters, publisher, run_node
-from ladder_ros.ros_conversions import diagnostics_to_msg
+from ladder_ros.nodes.runtime import declare_parameters, publisher, qos, run_node
+from ladder_ros.ros_conversions import diagnostics_to_msg, ns_to_stamp
 from ladder_ros.sim.franky_sim_server import FrankySimServer
 
 SIMULATOR = "franky_sim"
+# The simulated arm's own joint states (franky-sim's, not the driver's reading of them): for benchmarks that time
+# how long the arm takes to stand still. Not part of the robot graph's interface (the driver publishes joint_states).
+TWIN_JOINT_STATES = "twin/joint_states"
+JOINT_NAMES = tuple(f"panda_joint{i}" for i in range(1, 8))
 
 
 class FrankaTwinNode(Node):
     """Serves franky-sim at ``host`` while the node runs; reports its lag behind the wall clock.
 
     Topics: publishes ``/diagnostics`` once a second (simulated against wall-clock time, the real-time
-    factor, whether the loop runs; warn when it has fallen ``behind_warn_s`` behind, error when it stopped).
+    factor, whether the loop runs; warn when it has fallen ``behind_warn_s`` behind, error when it stopped)
+    and ``twin/joint_states`` (the simulated arm's joints and velocities as franky-sim stepped them, stamped
+    when sampled, at ``state_rate_hz``).
     Parameters: ``FRANKA_TWIN`` in :mod:`ladder_ros.nodes.parameters` (host, start_joints (rad),
-    behind_warn_s (s), preset, clock_mode).
+    behind_warn_s (s), state_rate_hz (Hz), preset, clock_mode).
     """
 
     def __init__(self, *, node_name: str = "franka_twin", **node_options):
@@ -41,8 +48,20 @@ class FrankaTwinNode(Node):
                               f"{p['clock_mode']!r}")
         self.sim = FrankySimServer(p["host"], p["start_joints"]).start()
         self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
+        self._joints_pub = self.create_publisher(JointState, TWIN_JOINT_STATES, qos(topics.STREAM))
+        self._published_ns = 0
         self.create_timer(1.0, self._publish_diagnostics)
+        self.create_timer(1.0 / p["state_rate_hz"], self._publish_joints)
         self.get_logger().info(f"Franka twin: franky-sim (MuJoCo FR3 and Franka Hand) listening at {self.sim.host}")
+
+    def _publish_joints(self) -> None:
+        joints = self.sim.joints
+        if joints is None or joints.stamp_ns == self._published_ns:
+            return
+        self._published_ns = joints.stamp_ns
+        msg = JointState(name=list(JOINT_NAMES), position=list(joints.positions), velocity=list(joints.velocities))
+        msg.header.stamp = ns_to_stamp(joints.stamp_ns)
+        self._joints_pub.publish(msg)
 
     def _publish_diagnostics(self) -> None:
         stats = self.sim.stats()

@@ -407,6 +407,8 @@ FRANKA_TWIN = COMMON + (
               "joints 1-7): DROID's reset pose, the driver's ready_joints", size=7, min=-4.6, max=4.6),
     ParamSpec("behind_warn_s", FLOAT, 1.0, "Say so (diagnostics warn) once franky-sim's 1 kHz loop has fallen this far "
               "behind the wall clock (s): its arm then moves slower than commanded", min=0.01, max=3600.0),
+    ParamSpec("state_rate_hz", FLOAT, 50.0, "Publish the simulated arm's own joint states on twin/joint_states this "
+              "often (Hz; sampled at 100 Hz of simulated time)", min=1.0, max=100.0),
 )
 
 REHEARSAL_SERVER = COMMON + (

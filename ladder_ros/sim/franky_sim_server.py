@@ -34,6 +34,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import Sequence
 
 from ladder_ros.core.errors import ConfigError, LadderError
@@ -43,6 +44,17 @@ AUTO = "auto"
 MISSING = ("the Franka twin needs franky-sim (pip install franky-sim==1.0.4, requirements/robots.txt) with its MuJoCo "
            "backend")
 SERVING = "franky-sim serving the Franka at"  # the line the process prints once it listens
+SAMPLE_TICKS = 10  # the arm's joints are sampled every 10 ticks (100 Hz of simulated time) for reports
+
+
+@dataclass(frozen=True)
+class SimulatedJoints:
+    """The simulated arm's joints as franky-sim stepped them: what its robot state reports, sampled."""
+
+    stamp_ns: int  # wall clock (time.time_ns) when sampled
+    simulated_s: float  # franky-sim's own time (ticks)
+    positions: tuple[float, ...]  # rad
+    velocities: tuple[float, ...]  # rad/s
 
 
 class FrankySimServer:
@@ -63,6 +75,7 @@ class FrankySimServer:
         kwargs = {} if start_joints is None else {"initial_q": tuple(float(q) for q in start_joints)}
         self.robot = self.sim.add_robot(**kwargs)
         self.ticks = 0
+        self.joints: SimulatedJoints | None = None  # replaced whole by the loop's thread
         self.sim.register_post_step_callback(self._count)
         candidates = {} if host == AUTO else {"hostname_candidates": [host]}
         self.server = franky_sim.SimulationServer(self.sim, **candidates)
@@ -78,6 +91,9 @@ class FrankySimServer:
 
     def _count(self, _sim) -> None:
         self.ticks += 1
+        if self.ticks % SAMPLE_TICKS == 0:
+            state = self.robot.inner_state
+            self.joints = SimulatedJoints(time.time_ns(), self.ticks * TICK_S, tuple(state.q), tuple(state.dq))
 
     def start(self) -> "FrankySimServer":
         self._started = self._clock()

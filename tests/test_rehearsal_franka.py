@@ -21,9 +21,9 @@ pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.tx
 pytest.importorskip("franky", reason="needs franky-control and franky-sim (requirements/robots.txt)")
 pytest.importorskip("franky_sim", reason="needs franky-control and franky-sim (requirements/robots.txt)")
 
-from ladder_ros.bringup.recording import read_bag  # noqa: E402
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.evaluation.rehearsal import UNSCORED, Rehearsal, plan_rehearsal  # noqa: E402
+from tests.rehearsal_checks import check_policy_timing_and_recording  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 TASK = "kitchen_single_1"
@@ -54,22 +54,9 @@ def test_a_franka_rehearsal_episode_runs_the_robot_graph_against_franky_sim(rehe
     assert not record["scored"] and record["score_source"] == UNSCORED
     assert record["twin"]["franky_sim"]["host"] == "127.0.0.1"
     # The lab's policy config, through its openpi client and chunk executor, in pi0.5-DROID's format.
-    report = record["policy_report"]
-    assert report["policy"].startswith("droid_pi05_server") and report["chunks"] > 1 and report["server_errors"] == 0
-    timing = record["timing"]
-    assert timing["applied_actions"] > 30 and timing["chunks"] > 1
-    assert set(timing) >= {"control_period_ms", "period_error_p99_pct", "idle_periods", "max_action_gap_ms",
-                           "obs_to_action_age_ms", "inference_ms"}
-    assert timing["obs_to_action_age_ms"]["p50"] > 0 and timing["inference_ms"]["p50"] > 0
-    bag = out / "recordings" / record["episode_id"]
-    deadline = time.monotonic() + 60
-    while not (bag / "metadata.yaml").exists():
-        assert time.monotonic() < deadline, f"no closed recording at {bag}"
-        time.sleep(0.2)
-    summary, _ = read_bag(bag)
-    for topic in ("camera/image_raw", "wrist_camera/image_raw", "joint_states", "policy/action",
-                  "robot/joint_command", "gripper/events"):
-        assert summary.topics.get(f"/franka/{topic}", 0) > 0, (topic, summary.topics)
+    check_policy_timing_and_recording(record, out, "droid_pi05_server", 30, "franka", (
+        "camera/image_raw", "wrist_camera/image_raw", "joint_states", "policy/action", "robot/joint_command",
+        "gripper/events"))
 
 
 def test_the_operators_estop_holds_the_arm_while_the_policy_keeps_acting(rehearsal):

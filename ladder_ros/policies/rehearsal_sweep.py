@@ -30,6 +30,7 @@ import numpy as np
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.policies.config import JOINT_POSITION, PolicyConfig
+from ladder_ros.policies.rehearsal_expert import aperture_of
 from ladder_ros.robots.franka import forward_kinematics
 
 ARM_JOINTS = 7
@@ -96,13 +97,7 @@ def joints_from_request(request: Mapping[str, Any], config: PolicyConfig) -> tup
         values[entry.source] = raw
     if "joint_positions" not in values or values["joint_positions"].size != ARM_JOINTS:
         raise ConfigError(f"policy {config.name}'s state has no {ARM_JOINTS} joint positions: the sweep cannot act")
-    if "gripper_closed" in values:
-        gripper = float(values["gripper_closed"][0])
-    elif "gripper_open" in values:
-        gripper = 1.0 - float(values["gripper_open"][0])
-    else:
-        gripper = OPEN
-    return values["joint_positions"], gripper
+    return values["joint_positions"], CLOSED - aperture_of(values)  # DROID's 1 closed from the aperture's 1 open
 
 
 def _check_config(config: PolicyConfig) -> None:

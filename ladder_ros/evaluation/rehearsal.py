@@ -258,8 +258,9 @@ def summarize(records: list[dict]) -> dict:
 def _print_episode(record: dict) -> None:
     t = record.get("timing") or {}
     age = (t.get("obs_to_action_age_ms") or {}).get("p50")
-    print(f"  {record['episode_id']}: {record['task_id']} ({record['variant']}): "
-          f"{'success' if record['success'] else 'failure'}, {record['subgoals_done']}/{record['horizon']} subgoals, "
+    outcome = (f"{'success' if record['success'] else 'failure'}, {record['subgoals_done']}/{record['horizon']} "
+               "subgoals" if record.get("scored") else "unscored")
+    print(f"  {record['episode_id']}: {record['task_id']} ({record['variant']}): {outcome}, "
           f"{record['steps_used']}/{record['budget_steps']} steps, {record['verification_queries']} queries, "
           f"{record['finish_reason']}; {t.get('applied_actions', 0)} actions, {t.get('idle_periods', 0)} idle "
           f"periods, observation to action p50 {age} ms, {record['wall_s']:.1f} s", flush=True)

@@ -1,4 +1,4 @@
-"""The Franka rehearsal's policy answers: a scripted sweep in pi0.5-DROID's joint-position format.
+"""The Franka rehearsal without ROS: the scripted sweep in pi0.5-DROID's joint-position format, and its plan.
 
 The chunks must pass the policy node's own checks for the config (shape, bounds, the seam between
 chunks), and the motion must give the Franka trigger what it ends an attempt on (Appendix B: a close
@@ -92,3 +92,26 @@ def test_the_server_answers_a_joint_position_policy_with_the_sweep_without_a_sce
     assert policy.stats()["chunks"] == 2 and policy.holds[NO_EPISODE] == 1
     with pytest.raises(LadderError):
         policy.respond({"prompt": "x", "observation/joint_position": np.zeros(3)})
+
+
+def test_the_franka_rehearsal_plan_points_the_driver_and_the_policy_at_this_machine(tmp_path):
+    from ladder_ros.evaluation.rehearsal import UNSCORED_TASKS, plan_rehearsal, rehearsed_robot, summarize
+
+    plan = plan_rehearsal("franka", tmp_path, inference_delay_ms=400)
+    params = plan.params
+    robot = rehearsed_robot(params)
+    assert (robot.twin, robot.driver, robot.scored) == ("franka_twin", "franka_driver", False)
+    assert params["franka_driver"]["host"] == params["franka_twin"]["host"] == "127.0.0.1"
+    assert params["franka_driver"]["realtime"] is False and params["franka_driver"]["model"] == "fr3"
+    assert params["rehearsal_server"]["policy"] == params["policy"]["policy"]  # one copy, on a free port
+    copy = load_policy(params["policy"]["policy"])
+    assert copy.name == "droid_pi05_server" and copy.server.host == "127.0.0.1" and copy.server.port != 8000
+    assert params["rehearsal_server"]["inference_delay_ms"] == 400.0
+    assert {"camera", "wrist_camera"} <= {launch.name for launch in plan.launches}
+    assert params["wrist_camera"]["backend"] == "fake" and params["orchestrator"]["variant"] == "proprio_trigger"
+    assert UNSCORED_TASKS == "kitchen_single_1"
+    # Unscored records give no success rate (a rate over them would be a made-up zero), only their timing.
+    record = {"variant": "proprio_trigger", "success": False, "subgoals_done": 0, "horizon": 1, "scored": False,
+              "timing": None, "finish_reason": "plan_exhausted"}
+    summary = summarize([record])
+    assert summary["scored"] is False and summary["success"] == {}

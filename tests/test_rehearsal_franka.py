@@ -54,9 +54,12 @@ def test_a_franka_rehearsal_episode_runs_the_robot_graph_against_franky_sim(rehe
     assert not record["scored"] and record["score_source"] == UNSCORED
     assert record["twin"]["franky_sim"]["host"] == "127.0.0.1"
     # The lab's policy config, through its openpi client and chunk executor, in pi0.5-DROID's format.
+    # (Its requests carry both views: the policy node sends none without the wrist camera's frame. The recorder
+    # keeps the main camera's.)
     check_policy_timing_and_recording(record, out, "droid_pi05_server", 30, "franka", (
-        "camera/image_raw", "wrist_camera/image_raw", "joint_states", "policy/action", "robot/joint_command",
-        "gripper/events"))
+        "camera/image_raw", "joint_states", "policy/action", "robot/joint_command", "gripper/events"))
+    print("franka rehearsal episode:", record["finish_reason"], record["timing"], record["twin"],
+          record.get("safety"), [(e["kind"], e.get("reason")) for e in record["events"]][:20])
 
 
 def test_the_operators_estop_holds_the_arm_while_the_policy_keeps_acting(rehearsal):

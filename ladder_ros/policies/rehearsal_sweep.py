@@ -5,25 +5,32 @@ there is nothing for an expert to pick. What the rehearsal needs from its policy
 of chunks in the Franka policy's own format (pi0.5-DROID, ``policies/droid_pi05_server.yaml``:
 absolute joint positions for the seven joints plus DROID's gripper position, 0 open / 1 closed,
 chunks of 15 of which the policy node executes 8) that moves the arm and lets the gripper trigger
-see attempts. :class:`SweepChunker` gives one, open loop, around where the arm stood at the
-episode's first request (the ready pose, where the driver homes it):
+see attempts. :class:`SweepChunker` gives one around where the arm stood at the episode's first
+request (the ready pose, where the driver homes it):
 
-* joint 1 sweeps ``SWEEP_RAD`` either way, once per cycle (a slow, bounded motion the driver streams);
-* each cycle of ``CYCLE_STEPS`` opens the hand for ``OPEN_STEPS``, then closes it for
-  ``CLOSED_STEPS`` during which the closed hand rises ``LIFT_M`` and comes back down: more than the
-  Franka trigger's close of 21 steps with a lift of 3 cm (paper Appendix B), and the next close
-  comes after its cooldown of 57 steps, so every cycle is one attempt the trigger ends on the release.
+* joint 1 sweeps ``SWEEP_RAD`` either way, once per ``SWEEP_STEPS`` (a slow, bounded motion the
+  driver streams), open loop;
+* the hand follows a cycle closed on the gripper the request reports, as a policy watching its
+  gripper would: open for ``OPEN_STEPS``, then the close is commanded and the arm waits until a
+  request shows the hand closed; then, still closed, the hand rises ``LIFT_M`` and comes back down
+  over ``CLOSED_STEPS``; then the open is commanded and the arm waits until a request shows the hand
+  open. The Franka Hand takes a second or more to close on a busy machine (its width is a network
+  round trip, its moves block: ``ladder_ros/robots/franky_arm.py``), so a fixed timeline would lift
+  before the hand closed and the trigger would see no lift. Each cycle is a close of more than the
+  Franka trigger's 21 steps with a lift above its 3 cm, the next after its 57-step cooldown (paper
+  Appendix B): one attempt the trigger ends on the release.
 
 The lift is a joint offset found once per episode: the least-squares joint step that raises the hand
 (the driver's own forward kinematics, :func:`ladder_ros.robots.franka.forward_kinematics`) by
-``LIFT_M`` at the centre. The chunk's rows follow on from the previous chunk's executed ones (the
-step counter advances by the executed length), so the seam between chunks is one step's motion,
-far below the config's seam limit. Nothing here imports rclpy.
+``LIFT_M`` at the centre. A chunk's rows follow on from the previous chunk's executed ones (the
+script advances by the executed length; the rows past it are its prediction), so the seam between
+chunks is one step's motion, far below the config's seam limit. Nothing here imports rclpy.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
@@ -37,15 +44,17 @@ ARM_JOINTS = 7
 OPEN, CLOSED = 0.0, 1.0  # DROID's gripper position (policies/droid_pi05_server.yaml)
 SWEEP_RAD = 0.2  # joint 1 either way of the centre: about 7 cm of hand travel at the ready pose (0.36 m out)
 LIFT_M = 0.05  # above the Franka trigger's 3 cm lift (Appendix B)
-OPEN_STEPS = 60  # after a release, longer than the trigger's 57-step cooldown (Appendix B)
-# The close: the hand closes first (franky-sim's hand moves at most 0.05 m/s, constants.py: 0.8 s to half open,
-# where the trigger sees it closed), then rises over RISE_STEPS, holds TOP_STEPS and comes down; the trigger
-# measures the lift from the height where it saw the hand close, and needs 21 closed steps (Appendix B).
-RISE_START = 15
+OPEN_STEPS = 60  # open after a release is seen: longer than the trigger's 57-step cooldown (Appendix B)
+# Once the hand is seen closed: rise over RISE_STEPS, hold TOP_STEPS, come down in the rest of CLOSED_STEPS; the
+# trigger needs 21 closed steps and measures the lift from where it saw the hand close (Appendix B).
+RISE_START = 3
 RISE_STEPS = 20
 TOP_STEPS = 10
-CLOSED_STEPS = 60
-CYCLE_STEPS = OPEN_STEPS + CLOSED_STEPS  # 8 s at 15 Hz
+CLOSED_STEPS = 48
+SWEEP_STEPS = 120  # one sweep of joint 1 every 8 s at 15 Hz
+SEEN_CLOSED = 0.5  # DROID's gripper position at or above which the request shows the hand closed (the trigger's
+# open threshold, 0.5 of the aperture, Appendix B)
+OPENING, CLOSING = "opening", "closing"  # waiting for the request to show the hand open, closed
 JACOBIAN_STEP_RAD = 1e-4
 INSIDE = 1e-5  # rows are clipped this far inside the config's bounds, so float32 rounding never crosses one
 
@@ -74,17 +83,37 @@ def _smooth(x: float) -> float:
     return 0.5 - 0.5 * math.cos(math.pi * x)
 
 
-def cycle_pose(step: int) -> tuple[float, float, float]:
-    """At ``step`` of the episode: (joint 1 sweep in [-1, 1], lift in [0, 1], gripper position)."""
-    phase = step % CYCLE_STEPS
-    sweep = math.sin(2.0 * math.pi * step / CYCLE_STEPS)
-    if phase < OPEN_STEPS:
-        return sweep, 0.0, OPEN
-    closed = phase - OPEN_STEPS
-    up = _smooth((closed - RISE_START) / RISE_STEPS)
+def lift_profile(closed_steps: int) -> float:
+    """The lift in [0, 1] ``closed_steps`` after the hand was seen closed: up, hold, down to 0 at ``CLOSED_STEPS``."""
+    up = _smooth((closed_steps - RISE_START) / RISE_STEPS)
     down_start = RISE_START + RISE_STEPS + TOP_STEPS
-    down = _smooth((closed - down_start) / (CLOSED_STEPS - down_start))
-    return sweep, up - down, CLOSED
+    return up - _smooth((closed_steps - down_start) / (CLOSED_STEPS - down_start))
+
+
+@dataclass(frozen=True)
+class HandScript:
+    """Where the hand's cycle is: ``phase`` (open, closing, closed, opening) and the steps spent in it."""
+
+    phase: str = "open"
+    steps: int = 0
+
+    def seen(self, gripper: float) -> "HandScript":
+        """After a request showing DROID's gripper position ``gripper``: a wait ends once the hand is where asked."""
+        if self.phase == CLOSING and gripper >= SEEN_CLOSED:
+            return HandScript("closed")
+        if self.phase == OPENING and gripper < SEEN_CLOSED:
+            return HandScript("open")
+        return self
+
+    def step(self) -> tuple["HandScript", float, float]:
+        """One control step: the script after it, the lift in [0, 1] and the gripper position commanded."""
+        if self.phase == "open":
+            after = HandScript(CLOSING) if self.steps + 1 >= OPEN_STEPS else HandScript("open", self.steps + 1)
+            return after, 0.0, OPEN
+        if self.phase == "closed":
+            after = HandScript(OPENING) if self.steps + 1 >= CLOSED_STEPS else HandScript("closed", self.steps + 1)
+            return after, lift_profile(self.steps), CLOSED
+        return HandScript(self.phase, self.steps + 1), 0.0, CLOSED if self.phase == CLOSING else OPEN
 
 
 def joints_from_request(request: Mapping[str, Any], config: PolicyConfig) -> tuple[np.ndarray, float]:
@@ -130,20 +159,26 @@ class SweepChunker:
         self.centre: np.ndarray | None = None
         self.lift: np.ndarray | None = None
         self.step = 0
+        self.hand = HandScript()
         self.chunks = 0
 
     def chunk(self, request: Mapping[str, Any]) -> np.ndarray:
         """``length`` rows (float32) from the episode's next step on; the first request fixes the centre."""
-        joints, _ = joints_from_request(request, self.config)
+        joints, gripper = joints_from_request(request, self.config)
         if self.centre is None:
             self.centre = joints.copy()
             self.lift = lift_offset(self.centre)
+        hand = self.hand.seen(gripper)
         rows = []
         for k in range(self.step, self.step + self.length):
-            sweep, lift, gripper = cycle_pose(k)
+            if k == self.step + self.execute:
+                self.hand = hand  # where the executed rows leave the script; the rest is its prediction
+            hand, lift, command = hand.step()
             q = self.centre + lift * self.lift
-            q[0] += SWEEP_RAD * sweep
-            rows.append(np.append(q, gripper))
+            q[0] += SWEEP_RAD * math.sin(2.0 * math.pi * k / SWEEP_STEPS)
+            rows.append(np.append(q, command))
+        if self.execute >= self.length:
+            self.hand = hand
         self.step += self.execute
         self.chunks += 1
         return _inside_bounds(np.array(rows), self.config)

@@ -145,9 +145,11 @@ def timing_part(args, out: Path, first: dict | None) -> None:
             continue
         run = rehearse(out / f"rehearse_{delay:g}ms", args.timing_episodes, delay, args.graph)
         rows.append(timing_row(delay, run["summary"], len(run["records"])))
-        factors = [r.get("twin", {}).get("franky_sim", {}).get("real_time_factor") for r in run["records"]]
-        if any(factors):
-            print(f"  franky-sim's real-time factor since it started, after each episode: {factors}", flush=True)
+        sims = [r.get("twin", {}).get("franky_sim", {}) for r in run["records"]]
+        if any(sims):
+            print(f"  franky-sim's real-time factor at the end of each episode (over its last second): "
+                  f"{[s.get('recent_real_time_factor') for s in sims]}; since it started: "
+                  f"{[s.get('real_time_factor') for s in sims]}", flush=True)
     print("\n| inference | episodes | control period p50 / p99 (ms) | period error p99 (%) | idle periods | "
           "largest action gap (ms) | observation to action p50 / p95 / p99 (ms) | inference p50 / p95 (ms) |")
     print("|---|---|---|---|---|---|---|---|")

@@ -37,8 +37,8 @@ def run_sweep(chunks: int, hand_lag_steps: int = 0) -> tuple[np.ndarray, np.ndar
     chunker, processor = SweepChunker(CONFIG), ActionProcessor(CONFIG)
     commanded, rows = [0.0], []
     for _ in range(chunks):
-        executed = processor.check_chunk(chunker.chunk(request(gripper=commanded[max(0, len(commanded) - 1 -
-                                                                                    hand_lag_steps)])))
+        seen = commanded[max(0, len(commanded) - 1 - hand_lag_steps)]
+        executed = processor.check_chunk(chunker.chunk(request(gripper=seen)))
         rows.append(executed)
         commanded += [float(g) for g in executed[:, 7]]
     hand = np.array([commanded[max(0, k - hand_lag_steps)] for k in range(1, len(commanded))])

@@ -87,6 +87,7 @@ class FrankySimServer:
                               "franky-sim or a Franka there?") from None
         self.host: str = self.robot.hostname
         self._started: float | None = None
+        self._last_stats: tuple[float, int] = (self._clock(), 0)
         self._stopped = False
 
     def _count(self, _sim) -> None:
@@ -97,17 +98,24 @@ class FrankySimServer:
 
     def start(self) -> "FrankySimServer":
         self._started = self._clock()
+        self._last_stats = (self._started, 0)
         self.ticks = 0
         self.server.run_async(realtime=True)
         return self
 
     def stats(self) -> dict:
-        """Simulated time against the wall clock since :meth:`start`: how far the 1 kHz loop fell behind."""
-        wall = 0.0 if self._started is None else self._clock() - self._started
-        simulated = self.ticks * TICK_S
+        """Simulated time against the wall clock since :meth:`start` (how far the 1 kHz loop fell behind), and the
+        real-time factor since the previous call (``recent_real_time_factor``: what the arm does now)."""
+        now, ticks = self._clock(), self.ticks
+        wall = 0.0 if self._started is None else now - self._started
+        simulated = ticks * TICK_S
+        last_now, last_ticks = self._last_stats
+        self._last_stats = (now, ticks)
+        recent = (ticks - last_ticks) * TICK_S / (now - last_now) if now > last_now else None
         return {"host": self.host, "wall_s": round(wall, 3), "simulated_s": round(simulated, 3),
                 "behind_s": round(max(0.0, wall - simulated), 3),
                 "real_time_factor": round(simulated / wall, 3) if wall > 0 else None,
+                "recent_real_time_factor": None if recent is None else round(recent, 3),
                 "running": bool(self.server.async_thread and self.server.async_thread.is_alive())}
 
     def stop(self) -> None:

@@ -55,6 +55,7 @@ setup(
             "franka_driver = ladder_ros.nodes.entry:franka_driver",
             "widowx_twin = ladder_ros.nodes.entry:widowx_twin",
             "rehearsal_server = ladder_ros.nodes.entry:rehearsal_server",
+            "franka_twin = ladder_ros.nodes.entry:franka_twin",
         ],
     },
 )

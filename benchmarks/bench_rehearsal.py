@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_rehearsal.py [--episodes 24] [--delays 80,400,800] [--timing-episodes 6]
                                                    [--stops 3] [--parts success,timing,stops] [--out DIR]
+    .venv/bin/python benchmarks/bench_rehearsal.py --graph franka [--delays 80,400] [--timing-episodes 3] [--stops 3]
 
 Three parts, each on a graph of its own (every node its own process, loopback only):
 
@@ -20,6 +21,12 @@ Three parts, each on a graph of its own (every node its own process, loopback on
   (``/wx250s/joint_states``, 100 Hz, the motor model's velocities exactly 0 once every move has
   ended), in ms and in control periods; for the e-stop from the service call, for the watchdog from
   the last action the driver applied.
+
+``--graph franka`` rehearses the Franka graph against franky-sim (docs/rehearsal_franka.md): no success
+part (no object scene, nothing is scored), the timing part on its default task, and the stops read
+franky-sim's own joint velocities (``twin/joint_states`` of the ``franka_twin`` node, sampled at 100 Hz
+of simulated time): at rest once no joint moves faster than 0.01 rad/s (``bench_robot_safety.py``'s
+threshold; a simulated Franka never stands exactly still).
 
 Numbers are printed, never asserted.
 """
@@ -43,13 +50,15 @@ from ladder_ros.ros_env import apply_network_safe_environment  # noqa: E402
 TASKS = ("kitchen_single_2", "sorting_split_2", "relay_2")
 VARIANT = "proprio_verifier"  # the WidowX params file's orchestrator variant
 MOVING_RAD_S = 0.05  # a joint faster than this is "moving": the moment to interrupt
+FRANKA_TASK = "kitchen_single_1"  # `rehearse franka`'s default: no scene, the task gives instruction and budget only
+FRANKA_REST_RAD_S = 0.01  # franky-sim's arm at rest below this (bench_robot_safety.py)
 
 
-def rehearse(out: Path, episodes: int, delay_ms: float) -> dict:
-    """``ladder-ros rehearse widowx`` as a user runs it; its summary.json and records."""
-    command = [str(REPO / ".venv" / "bin" / "ladder-ros"), "rehearse", "widowx", "--episodes", str(episodes),
-               "--tasks", ",".join(TASKS), "--variant", VARIANT, "--inference-delay-ms", f"{delay_ms:g}",
-               "--out", str(out)]
+def rehearse(out: Path, episodes: int, delay_ms: float, graph: str = "widowx") -> dict:
+    """``ladder-ros rehearse GRAPH`` as a user runs it; its summary.json and records."""
+    chosen = ["--tasks", ",".join(TASKS), "--variant", VARIANT] if graph == "widowx" else []  # franka: its defaults
+    command = [str(REPO / ".venv" / "bin" / "ladder-ros"), "rehearse", graph, "--episodes", str(episodes),
+               *chosen, "--inference-delay-ms", f"{delay_ms:g}", "--out", str(out)]
     print("$", " ".join(command[1:]), flush=True)
     started = time.monotonic()
     done = subprocess.run(command, cwd=REPO, text=True, capture_output=True)
@@ -134,8 +143,13 @@ def timing_part(args, out: Path, first: dict | None) -> None:
         if first is not None and delay == args.delays[0]:
             rows.append(timing_row(delay, first["summary"], len(first["records"])))
             continue
-        run = rehearse(out / f"rehearse_{delay:g}ms", args.timing_episodes, delay)
+        run = rehearse(out / f"rehearse_{delay:g}ms", args.timing_episodes, delay, args.graph)
         rows.append(timing_row(delay, run["summary"], len(run["records"])))
+        sims = [r.get("twin", {}).get("franky_sim", {}) for r in run["records"]]
+        if any(sims):
+            print(f"  franky-sim's real-time factor at the end of each episode (over its last second): "
+                  f"{[s.get('recent_real_time_factor') for s in sims]}; since it started: "
+                  f"{[s.get('real_time_factor') for s in sims]}", flush=True)
     print("\n| inference | episodes | control period p50 / p99 (ms) | period error p99 (%) | idle periods | "
           "largest action gap (ms) | observation to action p50 / p95 / p99 (ms) | inference p50 / p95 (ms) |")
     print("|---|---|---|---|---|---|---|---|")
@@ -143,29 +157,38 @@ def timing_part(args, out: Path, first: dict | None) -> None:
 
 
 class MotorWatch:
-    """The twin's xs_sdk joint states: when every arm joint last moved."""
+    """The simulated arm's own joint states: when every arm joint last moved faster than ``rest_rad_s``.
 
-    def __init__(self, node, robot_name: str = "wx250s"):
+    The WidowX twin's xs_sdk joint states (its motor model's velocities are exactly 0 at rest), or franky-sim's
+    as the ``franka_twin`` node publishes them.
+    """
+
+    def __init__(self, node, graph: str = "widowx"):
         from sensor_msgs.msg import JointState
 
-        from ladder_ros.sim.widowx_twin import xs_wire
-
+        if graph == "franka":
+            from ladder_ros.nodes.franka_twin import TWIN_JOINT_STATES as topic
+            self.rest_rad_s = FRANKA_REST_RAD_S
+        else:
+            from ladder_ros.sim.widowx_twin import xs_wire
+            topic = xs_wire.topic("wx250s", xs_wire.JOINT_STATES)
+            self.rest_rad_s = 0.0
         self.moving_since: float | None = None
         self.last_moving = time.monotonic()
         self.speed = 0.0
-        node.create_subscription(JointState, xs_wire.topic(robot_name, xs_wire.JOINT_STATES), self._on_state, 50)
+        node.create_subscription(JointState, topic, self._on_state, 50)
 
     def _on_state(self, msg) -> None:
         fingers = ("gripper", "left_finger", "right_finger")
         arm = [abs(v) for name, v in zip(msg.name, msg.velocity) if name not in fingers]
         self.speed = max(arm, default=0.0)
-        if self.speed > 0.0:
+        if self.speed > self.rest_rad_s:
             self.last_moving = time.monotonic()
 
 
 def _at_rest(watch: MotorWatch, still_s: float = 0.2) -> bool:
     """Every arm motor has stood still for ``still_s`` (the motor model's velocities are exactly 0 then)."""
-    return watch.speed == 0.0 and time.monotonic() - watch.last_moving > still_s
+    return watch.speed <= watch.rest_rad_s and time.monotonic() - watch.last_moving > still_s
 
 
 def stops_part(args, out: Path) -> None:
@@ -177,7 +200,7 @@ def stops_part(args, out: Path) -> None:
     from ladder_ros.evaluation.rehearsal import Rehearsal, plan_rehearsal
     from ladder_ros.nodes import topics
 
-    plan = plan_rehearsal("widowx", out / "stops", inference_delay_ms=args.delays[0])
+    plan = plan_rehearsal(args.graph, out / "stops", inference_delay_ms=args.delays[0])
     session = GraphSession(plan.graph, plan.launches, out / "stops" / "logs", startup_timeout_s=240.0)
     results: dict[str, list[float]] = {"e-stop (from the service call)": [],
                                        "watchdog (from the last applied action)": []}
@@ -185,7 +208,7 @@ def stops_part(args, out: Path) -> None:
         operator = Rehearsal(session, plan.params, plan.namespace)
         operator.prepare()
         observer, executor, period_s = operator.observer, operator.executor, operator.period_s
-        watch = MotorWatch(observer)
+        watch = MotorWatch(observer, args.graph)
         estop = observer.create_client(Trigger, topics.ESTOP_SERVICE)
         release = observer.create_client(Trigger, topics.ESTOP_RELEASE_SERVICE)
         for k in range(args.stops + 1):
@@ -210,8 +233,8 @@ def stops_part(args, out: Path) -> None:
                     observer.abort(episode_id, "stop measured")
 
             try:
-                operator.episode(TASKS[k % len(TASKS)], variant=VARIANT, layout=0, seed=k, timeout_s=300.0,
-                                 during=during)
+                task, variant = (TASKS[k % len(TASKS)], VARIANT) if args.graph == "widowx" else (FRANKA_TASK, "")
+                operator.episode(task, variant=variant, layout=0, seed=k, timeout_s=300.0, during=during)
             except LadderError as exc:  # the killed policy: the session says the graph lost it
                 if "killed" not in state:
                     raise
@@ -239,6 +262,8 @@ def stops_part(args, out: Path) -> None:
 def main() -> int:
     apply_network_safe_environment()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--graph", choices=("widowx", "franka"), default="widowx",
+                        help="franka: the Franka graph against franky-sim (no success part: nothing is scored)")
     parser.add_argument("--episodes", type=int, default=24)
     parser.add_argument("--delays", default="80,400,800", help="inference delays (ms); the first is the success run's")
     parser.add_argument("--timing-episodes", type=int, default=6)
@@ -250,6 +275,9 @@ def main() -> int:
     parts = {p.strip() for p in args.parts.split(",")}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.graph == "franka" and "success" in parts:
+        print("no success part for franka: franky-sim has no object scene, so nothing is scored", flush=True)
+        parts.discard("success")
     first = success_part(args, out) if "success" in parts else None
     if "timing" in parts:
         timing_part(args, out, first)

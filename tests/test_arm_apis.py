@@ -347,6 +347,28 @@ def test_a_franka_that_cannot_be_reached_is_refused_naming_the_host(franky):
         franky_arm(franky)
 
 
+def test_a_franka_that_refuses_connections_for_a_while_is_tried_again_until_the_connect_timeout(franky):
+    from ladder_ros.robots.franky_arm import CONNECT_RETRY_S, connect_franky_arm
+
+    fake, arms = franky
+    fake.state.connect_error = RuntimeError("connection refused")  # still booting (franky-sim loading its model)
+    now, refused, listens_at = [0.0], [], [2.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+        if now[0] >= listens_at[0]:
+            fake.state.connect_error = None  # it listens now
+
+    kwargs = dict(host="172.16.0.2", model=franka.get_model("panda"), dynamics_factor=0.5, gripper_speed_m_s=0.05,
+                  gripper_force_n=20.0, max_width_m=0.08, realtime=False)
+    arms.append(connect_franky_arm(5.0, sleep=sleep, clock=lambda: now[0], on_retry=refused.append, **kwargs))
+    assert len(refused) == round(2.0 / CONNECT_RETRY_S) and now[0] == pytest.approx(2.0)
+    fake.state.connect_error, listens_at[0] = RuntimeError("connection refused"), float("inf")  # never listens
+    with pytest.raises(BackendUnavailable, match=r"^cannot connect to the Franka at 172\.16\.0\.2: "):
+        connect_franky_arm(3.0, sleep=sleep, clock=lambda: now[0], **kwargs)
+    assert now[0] == pytest.approx(2.0 + 3.0 - CONNECT_RETRY_S, abs=CONNECT_RETRY_S)
+
+
 def test_franky_missing_is_named_with_what_to_install(monkeypatch):
     from ladder_ros.robots.franky_arm import MISSING_FRANKY, import_franky
 

@@ -9,7 +9,8 @@ profile) and ``scripts/test.sh`` runs them inside a loopback-only network namesp
   episodes through ``episode/command``: every one identical to the in-process reference loop.
 * ``widowx_orchestrator.launch.py use_sim:=false`` and ``franka_orchestrator.launch.py`` end the whole graph,
   with the reason, when a node it cannot run without (the driver here, lacking its arm) exits;
-  ``robot:=twin`` starts the WidowX graph against the twin (the dress rehearsal) and stops it cleanly.
+  ``robot:=twin`` starts the WidowX graph against the twin, and the Franka graph against franky-sim (the dress
+  rehearsal), and stops it cleanly.
 * A Ctrl-C mid-episode (SIGINT to the whole process group, as a terminal sends it) stops every
   process cleanly and leaves a complete recording.
 * Bad arguments end the launch with one clear line before any node starts.
@@ -62,7 +63,8 @@ def test_robot_files_join_the_users_network_and_the_sim_file_stays_local():
     sim = {a.name: a for a in launch_arguments(graph, use_sim=True, localhost_only=True)}
     assert set(robot) == {"use_sim", "robot", "namespace", "params_file", "output_dir", "localhost_only", "log_level"}
     assert robot["robot"].default == "arm" and robot["robot"].choices == ("arm", "twin")
-    assert "robot" not in {a.name for a in launch_arguments(load_graph("franka"), use_sim=False, localhost_only=False)}
+    franka = {a.name: a for a in launch_arguments(load_graph("franka"), use_sim=False, localhost_only=False)}
+    assert franka["robot"].default == "arm" and "franky-sim" in franka["robot"].description  # its twin mode
     assert (robot["use_sim"].default, robot["localhost_only"].default) == ("false", "false")
     assert (sim["use_sim"].default, sim["localhost_only"].default) == ("true", "true")
     assert robot["use_sim"].choices == robot["localhost_only"].choices == ("true", "false")
@@ -339,13 +341,30 @@ def test_a_robot_launch_ends_the_graph_when_a_node_it_cannot_run_without_exits(
         launch.close()
 
 
+TWIN_LAUNCHES = {
+    # Six nodes follow the episodes (the graph's followers, the twin and its server among them).
+    "widowx": ("widowx_orchestrator.launch.py", 6, 10, (
+        "ready to arm: profile 250/100 ms written and read back",  # the driver, over the twin's xs_sdk
+        "policy bridge_pi0_server: ready after a warm-up")),  # the policy, warmed up by the rehearsal server
+    # Five follow them (franky-sim has no scene to reset); ten nodes with the wrist camera.
+    "franka": ("franka_orchestrator.launch.py", 5, 10, (
+        "Franka twin: franky-sim (MuJoCo FR3 and Franka Hand) listening at 127.0.0.1",
+        "policy droid_pi05_server: ready after a warm-up")),
+}
+
+
 @needs_launch
 @pytest.mark.slow
-def test_robot_twin_starts_the_robot_graph_against_the_twin_and_stops_cleanly(tmp_path):
-    pytest.importorskip("mujoco", reason="the twin's scene is the built-in MuJoCo tabletop")
+@pytest.mark.parametrize("robot", sorted(TWIN_LAUNCHES))
+def test_robot_twin_starts_the_robot_graph_against_the_twin_and_stops_cleanly(tmp_path, robot):
+    if robot == "widowx":
+        pytest.importorskip("mujoco", reason="the twin's scene is the built-in MuJoCo tabletop")
+    else:
+        pytest.importorskip("franky_sim", reason="needs franky-control and franky-sim (requirements/robots.txt)")
     import rclpy
 
-    launch = Launch(tmp_path, "widowx_orchestrator.launch.py", "robot:=twin", f"output_dir:={tmp_path / 'rec'}")
+    launch_file, followers, nodes, ready = TWIN_LAUNCHES[robot]
+    launch = Launch(tmp_path, launch_file, "robot:=twin", f"output_dir:={tmp_path / 'rec'}")
     rclpy.init()
     try:
         from diagnostic_msgs.msg import DiagnosticStatus
@@ -353,27 +372,24 @@ def test_robot_twin_starts_the_robot_graph_against_the_twin_and_stops_cleanly(tm
         from ladder_ros.nodes import topics
         from ladder_ros.nodes.runtime import qos
 
-        client, executor = _client("widowx")
+        client, executor = _client(robot)
         safety = {}
         client.create_subscription(DiagnosticStatus, topics.SAFETY_STATE.name,
                                    lambda m: safety.update({kv.key: kv.value for kv in m.values}),
                                    qos(topics.SAFETY_STATE.qos))
-        # Nine nodes follow the episodes (the graph's followers, the twin and its server among them).
-        wait_for_graph(launch, client, executor, followers=6, timeout_s=180)
+        wait_for_graph(launch, client, executor, followers=followers, timeout_s=240)
 
-        # The driver reached the twin's xs_sdk over ROS and checked the profile it wrote: it may be armed.
+        # The driver reached the simulated arm through its own vendor API: it may be armed.
 
         def running() -> None:
             assert launch.process.poll() is None, launch.log[-3000:]
 
-        client.spin_until(executor, lambda: safety.get("not_ready") == "" and safety.get("armed") == "false", 120,
+        client.spin_until(executor, lambda: safety.get("not_ready") == "" and safety.get("armed") == "false", 180,
                           "the driver ready to arm", running)
-        ready = ("ready to arm: profile 250/100 ms written and read back",  # the driver, over the twin's xs_sdk
-                 "policy bridge_pi0_server: ready after a warm-up")  # the policy, warmed up by the rehearsal server
         client.spin_until(executor, lambda: all(line in launch.log for line in ready), 60, "the nodes' lines in the "
                           "launch log", running)
-        assert "graph widowx (twin, wall_clock) in /widowx" in launch.log and "loopback only" in launch.log
-        assert_stopped_cleanly(launch, launch.ctrl_c(), nodes=10)
+        assert f"graph {robot} (twin, wall_clock) in /{robot}" in launch.log and "loopback only" in launch.log
+        assert_stopped_cleanly(launch, launch.ctrl_c(), nodes=nodes)
     finally:
         launch.close()
         rclpy.try_shutdown()

@@ -18,9 +18,9 @@ import pytest
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 pytest.importorskip("mujoco", reason="the twin's scene is the built-in MuJoCo tabletop")
 
-from ladder_ros.bringup.recording import read_bag  # noqa: E402
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.evaluation.rehearsal import Rehearsal, plan_rehearsal  # noqa: E402
+from tests.rehearsal_checks import check_policy_timing_and_recording  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 TASK = "kitchen_single_1"
@@ -65,21 +65,8 @@ def test_a_rehearsal_episode_runs_the_robot_graph_end_to_end(rehearsal):
     assert answers and all(e.get("count") is not None for e in answers), answers
     assert record["success"] == (record["subgoals_done"] == 1)
     # The lab's policy config, through its openpi client and chunk executor.
-    report = record["policy_report"]
-    assert report["policy"] == "bridge_pi0_server" and report["chunks"] > 0 and report["server_errors"] == 0
-    timing = record["timing"]
-    assert timing["applied_actions"] > 10 and timing["chunks"] > 1
-    assert set(timing) >= {"control_period_ms", "period_error_p99_pct", "idle_periods", "max_action_gap_ms",
-                           "obs_to_action_age_ms", "inference_ms"}
-    assert timing["obs_to_action_age_ms"]["p50"] > 0 and timing["inference_ms"]["p50"] > 0
-    bag = out / "recordings" / record["episode_id"]
-    deadline = time.monotonic() + 60
-    while not (bag / "metadata.yaml").exists():
-        assert time.monotonic() < deadline, f"no closed recording at {bag}"
-        time.sleep(0.2)
-    summary, _ = read_bag(bag)
-    for topic in ("camera/image_raw", "joint_states", "policy/action", "robot/joint_command", "sim/privileged_state"):
-        assert summary.topics.get(f"/widowx/{topic}", 0) > 0, (topic, summary.topics)
+    check_policy_timing_and_recording(record, out, "bridge_pi0_server", 10, "widowx", (
+        "camera/image_raw", "joint_states", "policy/action", "robot/joint_command", "sim/privileged_state"))
 
 
 def _fault_episode(operator: Rehearsal, fault: str, joint: str, release: bool) -> dict:

@@ -27,7 +27,8 @@ TRUE_FALSE = ("true", "false")
 ROBOTS = ("arm", "twin")  # robot:= on a graph with a twin mode: the lab's arm, or the dress rehearsal's twin
 # Nodes the robot graph cannot run without: when one exits while the graph runs (it refused to start, or died),
 # the launch ends the whole graph with that node's reason instead of leaving the others running without it.
-ESSENTIAL = ("widowx_driver", "franka_driver", "policy", "camera", "widowx_twin", "rehearsal_server")
+ESSENTIAL = ("widowx_driver", "franka_driver", "policy", "camera", "widowx_twin", "rehearsal_server",
+             "franka_twin")
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")  # rcutils severities (ros2 run --log-level)
 # A ROS namespace: tokens of letters, digits and underscores, not starting with a digit, joined by "/"
 # (ROS 2 design, "Topic and Service name mapping to DDS").
@@ -51,8 +52,9 @@ def launch_arguments(graph: GraphDescription, *, use_sim: bool, localhost_only: 
     """
     robot = () if "twin" not in graph.modes else (
         LaunchArgument("robot", "arm", "With use_sim:=false: arm, the lab's arm, camera and policy server; twin, the "
-                       "dress rehearsal: the same graph against the simulated WidowX, its rendered camera and the "
-                       "rehearsal's policy server on this machine, loopback only (docs/rehearsal.md)", ROBOTS),)
+                       "dress rehearsal: the same graph against the simulated robot (the WidowX twin with its rendered "
+                       "camera; franky-sim for the Franka) and the rehearsal's policy server on this machine, "
+                       "loopback only (docs/rehearsal.md)", ROBOTS),)
     return (
         LaunchArgument("use_sim", _text(use_sim),
                        "true: simulation, the sim bridge replaces the robot driver and camera and the graph runs in "

@@ -3,7 +3,9 @@
 The dress rehearsal before the hardware checklist (docs/rehearsal.md): the graph's ``twin`` mode,
 which is the robot graph the lab starts (driver, camera, depth, policy, trigger, verifier,
 orchestrator, recorder) with the WidowX twin in place of the arm and its camera, and the rehearsal's
-openpi server (the scripted expert at a GPU server's latency) in place of the GPU machine. Like an
+openpi server (the scripted expert at a GPU server's latency) in place of the GPU machine. The
+Franka's (docs/rehearsal_franka.md) has franky-sim in place of the arm, synthetic frames and a
+scripted sweep instead of the expert: no scene, so its records are unscored. Like an
 operator it arms the driver (it starts disarmed), sends the arm home, starts each episode through
 ``episode/command``, ends an episode whose arm faults with the driver's reason and recovers the arm
 before the next. ``OUT/episodes.jsonl`` holds one record per episode as ``sim-eval`` writes them,
@@ -39,15 +41,49 @@ from ladder_ros.messages import RUNNING
 MODE = "twin"
 DEFAULT_DELAY_MS = 80.0
 DEFAULT_TASKS = "kitchen_single_2,sorting_split_2,relay_2"  # two subgoals in each of three scenes, as ladder-ros run
+UNSCORED_TASKS = "kitchen_single_1"  # no scene: the task gives the episode its instruction and budget only
+UNSCORED = "unscored: the simulated robot has no object scene"
+
+
+@dataclass(frozen=True)
+class RehearsedRobot:
+    """What the operator needs to know about a twin mode's robot: its driver, home, and whether it is scored."""
+
+    twin: str  # the node that simulates the robot
+    driver: str  # the driver node the operator arms, homes and recovers
+    home_parameter: str  # the driver's parameter holding the home joints
+    scored: bool  # the twin has a scene and publishes sim/episode_score
+    what: str  # in the rehearsal's first line
+
+    def home_joints(self, params: dict) -> np.ndarray:
+        return np.array(params[self.driver][self.home_parameter])
+
+
+ROBOTS = (RehearsedRobot("widowx_twin", "widowx_driver", "home_joints", True, "the WidowX twin"),
+          RehearsedRobot("franka_twin", "franka_driver", "ready_joints", False,
+                         "franky-sim (arm and hand only, no scene: unscored)"))
+
+
+def rehearsed_robot(params: dict) -> RehearsedRobot:
+    """The robot of a twin mode, from its nodes' parameters (the twin node it runs)."""
+    for robot in ROBOTS:
+        if robot.twin in params and robot.driver in params:
+            return robot
+    raise ConfigError(f"the twin mode runs none of the simulated robots the rehearsal knows "
+                      f"({', '.join(r.twin for r in ROBOTS)}) with its driver")
+
+
 SCORE_WAIT_S = 15.0  # the twin scores an episode within this long of its last decision unless it is gone
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("rehearse", help="run episodes of the robot graph against a simulated robot, timed",
                               description=__doc__.split("\n\n")[0])
-    p.add_argument("graph", help="graph name (config/graphs/NAME.yaml) with a twin mode, e.g. widowx")
+    p.add_argument("graph", help="graph name (config/graphs/NAME.yaml) with a twin mode: widowx or franka")
     p.add_argument("--episodes", type=int, default=3, help="number of episodes (tasks are taken in turn)")
-    p.add_argument("--tasks", default=DEFAULT_TASKS, help="comma-separated task ids of the twin's suite")
+    p.add_argument("--tasks", default=None,
+                   help=f"comma-separated task ids of the twin's suite (default: {DEFAULT_TASKS}; a twin without a "
+                        f"scene: {UNSCORED_TASKS})")
     p.add_argument("--variant", default="", help="orchestrator variant (default: the orchestrator's parameter)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first episode; episode k uses seed + k, "
                                                        "layout seed mod the task's layouts (as ladder-ros run)")
@@ -155,13 +191,16 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_rehearsal(args.graph, out, overrides=args.overrides, params_file=args.params_file,
                           namespace=args.namespace, inference_delay_ms=args.inference_delay_ms)
     graph, params, launches = plan.graph, plan.params, plan.launches
-    suite = load_suite(resolve_share_file(params["widowx_twin"]["suite"]))
-    tasks = [suite.task(t.strip()) for t in args.tasks.split(",") if t.strip()]
+    robot = rehearsed_robot(params)
+    suite = load_suite(resolve_share_file(params[robot.twin].get("suite") or params["orchestrator"]["suite"]))
+    chosen = args.tasks if args.tasks is not None else DEFAULT_TASKS if robot.scored else UNSCORED_TASKS
+    tasks = [suite.task(t.strip()) for t in chosen.split(",") if t.strip()]
     if not tasks:
         raise ConfigError("--tasks names no task")
     delay = params["rehearsal_server"]["inference_delay_ms"]
-    print(f"ladder-ros rehearse: graph {graph.name} ({MODE}): the robot graph against the WidowX twin, "
-          f"{args.episodes} episodes, policy {params['policy']['policy']} served by the scripted expert at "
+    server = "the scripted expert" if robot.scored else "a scripted sweep"
+    print(f"ladder-ros rehearse: graph {graph.name} ({MODE}): the robot graph against {robot.what}, "
+          f"{args.episodes} episodes, policy {params['policy']['policy']} served by {server} at "
           f"{delay:g} ms inference; loopback only; node logs in {out / 'logs'}", flush=True)
     session = GraphSession(graph, launches, out / "logs", startup_timeout_s=args.startup_timeout,
                            **launch_options(args, graph, plan.params_file, plan.overrides, out / "logs", MODE))
@@ -175,15 +214,15 @@ def run(args: argparse.Namespace) -> int:
             record = rehearsal.episode(task.task_id, variant=args.variant, layout=seed % task.layouts, seed=seed,
                                        timeout_s=args.episode_timeout)
             record["rehearsal"] = {"inference_delay_ms": delay, "jitter_ms": params["rehearsal_server"]["jitter_ms"],
-                                   "camera": f"{params['widowx_twin']['camera_width']}x"
-                                             f"{params['widowx_twin']['camera_height']} at "
-                                             f"{params['widowx_twin']['camera_fps']:g} Hz"}
+                                   "camera": camera_line(params, robot)}
             records.append(record)
             jsonl.write(json.dumps(record) + "\n")
             jsonl.flush()
             _print_episode(record)
     summary = summarize(records)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if not summary["scored"]:
+        print(f"success: none measured ({UNSCORED}); the timing below is what this rehearsal measures")
     for variant, s in summary["success"].items():
         print(f"{variant}: task success {s['task_success_rate']:.0%} (95% CI {s['ci95'][0]:.0%}-{s['ci95'][1]:.0%}), "
               f"subgoal progress {s['subgoal_progress']:.0%} over {s['episodes']} episodes")
@@ -199,16 +238,29 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def camera_line(params: dict, robot: RehearsedRobot) -> str:
+    """The rehearsal's camera in a record: the twin's rendering, or the camera node's own (synthetic) frames."""
+    if "camera_width" in params[robot.twin]:
+        twin = params[robot.twin]
+        return f"{twin['camera_width']}x{twin['camera_height']} at {twin['camera_fps']:g} Hz"
+    camera = params["camera"]
+    return f"{camera['backend']} {camera['width']}x{camera['height']} at {camera['fps']:g} Hz"
+
+
 def summarize(records: list[dict]) -> dict:
-    return {"success": summarize_episodes(records), "timing": pooled_timing([r.get("timing") for r in records]),
+    """Success (scored records only: a rate over unscored ones would be a made-up zero), timing, faults."""
+    scored = [r for r in records if r.get("scored")]
+    return {"scored": bool(scored), "success": summarize_episodes(scored),
+            "timing": pooled_timing([r.get("timing") for r in records]),
             "faults": sum(1 for r in records if str(r.get("finish_reason", "")).startswith("aborted: robot fault"))}
 
 
 def _print_episode(record: dict) -> None:
     t = record.get("timing") or {}
     age = (t.get("obs_to_action_age_ms") or {}).get("p50")
-    print(f"  {record['episode_id']}: {record['task_id']} ({record['variant']}): "
-          f"{'success' if record['success'] else 'failure'}, {record['subgoals_done']}/{record['horizon']} subgoals, "
+    outcome = (f"{'success' if record['success'] else 'failure'}, {record['subgoals_done']}/{record['horizon']} "
+               "subgoals" if record.get("scored") else "unscored")
+    print(f"  {record['episode_id']}: {record['task_id']} ({record['variant']}): {outcome}, "
           f"{record['steps_used']}/{record['budget_steps']} steps, {record['verification_queries']} queries, "
           f"{record['finish_reason']}; {t.get('applied_actions', 0)} actions, {t.get('idle_periods', 0)} idle "
           f"periods, observation to action p50 {age} ms, {record['wall_s']:.1f} s", flush=True)
@@ -222,10 +274,11 @@ class Rehearsal:
         from ladder_ros.evaluation.rehearsal_observer import RehearsalObserver
 
         self.session, self.client, self.executor = session, session.client, session.executor
+        self.robot = rehearsed_robot(params)
         self.observer = RehearsalObserver(namespace=namespace,
-                                          aperture_joint=params["widowx_driver"]["aperture_joint"])
+                                          aperture_joint=params[self.robot.driver]["aperture_joint"])
         self.executor.add_node(self.observer)
-        self.home_joints = np.array(params["widowx_driver"]["home_joints"])
+        self.home_joints = self.robot.home_joints(params)
         self.period_s = 1.0 / get_preset(params["orchestrator"]["preset"]).control_rate_hz
 
     def _spin_until(self, executor, condition, timeout_s, what):
@@ -260,8 +313,22 @@ class Rehearsal:
 
         outcome = client.wait_until_over(self.executor, episode_id, timeout_s, check)
         record = dict(outcome.result)
+        if self.robot.scored:
+            self._score(record, episode_id)
+        else:
+            record["score_source"] = UNSCORED
+            record["twin"] = {"franky_sim": dict(observer.simulator)}  # its lag behind the wall clock
         status = client.status
-        # The twin scores the episode when the orchestrator's last decision is out; the record may have left first.
+        tags = observer.tags.get(episode_id, [])
+        end_ns = max((t.stamp_ns for t in tags), default=status.origin_ns) + int(self.period_s * 1e9)
+        record["timing"] = episode_timing(observer.commands_between(status.origin_ns, end_ns), tags, self.period_s)
+        self._ready_for_next(record)
+        return record
+
+    def _score(self, record: dict, episode_id: str) -> None:
+        """The twin's score of the episode into the record (it scores once the orchestrator's last decision is out;
+        the record may have left first)."""
+        observer = self.observer
         try:
             self._spin_until(self.executor, lambda: episode_id in observer.scores, SCORE_WAIT_S,
                              f"the twin's score of {episode_id}")
@@ -271,13 +338,8 @@ class Rehearsal:
         if score is not None and not record.get("scored"):
             record.update(score_fields(score, record.get("steps_used", 0)))
             record["scored"] = True
-            record["score_source"] = "widowx_twin (sim/episode_score)"
+            record["score_source"] = f"{self.robot.twin} (sim/episode_score)"
         record["twin"] = (score or {}).get("twin", {})
-        tags = observer.tags.get(episode_id, [])
-        end_ns = max((t.stamp_ns for t in tags), default=status.origin_ns) + int(self.period_s * 1e9)
-        record["timing"] = episode_timing(observer.commands_between(status.origin_ns, end_ns), tags, self.period_s)
-        self._ready_for_next(record)
-        return record
 
     def _ready_for_next(self, record: dict) -> None:
         """The arm recovered if it faulted, armed, and home (the driver homes an armed arm after each episode)."""

@@ -4,7 +4,7 @@
 ``robot/arm`` (the driver starts disarmed), sends the arm home, recovers a fault through
 ``robot/recover``, and it listens to what the graph publishes about each episode: the driver's
 applied commands (``robot/joint_command``), the policy's action tags, the twin's score, the driver's
-safety state and the arm's joint states, the inputs of
+safety state, the arm's joint states and franky-sim's report of its own lag (``/diagnostics``), the inputs of
 :func:`~ladder_ros.evaluation.rehearsal_timing.episode_timing`. It never calls into a node.
 """
 
@@ -14,7 +14,7 @@ import time
 from typing import Callable
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticStatus
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.executors import Executor
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -29,6 +29,7 @@ from ladder_ros.nodes.runtime import publisher, subscription
 from ladder_ros.ros_conversions import document_from_msg, document_to_msg, joint_state_from_msg, stamp_to_ns
 
 SERVICE_WAIT_S = 60.0  # a service of the graph answers within this long unless something is broken
+SIMULATOR_REPORTS = ("franky_sim",)  # hardware ids of a simulated robot's diagnostics kept (the Franka twin's)
 
 
 class RehearsalObserver(Node):
@@ -42,15 +43,19 @@ class RehearsalObserver(Node):
         self.scores: dict[str, dict] = {}
         self.safety: dict[str, str] = {}
         self.joints: np.ndarray | None = None
+        self.simulator: dict[str, str] = {}
         subscription(self, JointState, topics.JOINT_COMMAND, self._on_command)
         subscription(self, String, topics.ACTION_TAG, self._on_tag)
         subscription(self, String, topics.SCORE, self._on_score)
         subscription(self, DiagnosticStatus, topics.SAFETY_STATE, self._on_safety)
         subscription(self, JointState, topics.JOINT_STATES, self._on_joints)
+        subscription(self, DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics)
         self._command_pub = publisher(self, String, topics.EPISODE_COMMAND)
         self._arm = self.create_client(SetBool, topics.ARM_SERVICE)
         self._home = self.create_client(Trigger, topics.HOME_SERVICE)
         self._recover = self.create_client(Trigger, topics.RECOVER_SERVICE)
+        self._estop = self.create_client(Trigger, topics.ESTOP_SERVICE)
+        self._release = self.create_client(Trigger, topics.ESTOP_RELEASE_SERVICE)
 
     # ------------------------------------------------------------------ streams
     def _on_command(self, msg: JointState) -> None:
@@ -73,6 +78,11 @@ class RehearsalObserver(Node):
 
     def _on_safety(self, msg: DiagnosticStatus) -> None:
         self.safety = {kv.key: kv.value for kv in msg.values}
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.hardware_id in SIMULATOR_REPORTS:
+                self.simulator = {"message": str(status.message), **{kv.key: kv.value for kv in status.values}}
 
     def _on_joints(self, msg: JointState) -> None:
         try:
@@ -125,6 +135,14 @@ class RehearsalObserver(Node):
             raise LadderError(f"the driver's recovery failed: {reply.message}")
         spin_until(executor, lambda: not self.fault, 60.0, "the fault to clear")
         return self.safety.get("detail") or reply.message  # the recovery's outcome, as the safety state says it
+
+    def estop(self, executor: Executor, spin_until: Callable, release: bool = False) -> str:
+        """Press the driver's e-stop (``release``: release a latched one; the driver then stays disarmed)."""
+        reply = self._call(executor, self._release if release else self._estop, Trigger.Request(), spin_until)
+        if not reply.success:
+            raise LadderError(f"the driver refused {'the e-stop release' if release else 'the e-stop'}: "
+                              f"{reply.message}")
+        return reply.message
 
     def abort(self, episode_id: str, reason: str) -> None:
         self._command_pub.publish(document_to_msg(EpisodeCommand(command=ABORT, episode_id=episode_id, reason=reason)))

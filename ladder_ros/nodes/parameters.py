@@ -17,7 +17,7 @@ from ladder_ros.core.orchestrator import Variant
 from ladder_ros.nodes.param_spec import (  # noqa: F401  (the declaration's names, re-exported for the nodes)
     BOOL, COMMON, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec)
 from ladder_ros.nodes.robot_parameters import (
-    FRANKA_DRIVER, REHEARSAL_SERVER, ROBOT_NODE_CHECKS, WIDOWX_DRIVER, WIDOWX_TWIN)
+    FRANKA_DRIVER, FRANKA_TWIN, REHEARSAL_SERVER, ROBOT_NODE_CHECKS, WIDOWX_DRIVER, WIDOWX_TWIN)
 from ladder_ros.sim.registry import BACKENDS as SIMULATORS
 
 SIM_BRIDGE = COMMON + (
@@ -209,6 +209,7 @@ NODE_PARAMETERS: dict[str, tuple[ParamSpec, ...]] = {
     "franka_driver": FRANKA_DRIVER,
     "widowx_twin": WIDOWX_TWIN,
     "rehearsal_server": REHEARSAL_SERVER,
+    "franka_twin": FRANKA_TWIN,
 }
 
 

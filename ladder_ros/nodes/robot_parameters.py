@@ -138,6 +138,18 @@ WIDOWX_TWIN = COMMON + (
               "empty: the one named after the ROS domain, the namespace and camera_name"),
 )
 
+# The Franka's rehearsal (docs/rehearsal_franka.md): franky-sim in place of the arm, no scene.
+FRANKA_TWIN = COMMON + (
+    ParamSpec("host", STR, "127.0.0.1", "Loopback address franky-sim listens at (ports 1337 and 1338, libfranka's): "
+              "the franka_driver's host"),
+    ParamSpec("start_joints", FLOAT_LIST, list(FRANKA_READY), "Where the simulated arm stands when it starts (rad, "
+              "joints 1-7): DROID's reset pose, the driver's ready_joints", size=7, min=-4.6, max=4.6),
+    ParamSpec("behind_warn_s", FLOAT, 1.0, "Say so (diagnostics warn) once franky-sim's 1 kHz loop has fallen this far "
+              "behind the wall clock (s): its arm then moves slower than commanded", min=0.01, max=3600.0),
+    ParamSpec("state_rate_hz", FLOAT, 50.0, "Publish the simulated arm's own joint states on twin/joint_states this "
+              "often (Hz; sampled at 100 Hz of simulated time)", min=1.0, max=100.0),
+)
+
 REHEARSAL_SERVER = COMMON + (
     ParamSpec("policy", STR, "bridge_pi0_server", "The policy config the policy node runs (a name under policies/ or "
               "a path): the server listens at its server.host/port (127.0.0.1 only) and answers in its chunk "

@@ -101,6 +101,15 @@ def hold_chunk(config: PolicyConfig, gripper_open: bool = True) -> np.ndarray:
     return np.array([convention.from_canonical(hold_action(gripper_open))] * config.chunk_length, dtype=np.float32)
 
 
+def aperture_of(state: Mapping[str, np.ndarray]) -> float:
+    """The gripper's aperture (0 closed, 1 open) in a request's state read by source; open when it has none."""
+    if "gripper_open" in state:
+        return float(state["gripper_open"][0])
+    if "gripper_closed" in state:
+        return 1.0 - float(state["gripper_closed"][0])
+    return 1.0
+
+
 def observation_from_request(request: Mapping[str, Any], config: PolicyConfig, privileged: PrivilegedState | None,
                              target_position: np.ndarray | None) -> Observation:
     """The :class:`Observation` behind an openpi request, read by the config's state layout, plus the privileged state.
@@ -133,13 +142,7 @@ def observation_from_request(request: Mapping[str, Any], config: PolicyConfig, p
     missing = [s for s in ("ee_position", "ee_euler") if s not in values]
     if missing:
         raise ConfigError(f"policy {config.name}'s state has no {', '.join(missing)}: the expert cannot act on it")
-    if "gripper_open" in values:
-        aperture = float(values["gripper_open"][0])
-    elif "gripper_closed" in values:
-        aperture = 1.0 - float(values["gripper_closed"][0])
-    else:
-        aperture = 1.0
-    return Observation(step=0, image=None, aperture=aperture, ee_position=values["ee_position"].copy(),
+    return Observation(step=0, image=None, aperture=aperture_of(values), ee_position=values["ee_position"].copy(),
                        ee_euler=values["ee_euler"], joint_names=(), joint_positions=np.zeros(0),
                        target_position=None if target_position is None else np.asarray(target_position, float),
                        privileged=privileged)

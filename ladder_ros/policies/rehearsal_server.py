@@ -15,7 +15,10 @@ every reply, the request served inside the event loop as openpi serves it) and a
   arm's commanded target), after an inference time of ``delay_ms`` with a normal ``jitter_ms``: a
   GPU server's latency, so the chunk executor's timing meets what a lab's would;
 * with a chunk of holds when the twin has said nothing about the current episode within ``wait_s``
-  (counted by reason).
+  (counted by reason);
+* for a joint-position policy (the Franka's pi0.5-DROID, rehearsed against franky-sim, which has no
+  scene): every request of an episode with the scripted sweep's next chunk
+  (:class:`~.rehearsal_sweep.SweepChunker`), which needs no privileged state; holds when no episode runs.
 
 The ROS side (``ladder_ros/nodes/rehearsal_server.py``) feeds :class:`RehearsalPolicy` the episode
 (task, seed) and the twin's privileged state; nothing here imports rclpy.
@@ -33,9 +36,10 @@ import numpy as np
 from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.core.observation import PrivilegedState
 from ladder_ros.core.task import Task
-from ladder_ros.policies.config import PolicyConfig
+from ladder_ros.policies.config import JOINT_POSITION, PolicyConfig
 from ladder_ros.policies.fake_server import LOOPBACK, FakePolicyServer
 from ladder_ros.policies.rehearsal_expert import ExpertChunker, hold_chunk, observation_from_request
+from ladder_ros.policies.rehearsal_sweep import SweepChunker, joint_hold_chunk
 from ladder_ros.policies.scripted_expert import ExpertNoise
 from ladder_ros.policies.warmup import WARM_UP_PROMPT
 
@@ -59,7 +63,8 @@ class RehearsalPolicy:
         self._cond = threading.Condition()
         self._episode: tuple[str, Task, int] | None = None
         self._privileged: tuple[str, PrivilegedState, np.ndarray | None] | None = None
-        self._chunker: tuple[str, ExpertChunker] | None = None
+        self._chunker: tuple[str, ExpertChunker | SweepChunker] | None = None
+        self.sweeps = config.action.kind == JOINT_POSITION  # no scene: the scripted sweep, not the expert
         self.requests = 0
         self.warm_ups = 0
         self.holds: Counter[str] = Counter()
@@ -85,7 +90,9 @@ class RehearsalPolicy:
         prompt = request.get(self.config.prompt_key)
         if prompt == WARM_UP_PROMPT:
             self.warm_ups += 1
-            actions = hold_chunk(self.config)
+            actions = joint_hold_chunk(self.config, request) if self.sweeps else hold_chunk(self.config)
+        elif self.sweeps:
+            actions = self._sweep_chunk(request)
         else:
             actions = self._expert_chunk(request, str(prompt))
         delay_s = max(0.0, float(self._rng.normal(self.delay_ms, self.jitter_ms)) if self.jitter_ms else
@@ -117,6 +124,25 @@ class RehearsalPolicy:
         except LadderError:
             self.holds[UNREADABLE] += 1
             raise  # openpi answers an exception with its traceback; the policy node says why once
+
+    def _sweep_chunk(self, request: Mapping[str, Any]) -> np.ndarray:
+        deadline = self._clock() + self.wait_s
+        with self._cond:
+            while self._episode is None:
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    self.holds[NO_EPISODE] += 1
+                    return joint_hold_chunk(self.config, request)
+                self._cond.wait(remaining)
+            episode_id = self._episode[0]
+            if self._chunker is None or self._chunker[0] != episode_id:
+                self._chunker = (episode_id, SweepChunker(self.config))
+            chunker = self._chunker[1]
+        try:
+            return chunker.chunk(request)
+        except LadderError:
+            self.holds[UNREADABLE] += 1
+            raise
 
     def _gripper_open(self, request: Mapping[str, Any]) -> bool:
         try:

@@ -15,7 +15,7 @@ from ladder_ros.core.action_conventions import RotationConvention
 from ladder_ros.core.errors import ConfigError, did_you_mean
 from ladder_ros.core.orchestrator import Variant
 from ladder_ros.nodes.param_spec import (  # noqa: F401  (the declaration's names, re-exported for the nodes)
-    BOOL, COMMON, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec)
+    BOOL, COMMON, EXPERT_NOISE, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec)
 from ladder_ros.nodes.robot_parameters import (
     FRANKA_DRIVER, FRANKA_TWIN, REHEARSAL_SERVER, ROBOT_NODE_CHECKS, WIDOWX_DRIVER, WIDOWX_TWIN)
 from ladder_ros.sim.registry import BACKENDS as SIMULATORS
@@ -97,8 +97,7 @@ POLICY = COMMON + (
     ParamSpec("policy", STR, "scripted_expert", "Low-level policy config: a name under policies/ (e.g. "
               "bridge_pi0_server, droid_pi05_server, local_pi0, scripted_expert, the simulation-only test "
               "instrument that reads privileged state) or a path to a policy YAML (ladder_ros/policies/config.py)"),
-    ParamSpec("noise", STR, "bridge_like", "Scripted expert execution noise preset "
-              "(ladder_ros/policies/scripted_expert.py ExpertNoise)", choices=("off", "bridge_like")),
+    EXPERT_NOISE,
     ParamSpec("rotation_convention", STR, "", "How the policy's rotation numbers are meant, replacing the "
               "convention the policy declares (empty: the policy's own); its actions are converted to the "
               "Euler XYZ of policy/action (ladder_ros/core/action_conventions.py)",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.nodes.param_spec import BOOL, COMMON, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec
+from ladder_ros.nodes.param_spec import BOOL, COMMON, EXPERT_NOISE, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec
 from ladder_ros.robots.franka import FRANKY_VELOCITY_LIMITS as FRANKA_VELOCITY
 from ladder_ros.robots.franka import READY_JOINTS as FRANKA_READY
 from ladder_ros.robots.wx250s import NEUTRAL_JOINTS as WX250S_NEUTRAL
@@ -158,8 +158,7 @@ REHEARSAL_SERVER = COMMON + (
               "GPU server's would (the rehearsal's 80, 150, 400, 800)", min=0.0, max=10000.0),
     ParamSpec("jitter_ms", FLOAT, 15.0, "Standard deviation of the inference time (ms; normal, never below 0)",
               min=0.0, max=10000.0),
-    ParamSpec("noise", STR, "bridge_like", "Scripted expert execution noise preset, as in simulation "
-              "(ladder_ros/policies/scripted_expert.py ExpertNoise)", choices=("off", "bridge_like")),
+    EXPERT_NOISE,
     ParamSpec("privileged_wait_s", FLOAT, 2.0, "A request that comes before the twin's privileged state of the "
               "current episode waits this long for it (s), then is answered with a hold chunk", min=0.0,
               max=60.0),

@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 from geometry_msgs.msg import PoseStamped
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
@@ -96,18 +95,17 @@ class VerifierNode(Node):
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verifier")
         self._result_pub = publisher(self, String, topics.VERIFY_RESULT)
         self._plan_pub = publisher(self, String, topics.PLAN_RESULT)
-        inputs = MutuallyExclusiveCallbackGroup()
-        subscription(self, String, topics.VERIFY_REQUEST, self._on_request, callback_group=inputs)
-        subscription(self, String, topics.PLAN_REQUEST, self._on_plan_request, callback_group=inputs)
+        subscription(self, String, topics.VERIFY_REQUEST, self._on_request)
+        subscription(self, String, topics.PLAN_REQUEST, self._on_plan_request)
         subscription(self, JointState, topics.JOINT_STATES,
-                     lambda m: self._on_input(JOINTS, stamp_to_ns(m.header.stamp), m), callback_group=inputs)
+                     lambda m: self._on_input(JOINTS, stamp_to_ns(m.header.stamp), m))
         subscription(self, PoseStamped, topics.EE_POSE,
-                     lambda m: self._on_input(POSE, stamp_to_ns(m.header.stamp), m), callback_group=inputs)
+                     lambda m: self._on_input(POSE, stamp_to_ns(m.header.stamp), m))
         if IMAGE in self.needs:
             subscription(self, Image, topics.IMAGE,
-                         lambda m: self._on_input(IMAGE, stamp_to_ns(m.header.stamp), m), callback_group=inputs)
-        subscription(self, String, topics.PRIVILEGED, self._on_privileged, callback_group=inputs)
-        self.create_timer(0.1, self._expire_waiting, callback_group=inputs)
+                         lambda m: self._on_input(IMAGE, stamp_to_ns(m.header.stamp), m))
+        subscription(self, String, topics.PRIVILEGED, self._on_privileged)
+        self.create_timer(0.1, self._expire_waiting)
         self.answered = 0
 
     def _on_privileged(self, msg: String) -> None:

@@ -20,7 +20,7 @@ from ladder_ros.policies.observation import ObservationBundle, ObservationEncode
 from ladder_ros.policies.rehearsal_expert import ExpertChunker, hold_chunk, observation_from_request, predict
 from ladder_ros.policies.rehearsal_server import NO_PRIVILEGED, RehearsalPolicy, serve
 from ladder_ros.policies.scripted_expert import (WIDOWX_STEERING, ExpertNoise, ScriptedExpert, stroke_steps,
-                                                with_finger_stroke)
+                                                 with_finger_stroke)
 from ladder_ros.policies.warmup import WARM_UP_PROMPT
 
 CONFIG = load_policy("bridge_pi0_server")

@@ -9,9 +9,10 @@ previous action had been carried out exactly (:func:`predict`: the target moves 
 is where the target is, the fingers move at the hand's speed, an object between closing pads is held
 and moves with the hand, opening drops it). A hand whose fingers take ``finger_stroke_s`` to close (the
 WidowX's PWM gripper) is waited for as a policy trained on it waits: closed and still for a stroke
-before lifting, open before going down (:func:`~.scripted_expert.with_finger_stroke`). The rest of the chunk repeats a hold and is never executed. The expert keeps its state across
-chunks, as across steps in simulation; a chunk that went differently from the prediction is corrected
-by the next request's observation, one chunk later: the open-loop staleness a real chunking policy has.
+before lifting, open before going down (:func:`~.scripted_expert.with_finger_stroke`). The rest of the
+chunk repeats a hold and is never executed. The expert keeps its state across chunks, as across steps
+in simulation; a chunk that went differently from the prediction is corrected by the next request's
+observation, one chunk later: the open-loop staleness a real chunking policy has.
 
 Answers are in the configured policy's own action convention (rotation and gripper), so the policy
 node converts them back exactly as it converts a learned model's. :func:`observation_from_request`
@@ -33,7 +34,7 @@ from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_euler_xyz, 
 from ladder_ros.core.task import Task
 from ladder_ros.policies.config import EE_DELTA, PolicyConfig
 from ladder_ros.policies.scripted_expert import (ExpertNoise, ScriptedExpert, expert_steering, stroke_steps,
-                                                with_finger_stroke)
+                                                 with_finger_stroke)
 from ladder_ros.policies.state import BASE, SXYZ, TOP_DOWN, top_down_pose
 
 # An object is between the pads when its centre is this close to the tool centre (horizontally, vertically):

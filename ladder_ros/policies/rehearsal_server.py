@@ -117,8 +117,8 @@ class RehearsalPolicy:
                     return hold_chunk(self.config, self._gripper_open(request))
                 self._cond.wait(remaining)
             if self._chunker is None or self._chunker[0] != episode[0]:
-                self._chunker = (episode[0], ExpertChunker(episode[1], episode[2], self.noise, self.config,
-                                                             self.finger_stroke_s))
+                chunker = ExpertChunker(episode[1], episode[2], self.noise, self.config, self.finger_stroke_s)
+                self._chunker = (episode[0], chunker)
             chunker = self._chunker[1]
         try:
             observation = observation_from_request(request, self.config, privileged[1], privileged[2])

@@ -1,4 +1,5 @@
-"""Chunk execution on the wall clock, without idle periods while inference is faster than the execution window.
+"""Chunk execution on the wall clock: no idle period while inference keeps up (absolute actions: within the
+execution window; relative ones: within a control period).
 
 :class:`ChunkExecutor` hands out one command per control period (its :meth:`~ChunkExecutor.tick`),
 from a queue holding the first ``k`` actions of each chunk, and asks an inference worker thread for

@@ -12,6 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.suite import load_suite
 from ladder_ros.paths import resolve_share_file
 from ladder_ros.policies.actions import ActionProcessor
@@ -121,6 +122,39 @@ def test_the_expert_holds_closed_and_still_for_the_fingers_stroke_before_lifting
     lift = next(i for i, c in enumerate(commands) if i > first_close and c[2] > 0)
     assert lift - first_close == still_steps
     assert all(np.allclose(c[:6], 0.0, atol=1e-9) and c[6] < 0 for c in commands[first_close:lift])
+
+
+def test_the_expert_adds_its_deltas_to_the_newest_commanded_target(episode):
+    """The twin's target comes once a period; the driver's applied command can be newer (the one given at the
+    tick that sent the request): the newest of the two is where the expert's deltas start."""
+    task, observation = episode
+    instruction = task.subgoals[0].text
+    now = [0.0]
+    policy = RehearsalPolicy(CONFIG, ExpertNoise.off(), delay_ms=0.0, wait_s=0.0, sleep=lambda s: None,
+                             clock=lambda: now[0])
+    policy.set_episode("e1", task, 0)
+    request = request_of(observation, instruction)
+
+    def expected(target):
+        read = observation_from_request(request, CONFIG, observation.privileged, target)
+        return ExpertChunker(task, 0, ExpertNoise.off(), CONFIG).chunk(read, instruction)
+
+    twin_target = np.asarray(observation.target_position, dtype=float)
+    commanded = twin_target + [0.0, 0.0, -0.03]  # the last descent step, applied after the twin's report
+    policy.set_privileged("e1", observation.privileged, twin_target)
+    now[0] = 0.05
+    policy.set_commanded_target(commanded)
+    np.testing.assert_allclose(policy.respond(request)["actions"], expected(commanded), atol=1e-6)
+    fresh = RehearsalPolicy(CONFIG, ExpertNoise.off(), delay_ms=0.0, wait_s=0.0, sleep=lambda s: None,
+                            clock=lambda: now[0])
+    fresh.set_episode("e1", task, 0)
+    fresh.set_commanded_target(commanded)  # older than the twin's report that follows: the twin's wins
+    now[0] = 0.1
+    fresh.set_privileged("e1", observation.privileged, twin_target)
+    np.testing.assert_allclose(fresh.respond(request)["actions"], expected(twin_target), atol=1e-6)
+    assert not np.allclose(expected(twin_target), expected(commanded))
+    with pytest.raises(InvalidInputError, match="commanded target"):
+        fresh.set_commanded_target([np.nan, 0.0, 0.0])
 
 
 def test_the_warm_up_is_answered_in_shape_and_requests_wait_for_the_episode_then_hold(episode):

@@ -367,11 +367,15 @@ class Rehearsal:
         observer = self.observer
         if observer.fault:
             record["recovery"] = observer.recover(self.executor, self._spin_until)
-        if observer.safety.get("armed") != "true":
-            self._arm_and_home()
-            return
-        try:
-            self._spin_until(self.executor, lambda: observer.joints is not None and np.allclose(
-                observer.joints, self.home_joints, atol=0.01), 30.0, "the arm home after the episode")
-        except LadderError:
-            observer.home(self.executor, self._spin_until, self.home_joints)
+        if observer.safety.get("armed") == "true":
+            def home_or_fault() -> bool:
+                return bool(observer.fault) or (observer.joints is not None and bool(np.allclose(
+                    observer.joints, self.home_joints, atol=0.01)))
+
+            try:
+                self._spin_until(self.executor, home_or_fault, 30.0, "the arm home after the episode")
+                if not observer.fault:
+                    return
+            except LadderError:
+                pass  # not home: arm (a no-op when armed) and home again below
+        self._arm_and_home()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
+from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from ladder_ros.core.errors import LadderError
@@ -18,6 +20,7 @@ from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publis
 from ladder_ros.policies.factory import load_policy
 from ladder_ros.policies.rehearsal_server import RehearsalPolicy, serve
 from ladder_ros.policies.scripted_expert import expert_noise
+from ladder_ros.robots import wx250s
 from ladder_ros.ros_conversions import diagnostics_to_msg
 from ladder_ros.sim.widowx_twin.motors import finger_stroke_s
 
@@ -29,7 +32,8 @@ class RehearsalServerNode(Node):
     scripted expert is in simulation, and reads the twin's ``sim/privileged_state`` of that episode; the
     policy node sees only an openpi server (docs/rehearsal.md).
 
-    Topics: subscribes ``episode/status``, ``sim/privileged_state``; publishes ``/diagnostics`` (requests,
+    Topics: subscribes ``episode/status``, ``sim/privileged_state``, ``robot/joint_command`` (the WidowX
+    driver's applied commands: the arm's target as soon as it is commanded); publishes ``/diagnostics`` (requests,
     warm-ups, holds by reason, inference time).
     Parameters: ``REHEARSAL_SERVER`` in :mod:`ladder_ros.nodes.parameters` (policy, inference_delay_ms (ms),
     jitter_ms (ms), noise, privileged_wait_s (s), gripper_pressure, preset, clock_mode).
@@ -46,6 +50,11 @@ class RehearsalServerNode(Node):
                                                    "jitter_ms": p["jitter_ms"]})
         self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
         subscription(self, String, topics.PRIVILEGED, self._on_privileged)
+        self._chain = None
+        if not self.policy.sweeps and self.config.embodiment.startswith("widowx"):
+            # The driver's applied commands, for the expert's target (RehearsalPolicy.set_commanded_target).
+            self._chain = wx250s.chain()
+            subscription(self, JointState, topics.JOINT_COMMAND, self._on_joint_command)
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
         self.create_timer(1.0, self._publish_diagnostics)
         self.get_logger().info(f"rehearsal server for policy {self.config.name} on {self.config.server.uri}: the "
@@ -69,6 +78,15 @@ class RehearsalServerNode(Node):
             self.policy.set_privileged(doc.episode_id, doc.privileged_state(), doc.target_position_array())
         except SchemaError as exc:
             self.get_logger().error(f"ignoring privileged state: {exc}")
+
+    def _on_joint_command(self, msg: JointState) -> None:
+        """The arm's commanded joints (every joint, by name) through the WX250s' kinematics: its target."""
+        goals = dict(zip(msg.name, msg.position))
+        if self._chain is None or not all(name in goals for name in wx250s.JOINT_NAMES):
+            return
+        joints = np.array([goals[name] for name in wx250s.JOINT_NAMES], dtype=np.float64)
+        if np.all(np.isfinite(joints)):
+            self.policy.set_commanded_target(self._chain.forward(joints)[:3, 3])
 
     def _publish_diagnostics(self) -> None:
         stats = self.policy.stats()

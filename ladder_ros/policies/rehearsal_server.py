@@ -10,10 +10,15 @@ every reply, the request served inside the event loop as openpi serves it) and a
 * the warm-up request (prompt ``"warm up"``, black images, a zero state:
   :mod:`ladder_ros.policies.warmup`) with a chunk of holds of the configured shape;
 * every other request with a chunk of the scripted expert (:class:`~.rehearsal_expert.ExpertChunker`),
-  computed from the request's own state (what the policy node observed) and the twin's privileged
-  state of the current episode as it is when the request arrives (object poses, what is held, the
-  arm's commanded target), after an inference time of ``delay_ms`` with a normal ``jitter_ms``: a
-  GPU server's latency, so the chunk executor's timing meets what a lab's would;
+  after an inference time of ``delay_ms`` with a normal ``jitter_ms`` (a GPU server's latency, so
+  the chunk executor's timing meets what a lab's would), computed at the end of it from the request's
+  own state (what the policy node observed), the twin's privileged state of the current episode
+  (object poses, what is held) and the arm's commanded target: the newest of the twin's (its motors'
+  goals, published once a control period) and the driver's last applied command
+  (:meth:`RehearsalPolicy.set_commanded_target`). The expert adds its deltas to that target, as the
+  driver does; the request goes out at the tick that gave the previous chunk's last command, and a
+  target read before that command landed made every chunk overshoot by a step (a grasp descent 3 cm
+  too deep, the fingers pressed into a plate);
 * with a chunk of holds when the twin has said nothing about the current episode within ``wait_s``
   (counted by reason);
 * for a joint-position policy (the Franka's pi0.5-DROID, rehearsed against franky-sim, which has no
@@ -33,7 +38,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ladder_ros.core.errors import ConfigError, LadderError
+from ladder_ros.core.errors import ConfigError, InvalidInputError, LadderError
 from ladder_ros.core.observation import PrivilegedState
 from ladder_ros.core.task import Task
 from ladder_ros.policies.config import JOINT_POSITION, PolicyConfig
@@ -63,7 +68,8 @@ class RehearsalPolicy:
         self._sleep, self._clock = sleep, clock
         self._cond = threading.Condition()
         self._episode: tuple[str, Task, int] | None = None
-        self._privileged: tuple[str, PrivilegedState, np.ndarray | None] | None = None
+        self._privileged: tuple[str, PrivilegedState, np.ndarray | None, float] | None = None  # ..., arrival
+        self._commanded: tuple[float, np.ndarray] | None = None  # (arrival, the driver's commanded target)
         self._chunker: tuple[str, ExpertChunker | SweepChunker] | None = None
         self.sweeps = config.action.kind == JOINT_POSITION  # no scene: the scripted sweep, not the expert
         self.requests = 0
@@ -80,14 +86,26 @@ class RehearsalPolicy:
 
     def set_privileged(self, episode_id: str, privileged: PrivilegedState, target_position: np.ndarray | None) -> None:
         with self._cond:
-            self._privileged = (episode_id, privileged, target_position)
+            self._privileged = (episode_id, privileged, target_position, self._clock())
             self._cond.notify_all()
+
+    def set_commanded_target(self, position: np.ndarray) -> None:
+        """Where the driver's last applied command puts the end effector (base frame, m): fresher than the
+        twin's privileged state, which comes once a control period."""
+        target = np.asarray(position, dtype=np.float64).reshape(-1)
+        if target.shape != (3,) or not np.all(np.isfinite(target)):
+            raise InvalidInputError(f"a commanded target is 3 finite numbers, got {position!r}")
+        with self._cond:
+            self._commanded = (self._clock(), target)
 
     # ------------------------------------------------------------------ a request
     def respond(self, request: Mapping[str, Any]) -> dict:
         """The reply map (``{action key: chunk}``), after the inference time."""
         started = self._clock()
         self.requests += 1
+        delay_s = max(0.0, float(self._rng.normal(self.delay_ms, self.jitter_ms)) if self.jitter_ms else
+                      self.delay_ms) / 1000.0
+        self._sleep(delay_s)  # the inference time; the chunk is computed at its end (module docstring)
         prompt = request.get(self.config.prompt_key)
         if prompt == WARM_UP_PROMPT:
             self.warm_ups += 1
@@ -96,11 +114,6 @@ class RehearsalPolicy:
             actions = self._sweep_chunk(request)
         else:
             actions = self._expert_chunk(request, str(prompt))
-        delay_s = max(0.0, float(self._rng.normal(self.delay_ms, self.jitter_ms)) if self.jitter_ms else
-                      self.delay_ms) / 1000.0
-        remaining = delay_s - (self._clock() - started)
-        if remaining > 0:
-            self._sleep(remaining)
         self.infer_ms.append((self._clock() - started) * 1000.0)
         return {self.config.action.key: actions}
 
@@ -116,12 +129,15 @@ class RehearsalPolicy:
                     self.holds[NO_EPISODE if episode is None else NO_PRIVILEGED] += 1
                     return hold_chunk(self.config, self._gripper_open(request))
                 self._cond.wait(remaining)
+            target = privileged[2]
+            if self._commanded is not None and (target is None or self._commanded[0] >= privileged[3]):
+                target = self._commanded[1]
             if self._chunker is None or self._chunker[0] != episode[0]:
                 chunker = ExpertChunker(episode[1], episode[2], self.noise, self.config, self.finger_stroke_s)
                 self._chunker = (episode[0], chunker)
             chunker = self._chunker[1]
         try:
-            observation = observation_from_request(request, self.config, privileged[1], privileged[2])
+            observation = observation_from_request(request, self.config, privileged[1], target)
             return chunker.chunk(observation, instruction)
         except LadderError:
             self.holds[UNREADABLE] += 1

@@ -450,6 +450,30 @@ def test_tracking_predicts_each_joint_and_reports_one_that_falls_behind_for_enou
         TrackingMonitor(("a",), (1.0,), 0.1, 0)
 
 
+def test_a_late_reading_is_judged_by_the_moves_in_force_when_it_was_taken():
+    """Joint states that arrive 0.8 s late (a loaded machine) while new goals go out every 200 ms: a joint that
+    followed its goals is no stall; one that stopped is still caught; a reading older than every move kept
+    is not judged."""
+    profile = ProfileRegisters(250, 100)
+    monitor = TrackingMonitor(("a",), (math.pi,), tolerance_rad=0.15, readings=2)
+    monitor.start([0.0], None, 10.0, profile)
+    goals = [0.3 * (k + 1) for k in range(8)]  # a fast turn: 0.3 rad every period
+    truth = TrackingMonitor(("a",), (math.pi,), tolerance_rad=0.15, readings=2)
+    truth.start([0.0], None, 10.0, profile)
+    for k, goal in enumerate(goals):
+        monitor.commanded([goal], 10.0 + 0.2 * k)
+        truth.commanded([goal], 10.0 + 0.2 * k)
+    # readings taken 0.2-0.6 s after the first goal, arriving after all eight goals went out
+    for at in (10.2, 10.4, 10.6):
+        assert monitor.check(truth.predicted(at), at) is None
+    stuck = [monitor.check([0.0], at) for at in (10.5, 10.7)]  # the joint never moved: caught all the same
+    assert stuck[0] is None and stuck[1] is not None and stuck[1].predicted == pytest.approx(truth.predicted(10.7)[0])
+    assert monitor.predicted(9.9) is None and monitor.check([5.0], 9.9) is None  # before anything kept
+    for k in range(40):  # the history is bounded: the oldest moves are forgotten
+        monitor.commanded([goals[-1]], 12.0 + 0.2 * k)
+    assert monitor.predicted(10.2) is None and monitor.predicted(19.9) is not None
+
+
 def test_a_gripper_command_must_open_or_move_towards_closed_within_its_timeout():
     gripper = GripperMonitor(open_m=0.037, closed_m=0.015, timeout_s=2.0)
     assert gripper.check(0.02, 0.0) is None  # nothing commanded

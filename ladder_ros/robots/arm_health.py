@@ -5,7 +5,9 @@ arrive, an arm at rest.
   the driver sent and the motion profile it wrote and read back (:mod:`ladder_ros.robots.dynamixel`:
   the motor runs the same trapezoid), and reports a joint whose measured position stays further
   than ``tolerance_rad`` from its prediction for ``readings`` readings in a row: it is blocked (an
-  obstacle, a collision), faulted, or has no torque. A motor that faults turns its torque off and
+  obstacle, a collision), faulted, or has no torque. A reading is compared with the prediction at the
+  moment it was taken, from the moves in force then (the last ``HISTORY`` commands are kept): joint
+  states that arrive late on a loaded machine must not be held against the goals sent since. A motor that faults turns its torque off and
   then stops following its goals, so this also catches motor errors between register polls, as
   soon as the arm is asked to move.
 * :class:`GripperMonitor` checks that a gripper command had its effect within ``timeout_s``:
@@ -20,6 +22,7 @@ No rclpy here; times are monotonic seconds, passed in.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -27,6 +30,9 @@ import numpy as np
 
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.robots.dynamixel import ProfileRegisters, TimeProfile
+
+
+HISTORY = 32  # commands whose moves are kept to judge late readings: 6.4 s at 5 Hz, 2.1 s at 15 Hz (project choice)
 
 
 def _positive(name: str, value: float) -> float:
@@ -65,6 +71,7 @@ class TrackingMonitor:
         self.readings = _count("tracking readings", readings)
         self.profile: ProfileRegisters | None = None
         self._moves: list[TimeProfile] | None = None
+        self._history: deque[tuple[float, list[TimeProfile]]] = deque(maxlen=HISTORY)  # (since, moves), oldest first
         self._strikes = [0] * len(self.names)
 
     def start(self, measured: Sequence[float], velocities: Sequence[float] | None, now: float,
@@ -75,11 +82,14 @@ class TrackingMonitor:
         self.profile = profile
         self._moves = [TimeProfile(now, float(qi), float(vi), float(qi), ProfileRegisters(0, 0), vm)
                        for qi, vi, vm in zip(q, v, self.max_velocity)]
+        self._history.clear()
+        self._history.append((now, self._moves))
         self._strikes = [0] * len(self.names)
 
     def stop(self) -> None:
         """Stop predicting (torque off, a reboot: the motors do not follow goals until started again)."""
         self._moves = None
+        self._history.clear()
         self._strikes = [0] * len(self.names)
 
     @property
@@ -87,9 +97,12 @@ class TrackingMonitor:
         return self._moves is not None
 
     def predicted(self, now: float) -> np.ndarray | None:
-        if self._moves is None:
+        """Where the joints are at ``now`` by the moves in force then; None when not predicting, or when
+        ``now`` is older than every move kept (a reading that cannot be judged)."""
+        moves = next((m for since, m in reversed(self._history) if since <= now), None)
+        if self._moves is None or moves is None:
             return None
-        return np.array([m.position(now) for m in self._moves])
+        return np.array([m.position(now) for m in moves])
 
     def settles_at(self) -> float | None:
         """When (monotonic s) the last commanded moves end, by the profile; None when not predicting."""
@@ -106,6 +119,7 @@ class TrackingMonitor:
             q, v = move.state(now)
             moves.append(TimeProfile(now, q, v, float(goal), self.profile, vmax))
         self._moves = moves
+        self._history.append((now, moves))
 
     def check(self, measured: Sequence[float], at: float) -> TrackingFault | None:
         """Compare a reading taken at ``at`` with the prediction; a fault once a joint is off for enough readings."""

@@ -7,9 +7,9 @@ arrive, an arm at rest.
   than ``tolerance_rad`` from its prediction for ``readings`` readings in a row: it is blocked (an
   obstacle, a collision), faulted, or has no torque. A reading is compared with the prediction at the
   moment it was taken, from the moves in force then (the last ``HISTORY`` commands are kept): joint
-  states that arrive late on a loaded machine must not be held against the goals sent since. A motor that faults turns its torque off and
-  then stops following its goals, so this also catches motor errors between register polls, as
-  soon as the arm is asked to move.
+  states that arrive late on a loaded machine must not be held against the goals sent since. A
+  motor that faults turns its torque off and then stops following its goals, so this also catches
+  motor errors between register polls, as soon as the arm is asked to move.
 * :class:`GripperMonitor` checks that a gripper command had its effect within ``timeout_s``:
   opening reaches the open finger position; closing moves the fingers towards closed (an object
   may stop them short of the limit: that is a grasp, not a fault) or finds them closed already.

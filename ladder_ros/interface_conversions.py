@@ -3,13 +3,13 @@
 Every exchange of the graph that no standard type carries is a message of the project's own interface
 package (``interfaces/ladder_ros_interfaces``; docs/graph.md, "Interfaces"). Inside the Python code the
 same exchanges are the documents of :mod:`ladder_ros.messages` (typed, validated dataclasses the core, the
-panel and the evaluation use without ROS). :func:`to_msg` turns a document into its message and
-:func:`from_msg` reads one back; both are exact (floats travel as float64, optional values as the
+panel and the evaluation use without ROS). :func:`document_to_msg` turns a document into its message and
+:func:`document_from_msg` reads one back; both are exact (floats travel as float64, optional values as the
 sentinels the ``.msg`` files document), and both refuse a bad value with one :class:`SchemaError` that
 names the message and the field: a wrong ``schema_version``, an unknown enum value, a sentinel out of
 range, a payload that does not fit its message.
 
-:func:`from_msg` reads fields by name only, so it takes a message built by rclpy as well as one that
+:func:`document_from_msg` reads fields by name only, so it takes a message built by rclpy as well as one that
 ``rosbags`` or ``mcap_ros2`` decoded from a recording: reading recordings needs no rclpy and no built
 interface package. Recordings made before the typed interfaces carry each document as JSON in a
 ``std_msgs/String``; :func:`recorded_document` reads either.
@@ -618,7 +618,8 @@ def _score_from(msg: Any) -> EpisodeScoreDoc:
                  "first_done_step": _int_or_none("first_done_step", doc, o.first_done_step)} for o in msg.subgoals]
     safety = msg.safety
     score = {"success": bool(msg.success), "subgoals_done": int(msg.subgoals_done), "subgoals": outcomes,
-             "violations": _strs(msg.violations), "final_goal": _goal_dict(msg.final_goal) if msg.has_final_goal else {},
+             "violations": _strs(msg.violations),
+             "final_goal": _goal_dict(msg.final_goal) if msg.has_final_goal else {},
              "steps_used": int(msg.steps_used), "simulator": str(msg.simulator), "success_rule": str(msg.success_rule),
              "bridge_timing_s": _values_dict(msg.bridge_timing_s), "steps_taken": int(msg.steps_taken),
              "safety": {"applied": int(safety.applied), "interventions": int(safety.interventions),
@@ -775,7 +776,7 @@ _NAMES = {cls: codec[0] for cls, codec in _CODECS.items()}
 DOCUMENT_OF_TYPE = {f"{PACKAGE}/msg/{codec[0]}": cls for cls, codec in _CODECS.items()}
 
 
-def to_msg(document: Document) -> Any:
+def document_to_msg(document: Document) -> Any:
     """The typed message of ``document``; :class:`SchemaError` when a value does not fit its field."""
     try:
         codec = _CODECS[type(document)]
@@ -789,7 +790,7 @@ def to_msg(document: Document) -> Any:
         raise SchemaError(f"{document.DOC}: a value does not fit its message field ({exc})") from None
 
 
-def from_msg(msg: Any, cls: type[D]) -> D:
+def document_from_msg(msg: Any, cls: type[D]) -> D:
     """The ``cls`` document in ``msg`` (built by rclpy, or decoded from a recording); :class:`SchemaError`
     naming the message and the field when a value is out of range, of an unknown kind or of another
     schema version."""
@@ -813,4 +814,4 @@ def recorded_document(msg: Any, cls: type[D]) -> D:
     recording carries in a ``std_msgs/String``."""
     if is_legacy_string(msg):
         return decode(msg.data, cls)
-    return from_msg(msg, cls)
+    return document_from_msg(msg, cls)

@@ -26,6 +26,7 @@ import functools
 import json
 import platform
 import struct
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -53,6 +54,7 @@ def interface_definitions_dir() -> Path | None:
         candidates.append(Path(get_package_share_directory(INTERFACES)) / "msg")
     except Exception:  # not in an ament index, or ament_index_python missing
         pass
+    candidates.append(Path(sys.prefix) / "share" / INTERFACES / "msg")  # a virtual environment, not on the prefix path
     candidates.append(SOURCE_ROOT / "interfaces" / INTERFACES / "msg")
     return next((c for c in candidates if any(c.glob("*.msg"))), None)
 

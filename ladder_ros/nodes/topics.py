@@ -3,7 +3,8 @@
 Names are relative, so a graph's namespace (``/widowx``) prefixes them all. The QoS kinds
 (docs/graph.md, "QoS"): images and their camera info best-effort sensor data; commands, per-step
 streams and events reliable; latched state (episode status, current subgoal) reliable +
-transient-local depth 1, so a node that starts late or restarts gets it at once. The README's topic
+transient-local depth 1, so a node that starts late or restarts gets it at once. The graph's own
+messages are those of ``ladder_ros_interfaces`` (:func:`interface`; docs/graph.md, "Interfaces"). The README's topic
 table is generated from this module (``python -m ladder_ros.nodes.topics``). No rclpy here: QoS
 objects are built in :mod:`ladder_ros.nodes.runtime`.
 """

@@ -53,6 +53,9 @@ setup(
             "episode_recorder = ladder_ros.nodes.entry:episode_recorder",
             "widowx_driver = ladder_ros.nodes.entry:widowx_driver",
             "franka_driver = ladder_ros.nodes.entry:franka_driver",
+            "widowx_twin = ladder_ros.nodes.entry:widowx_twin",
+            "rehearsal_server = ladder_ros.nodes.entry:rehearsal_server",
+            "franka_twin = ladder_ros.nodes.entry:franka_twin",
         ],
     },
 )

@@ -21,6 +21,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "up": ("ladder_ros.bringup.up", "start a graph's nodes as processes (no ros2 launch needed)"),
     "run": ("ladder_ros.bringup.run", "run episodes on a graph in simulation and print the results"),
     "parity": ("ladder_ros.evaluation.parity", "check that the ROS graph reproduces the in-process loop"),
+    "rehearse": ("ladder_ros.evaluation.rehearsal",
+                 "run episodes of the robot graph on the wall clock against a simulated robot, timed"),
     "recording": ("ladder_ros.bringup.recording", "inspect or recover an episode recording (rosbag2 MCAP)"),
     "panel": ("ladder_ros.panel.app", "the operator panel (episodes, labels, robot safety)"),
     "report": ("ladder_ros.evaluation.episode_report",

@@ -582,9 +582,50 @@ def _event_from(msg: Any) -> EpisodeEventDoc:
 
 # ------------------------------------------------------------------------------ score, safety, labels
 _SCORE_KEYS = ("success", "subgoals_done", "subgoals", "violations", "final_goal", "steps_used", "simulator",
-               "success_rule", "bridge_timing_s", "steps_taken", "safety")
+               "success_rule", "bridge_timing_s", "steps_taken", "safety", "twin")
 _OUTCOME_KEYS = ("index", "text", "done", "cause", "first_done_step")
 _SAFETY_KEYS = ("applied", "interventions", "counts", "limits")
+_TWIN_KEYS = ("physics_skipped_s", "camera")
+_CAMERA_KEYS = ("frames", "late", "channel", "render_p50_ms", "render_max_ms", "error")
+
+
+def _safety_summary(doc: str, safety: Mapping | None) -> list:
+    if safety is None:
+        return []
+    _known(doc, "safety", safety, _SAFETY_KEYS)
+    return [_interfaces().SafetySummary(applied=int(safety.get("applied", 0)),
+                                        interventions=int(safety.get("interventions", 0)),
+                                        counts=_counts(safety.get("counts") or {}),
+                                        limits_json=_json_text(doc, "safety.limits", safety.get("limits") or {}))]
+
+
+def _safety_summary_dict(doc: str, msg: Any) -> dict | None:
+    if msg is None:
+        return None
+    return {"applied": int(msg.applied), "interventions": int(msg.interventions), "counts": _counts_dict(msg.counts),
+            "limits": _json_value(doc, "safety.limits_json", msg.limits_json)}
+
+
+def _twin_report(doc: str, twin: Mapping | None) -> list:
+    if twin is None:
+        return []
+    _known(doc, "twin", twin, _TWIN_KEYS)
+    camera = twin.get("camera") or {}
+    _known(doc, "twin.camera", camera, _CAMERA_KEYS)
+    return [_interfaces().TwinReport(
+        physics_skipped_s=float(twin.get("physics_skipped_s", 0.0)), camera_frames=int(camera.get("frames", 0)),
+        camera_late=int(camera.get("late", 0)), camera_channel=str(camera.get("channel", "")),
+        camera_render_p50_ms=_opt_float(camera.get("render_p50_ms")),
+        camera_render_max_ms=_opt_float(camera.get("render_max_ms")), camera_error=str(camera.get("error", "")))]
+
+
+def _twin_report_dict(msg: Any) -> dict | None:
+    if msg is None:
+        return None
+    return {"physics_skipped_s": float(msg.physics_skipped_s),
+            "camera": {"frames": int(msg.camera_frames), "late": int(msg.camera_late),
+                       "channel": str(msg.camera_channel), "render_p50_ms": _float_or_none(msg.camera_render_p50_ms),
+                       "render_max_ms": _float_or_none(msg.camera_render_max_ms), "error": str(msg.camera_error)}}
 
 
 def _score_to(doc: EpisodeScoreDoc) -> Any:
@@ -597,34 +638,35 @@ def _score_to(doc: EpisodeScoreDoc) -> Any:
         outcomes.append(m.SubgoalOutcome(index=int(o["index"]), text=str(o["text"]), done=bool(o["done"]),
                                          cause=_opt_str(o.get("cause")),
                                          first_done_step=_opt_int(o.get("first_done_step"))))
-    safety = s.get("safety") or {}
-    _known(doc.DOC, "safety", safety, _SAFETY_KEYS)
+    if ("steps_taken" in s) != ("bridge_timing_s" in s):
+        raise SchemaError(f"{doc.DOC}: a bridge's score has both steps_taken and bridge_timing_s, others neither")
     final_goal = s.get("final_goal") or {}
     return m.EpisodeScore(
         schema_version=SCHEMA_VERSION, episode_id=doc.episode_id, step=int(doc.step), success=bool(s["success"]),
         subgoals_done=int(s["subgoals_done"]), subgoals=outcomes, violations=_strs(s.get("violations", [])),
         final_goal=_goal(final_goal), has_final_goal=bool(final_goal), steps_used=int(s.get("steps_used", 0)),
         simulator=str(s.get("simulator", "")), success_rule=str(s.get("success_rule", "")),
-        bridge_timing_s=_values(s.get("bridge_timing_s") or {}), steps_taken=int(s.get("steps_taken", 0)),
-        safety=m.SafetySummary(applied=int(safety.get("applied", 0)),
-                               interventions=int(safety.get("interventions", 0)),
-                               counts=_counts(safety.get("counts") or {}),
-                               limits_json=_json_text(doc.DOC, "safety.limits", safety.get("limits") or {})))
+        bridge_timing_s=_values(s.get("bridge_timing_s") or {}), steps_taken=_opt_int(s.get("steps_taken")),
+        safety=_safety_summary(doc.DOC, s.get("safety")), twin=_twin_report(doc.DOC, s.get("twin")))
 
 
 def _score_from(msg: Any) -> EpisodeScoreDoc:
     doc = EpisodeScoreDoc.DOC
     outcomes = [{"index": int(o.index), "text": str(o.text), "done": bool(o.done), "cause": _str_or_none(o.cause),
                  "first_done_step": _int_or_none("first_done_step", doc, o.first_done_step)} for o in msg.subgoals]
-    safety = msg.safety
     score = {"success": bool(msg.success), "subgoals_done": int(msg.subgoals_done), "subgoals": outcomes,
              "violations": _strs(msg.violations),
              "final_goal": _goal_dict(msg.final_goal) if msg.has_final_goal else {},
-             "steps_used": int(msg.steps_used), "simulator": str(msg.simulator), "success_rule": str(msg.success_rule),
-             "bridge_timing_s": _values_dict(msg.bridge_timing_s), "steps_taken": int(msg.steps_taken),
-             "safety": {"applied": int(safety.applied), "interventions": int(safety.interventions),
-                        "counts": _counts_dict(safety.counts),
-                        "limits": _json_value(doc, "safety.limits_json", safety.limits_json)}}
+             "steps_used": int(msg.steps_used), "simulator": str(msg.simulator), "success_rule": str(msg.success_rule)}
+    steps_taken = _int_or_none("steps_taken", doc, msg.steps_taken)
+    if steps_taken is not None:
+        score.update(bridge_timing_s=_values_dict(msg.bridge_timing_s), steps_taken=steps_taken)
+    safety = _safety_summary_dict(doc, _one(msg.safety))
+    if safety is not None:
+        score["safety"] = safety
+    twin = _twin_report_dict(_one(msg.twin))
+    if twin is not None:
+        score["twin"] = twin
     return _document(EpisodeScoreDoc, episode_id=str(msg.episode_id), step=int(msg.step), score=score)
 
 

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# Mutation testing of the rules (slow: not in CI). Installs the pinned mutmut (requirements/mutation.txt)
-# into .venv when it is missing, then mutates ladder_ros/core/, ladder_ros/vlm/parsing.py and
-# ladder_ros/ros_conversions.py (setup.cfg [mutmut]) one module at a time, each mutant checked by the
-# fast unit tests listed there, and prints the kill rate per module. Work happens in ./mutants (git-ignored);
-# results are kept there, so a second run only checks what changed.
+# Mutation testing of everything between a policy's output and a motor command and between a VLM reply and a
+# verdict (slow: not in CI). Installs the pinned mutmut (requirements/mutation.txt) into .venv when it is
+# missing, then mutates the modules listed in setup.cfg [mutmut] one module at a time, niced, and prints the
+# kill rate per module. Each mutant is checked by the fast unit tests that call the function it changes:
+# setup.cfg selects every fast unit test of these modules, mutmut runs them once with tracing to learn which
+# test calls which function, then runs only those tests per mutant. Work happens in ./mutants (git-ignored);
+# the results stay there, so --report and --survivors read the last run of each module.
 #
-# Usage: scripts/mutation.sh [MODULE ...]     e.g. scripts/mutation.sh ladder_ros.core.triggers
-#        scripts/mutation.sh --report          only print the kill rates of the last run
-# Survivors: .venv/bin/mutmut results; one mutant's diff: .venv/bin/mutmut show NAME
+# Usage: scripts/mutation.sh [MODULE ...]      every module, or the ones named (ladder_ros.core.safety)
+#        scripts/mutation.sh --survivors MODULE ...   only the mutants of MODULE that survived last time
+#        scripts/mutation.sh --report          the kill rates of the last run, per module, and every survivor
+#                                              not listed as equivalent in scripts/mutation_equivalents.txt
+#        scripts/mutation.sh --readme          the same, written into README.md's mutation table
+# One mutant's diff: .venv/bin/mutmut show NAME; the survivors of a module with their changed lines:
+# .venv/bin/python scripts/mutation_report.py --survivors ladder_ros.core.safety
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
@@ -18,14 +24,20 @@ if [[ "$("$PY" -m pip show mutmut 2>/dev/null | sed -n 's/^Version: //p')" != "$
   echo "[mutation] installing $pinned into .venv"
   "$PY" -m pip install -q -r requirements/mutation.txt
 fi
+# Interface packages without a wheel keep their typesupport libraries in .venv/lib (as in scripts/test.sh).
+case ":${LD_LIBRARY_PATH:-}:" in *":$REPO/.venv/lib:"*) ;; *) export LD_LIBRARY_PATH="$REPO/.venv/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
 
-MODULES=(ladder_ros.core.errors ladder_ros.core.events ladder_ros.core.goals ladder_ros.core.metrics
-         ladder_ros.core.orchestrator ladder_ros.core.presets ladder_ros.core.queue ladder_ros.core.suite
-         ladder_ros.core.task ladder_ros.core.triggers ladder_ros.core.verification
-         ladder_ros.vlm.parsing ladder_ros.ros_conversions)
-report_only=0
-if [[ "${1:-}" == "--report" ]]; then report_only=1; shift; fi
-if [[ $# -gt 0 ]]; then MODULES=("$@"); fi
+mode=run
+case "${1:-}" in
+  --report) mode=report; shift ;;
+  --readme) mode=readme; shift ;;
+  --survivors) mode=survivors; shift ;;
+esac
+if [[ $# -gt 0 ]]; then
+  MODULES=("$@")
+else  # every module setup.cfg mutates, safety first
+  mapfile -t MODULES < <("$PY" scripts/mutation_report.py --modules)
+fi
 
 run() {  # the tests import the ROS message wheels: keep them on loopback as scripts/test.sh does
   if [[ $(id -u) -eq 0 ]] && command -v unshare >/dev/null && unshare -n true 2>/dev/null; then
@@ -35,11 +47,22 @@ run() {  # the tests import the ROS message wheels: keep them on loopback as scr
   fi
 }
 
-if [[ $report_only -eq 0 ]]; then
-  for module in "${MODULES[@]}"; do
-    echo "[mutation] $module"
-    run nice -n 10 "$MUTMUT" run "${module}.*" >/dev/null || true  # results are read below either way
-  done
-fi
+case $mode in
+  run)
+    for module in "${MODULES[@]}"; do
+      echo "[mutation] $module"
+      run nice -n 10 "$MUTMUT" run "${module}.*" >/dev/null || true  # results are read below either way
+    done ;;
+  survivors)
+    for module in "${MODULES[@]}"; do
+      mapfile -t names < <("$PY" scripts/mutation_report.py --survivor-names "$module")
+      echo "[mutation] $module: ${#names[@]} survivor(s) again"
+      if [[ ${#names[@]} -gt 0 ]]; then run nice -n 10 "$MUTMUT" run "${names[@]}" >/dev/null || true; fi
+    done ;;
+esac
 
-"$MUTMUT" results --all true | "$PY" scripts/mutation_report.py
+if [[ $mode == readme ]]; then
+  "$PY" scripts/mutation_report.py --readme README.md
+else
+  "$PY" scripts/mutation_report.py
+fi

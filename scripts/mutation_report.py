@@ -1,38 +1,250 @@
-"""Kill rate per module from ``mutmut results --all true`` on standard input (scripts/mutation.sh)."""
+"""Kill rates per module from the last mutmut run (./mutants), and every survivor that is not a known equivalent.
+
+scripts/mutation.sh calls it. The results are read from mutmut's own files (``mutants/**/*.py.meta``);
+each surviving mutant's changed line is read from the mutated source mutmut wrote next to them.
+``scripts/mutation_equivalents.txt`` names the survivors that are equivalent mutants (no input can tell
+them apart from the code), one per line: ``NAME | changed line | reason``. A listed name whose mutant now
+changes a different line (the function was edited, the numbers moved) is reported as stale.
+
+Usage: mutation_report.py                   the table and the unexplained survivors (exit 1 if any)
+       mutation_report.py --readme README.md  write the table and the equivalents into the README's
+                                            mutation section (between its markers)
+       mutation_report.py --modules         the modules setup.cfg mutates, safety modules first
+       mutation_report.py --survivors MODULE  each survivor of MODULE with the line it changes
+       mutation_report.py --survivor-names MODULE  their names only (scripts/mutation.sh --survivors)
+"""
 
 from __future__ import annotations
 
+import ast
 import collections
+import configparser
+import difflib
+import fnmatch
+import json
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+MUTANTS = REPO / "mutants"
+EQUIVALENTS = REPO / "scripts" / "mutation_equivalents.txt"
+BEGIN, END = "<!-- mutation:begin -->", "<!-- mutation:end -->"
+# The modules that decide whether an arm moves: reported first, held to the stricter bar (README, Testing).
+SAFETY = ("ladder_ros.core.safety", "ladder_ros.core.safety_supervisor", "ladder_ros.robots.")
+# mutmut's exit codes (mutmut/stats.py status_by_exit_code): a kill, a hang, a crash all catch the mutant.
+CAUGHT = {"killed", "timeout", "segfault"}
+STATUS = {0: "survived", 1: "killed", 3: "killed", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout",
+          37: "caught by type check", -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout",
+          -11: "segfault", -9: "segfault", None: "not checked"}
 
 
-def module_of(mutant: str) -> str:
-    """``ladder_ros.core.triggers.xǁGripperTriggerǁupdate__mutmut_3`` -> ``ladder_ros.core.triggers``."""
-    parts = mutant.split(".")
-    while parts and not (parts[-1].startswith("x_") or parts[-1].startswith("x\u01c1")):
-        parts.pop()
-    return ".".join(parts[:-1]) if parts else mutant
+def mutated_files() -> list[str]:
+    """The source files setup.cfg's [mutmut] only_mutate selects, relative to the repository."""
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    patterns = [p for p in config.get("mutmut", "only_mutate").split("\n") if p.strip()]
+    files = sorted(str(p.relative_to(REPO)) for p in (REPO / "ladder_ros").rglob("*.py"))
+    return [f for f in files if any(fnmatch.fnmatch(f, p) for p in patterns) and not f.endswith("__init__.py")]
 
 
-def main() -> int:
-    counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    for line in sys.stdin:
-        name, _, status = line.strip().rpartition(": ")
-        if name:
-            counts[module_of(name)][status] += 1
-    header = ("module", "mutants", "killed", "timeout", "survived", "no tests", "not checked", "kill rate")
-    print("{:30} {:>7} {:>6} {:>7} {:>8} {:>8} {:>11} {:>9}".format(*header))
-    groups = sorted(counts.items()) + [("ladder_ros/core (all)", sum(
-        (c for m, c in counts.items() if m.startswith("ladder_ros.core.")), collections.Counter()))]
-    for module, c in groups:
-        total = sum(c.values())
-        if not total:
+def module_name(path: str) -> str:
+    return path[:-3].replace("/", ".")
+
+
+def is_safety(module: str) -> bool:
+    return module in SAFETY or any(module.startswith(p) for p in SAFETY if p.endswith("."))
+
+
+def ordered_modules() -> list[str]:
+    modules = [module_name(f) for f in mutated_files()]
+    return [m for m in modules if is_safety(m)] + [m for m in modules if not is_safety(m)]
+
+
+@dataclass
+class Mutant:
+    name: str  # mutmut's name, e.g. ladder_ros.core.safety.xǁJointTargetFilterǁcheck__mutmut_48
+    module: str
+    status: str
+    change: str  # the changed line(s) as the mutant has them ("" when unknown)
+
+    @property
+    def function(self) -> str:
+        """``JointTargetFilter.check`` from ``xǁJointTargetFilterǁcheck__mutmut_48``."""
+        local = self.name[len(self.module) + 1:].rsplit("__mutmut_", 1)[0]
+        return local[2:].replace("\u01c1", ".") if local.startswith("x\u01c1") else local[2:]
+
+
+def _functions(source: str) -> dict[str, str]:
+    tree = ast.parse(source)
+    return {node.name: ast.get_source_segment(source, node) or "" for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _change(functions: dict[str, str], local: str) -> str:
+    original = functions.get(local.rsplit("__mutmut_", 1)[0] + "__mutmut_orig")
+    mutated = functions.get(local)
+    if original is None or mutated is None:
+        return ""
+    base = local.rsplit("__mutmut_", 1)[0]  # the signature line differs by the name; defaults may be mutated
+    original, mutated = original.replace(base + "__mutmut_orig", base, 1), mutated.replace(local, base, 1)
+    diff = difflib.unified_diff(original.splitlines(), mutated.splitlines(), lineterm="", n=0)
+    added = [line[1:].strip() for line in diff if line.startswith("+") and not line.startswith("+++")]
+    return " / ".join(added) if added else "(line removed)"
+
+
+def load(modules: list[str] | None = None) -> list[Mutant]:
+    """Every mutant of the mutated files with its status; the changed line only for survivors."""
+    out = []
+    for path in mutated_files():
+        module = module_name(path)
+        if modules is not None and module not in modules:
             continue
-        caught = c["killed"] + c["timeout"]  # a mutant that makes the tests hang is caught too
-        print(f"{module:30} {total:7} {c['killed']:6} {c['timeout']:7} {c['survived']:8} {c['no tests']:8} "
-              f"{c['not checked']:11} {100 * caught / total:8.1f}%")
-    return 0
+        meta = MUTANTS / (path + ".meta")
+        if not meta.exists():
+            continue
+        codes = json.loads(meta.read_text())["exit_code_by_key"]
+        functions = None
+        for name, code in codes.items():
+            status = STATUS.get(code, "suspicious")
+            change = ""
+            if status == "survived":
+                if functions is None:
+                    functions = _functions((MUTANTS / path).read_text())
+                change = _change(functions, name[len(module) + 1:])
+            out.append(Mutant(name, module, status, change))
+    return out
+
+
+def load_equivalents() -> dict[str, tuple[str, str]]:
+    """name -> (changed line, reason) from scripts/mutation_equivalents.txt."""
+    out = {}
+    for number, line in enumerate(EQUIVALENTS.read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = [p.strip() for p in line.split(" | ")]
+        if len(parts) != 3 or not all(parts):
+            raise SystemExit(f"{EQUIVALENTS.name}:{number}: expected 'NAME | changed line | reason', got {line!r}")
+        out[parts[0]] = (parts[1], parts[2])
+    return out
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split())
+
+
+def classify(mutants: list[Mutant], equivalents: dict[str, tuple[str, str]]):
+    """(equivalent survivors with reasons, unexplained survivors, stale entries)."""
+    equivalent, unexplained, stale = [], [], []
+    for m in mutants:
+        if m.status != "survived":
+            continue
+        listed = equivalents.get(m.name)
+        if listed is None:
+            unexplained.append(m)
+        elif _normal(listed[0]) != _normal(m.change):
+            stale.append((m, listed[0]))
+        else:
+            equivalent.append((m, listed[1]))
+    return equivalent, unexplained, stale
+
+
+def rows(mutants: list[Mutant]) -> list[tuple[str, collections.Counter]]:
+    counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for m in mutants:
+        counts[m.module][m.status] += 1
+    order = ordered_modules()
+
+    def rank(module: str) -> tuple:
+        return order.index(module) if module in order else len(order), module
+
+    return [(module, counts[module]) for module in sorted(counts, key=rank)]
+
+
+def caught(c: collections.Counter) -> int:
+    return sum(c[s] for s in CAUGHT)
+
+
+def checked(c: collections.Counter) -> int:
+    return sum(c.values()) - c["not checked"]
+
+
+def rate(c: collections.Counter) -> str:
+    return f"{100 * caught(c) / checked(c):.1f} %" if checked(c) else "-"
+
+
+def print_table(mutants: list[Mutant]) -> None:
+    header = ("module", "mutants", "killed", "timeout", "survived", "no tests", "not checked", "kill rate")
+    print("{:38} {:>7} {:>6} {:>7} {:>8} {:>8} {:>11} {:>9}".format(*header))
+    for module, c in rows(mutants):
+        print(f"{module:38} {sum(c.values()):7} {c['killed'] + c['segfault']:6} {c['timeout']:7} "
+              f"{c['survived']:8} {c['no tests']:8} {c['not checked']:11} {rate(c):>9}")
+
+
+def short(module: str) -> str:
+    return module.removeprefix("ladder_ros.").replace(".", "/") + ".py"
+
+
+def readme_section(mutants: list[Mutant], equivalent: list[tuple[Mutant, str]]) -> str:
+    lines = ["Last run (mutmut 3.8.1, `scripts/mutation.sh`, on this project's 2-core machine; killed includes",
+             "time-outs; safety modules first):", "",
+             "| module | mutants | killed | survived | no test | kill rate |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for module, c in rows(mutants):
+        name = f"**`{short(module)}`**" if is_safety(module) else f"`{short(module)}`"
+        lines.append(f"| {name} | {checked(c)} | {caught(c)} | {c['survived']} | {c['no tests']} | {rate(c)} |")
+    total = collections.Counter()
+    for _, c in rows(mutants):
+        total.update(c)
+    lines.append(f"| all | {checked(total)} | {caught(total)} | {total['survived']} | {total['no tests']} | "
+                 f"{rate(total)} |")
+    lines += ["", "Survivors that are equivalent mutants (no input tells them apart from the code), by module:", ""]
+    by_module: dict[str, list[tuple[Mutant, str]]] = collections.defaultdict(list)
+    for m, reason in equivalent:
+        by_module[m.module].append((m, reason))
+    for module, _ in rows(mutants):
+        if by_module.get(module):
+            entries = "; ".join(f"`{m.function}` `{m.change}`: {reason}" for m, reason in by_module[module])
+            lines.append(f"- `{short(module)}`: {entries}.")
+    return "\n".join(lines)
+
+
+def write_readme(path: Path, section: str) -> None:
+    text = path.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{path}: no {BEGIN} ... {END} section")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    path.write_text(f"{head}{BEGIN}\n{section}\n{END}{tail}")
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--modules"]:
+        print("\n".join(ordered_modules()))
+        return 0
+    if argv[:1] in (["--survivors"], ["--survivor-names"]):
+        equivalents = load_equivalents()
+        for m in load(argv[1:] or None):
+            if m.status == "survived" and (argv[0] == "--survivor-names" or m.name not in equivalents):
+                print(m.name if argv[0] == "--survivor-names" else f"{m.name}\n    {m.change}")
+        return 0
+    mutants = load()
+    if not mutants:
+        print("no results: run scripts/mutation.sh first", file=sys.stderr)
+        return 1
+    equivalent, unexplained, stale = classify(mutants, load_equivalents())
+    if argv[:1] == ["--readme"]:
+        write_readme(Path(argv[1]), readme_section(mutants, equivalent))
+    print_table(mutants)
+    print(f"\n{len(equivalent)} survivor(s) listed as equivalent in scripts/{EQUIVALENTS.name}")
+    for m, line in stale:
+        print(f"STALE equivalent entry {m.name}: listed for `{line}`, the mutant now changes `{m.change}`")
+    if unexplained:
+        print(f"{len(unexplained)} survivor(s) not listed as equivalent (a missing test, or an entry to add):")
+        for m in unexplained:
+            print(f"  {m.name}\n      {m.change}")
+    return 1 if unexplained or stale else 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

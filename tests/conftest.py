@@ -91,8 +91,9 @@ def pytest_unconfigure(config):
     # Every result is reported by now. What is left is the interpreter's teardown of the rclpy objects
     # tests left to the garbage collector: with the PyPI ROS 2 wheels that teardown can crash (a
     # segfault after "cannot use Destroyable because destruction was requested") and turn a green run
-    # into exit 139. The run's own status is the answer, so the process ends here with it.
-    if _EXIT_STATUS and "rclpy" in sys.modules:
+    # into exit 139. The run's own status is the answer, so the process ends here with it. Not under mutmut
+    # (scripts/mutation.sh), which runs pytest inside its own process and carries on after the run.
+    if _EXIT_STATUS and "rclpy" in sys.modules and "MUTANT_UNDER_TEST" not in os.environ:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(_EXIT_STATUS[-1])

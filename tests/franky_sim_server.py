@@ -1,8 +1,10 @@
 """franky-sim (a libfranka-protocol Franka simulator, MuJoCo backend) as a subprocess on a loopback address.
 
-Used by the Franka driver tests, the graph's Franka episode test and the benchmarks. The server
-prints the address it bound (127.0.0.1 unless another server holds its ports there); the caller
-connects franky to it. The process is stopped by its pid.
+Used by the Franka driver tests, the graph's Franka episode test and the benchmarks. The process is
+the package's own server (``python -m ladder_ros.sim.franky_sim_server --host auto``, what the
+rehearsal's ``franka_twin`` node runs in-process): it prints the address it bound (127.0.0.1
+unless another server holds its ports there); the caller connects franky to it. The process is
+stopped by its pid.
 """
 
 from __future__ import annotations
@@ -13,17 +15,18 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
+
+from ladder_ros.sim.franky_sim_server import AUTO, SERVING
 
 STARTUP_TIMEOUT_S = 180.0  # MuJoCo model load and pinocchio on a loaded 2-core machine
 
 
 class FrankySim:
     def __init__(self) -> None:
-        executable = Path(sys.executable).with_name("franky-sim")
         self.lines: list[str] = []
-        self.process = subprocess.Popen([str(executable), "--simulator", "mujoco"], stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True, env={**os.environ, "MUJOCO_GL": "egl"})
+        self.process = subprocess.Popen([sys.executable, "-m", "ladder_ros.sim.franky_sim_server", "--host", AUTO],
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env={**os.environ, "MUJOCO_GL": "egl", "PYTHONUNBUFFERED": "1"})
         self.host = self._wait_for_address()
         threading.Thread(target=self._drain, daemon=True).start()
 
@@ -32,7 +35,7 @@ class FrankySim:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.append(line.rstrip())
-            found = re.search(r"using '(127\.[\d.]+)'", line)
+            found = re.search(SERVING + r" '(127\.[\d.]+)'", line)
             if found:
                 return found.group(1)
             if time.monotonic() > deadline:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-TIMING_FIELDS = ("wall_s", "execution")  # how long and where an episode ran: everything else must match
+from ladder_ros.core.record import without_timing
+
 SWEEP = ["--tasks", "kitchen_single_1,sorting_split_2", "--episodes", "2", "--variants",
          "proprio_verifier,privileged_verifier", "--no-progress"]
 SWEEP_EPISODES = 8
@@ -23,5 +24,4 @@ def records_of(out: Path) -> dict:
     lines = raw_records(out)
     keys = Counter((r["task_id"], r["variant"], r["layout"], r["seed"]) for r in lines)
     assert not keys or max(keys.values()) == 1, f"episodes recorded twice: {[k for k, n in keys.items() if n > 1]}"
-    return {(r["task_id"], r["variant"], r["layout"], r["seed"]): {k: v for k, v in r.items() if k not in TIMING_FIELDS}
-            for r in lines}
+    return {(r["task_id"], r["variant"], r["layout"], r["seed"]): without_timing(r) for r in lines}

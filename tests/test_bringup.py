@@ -44,6 +44,30 @@ def test_widowx_real_mode_runs_on_the_wall_clock_without_the_bridge():
     assert "sim_bridge" not in params and params["orchestrator"]["clock_mode"] == "wall_clock"
 
 
+def test_the_twin_mode_is_the_real_graph_with_its_own_values_layered_over_the_params_file(tmp_path):
+    import yaml
+
+    graph = load_graph("widowx")
+    real, twin = graph.mode("real"), graph.mode("twin")
+    assert set(real.nodes) < set(twin.nodes) and set(twin.nodes) - set(real.nodes) == {"widowx_twin",
+                                                                                       "rehearsal_server"}
+    params = graph.node_parameters("twin", overrides={"widowx_driver": {"speed_scale": 0.5},
+                                                      "camera": {"backend": "fake"}})
+    driver = params["widowx_driver"]
+    assert (driver["interbotix_api"], driver["twin_xs_sdk"], driver["clock_mode"]) == ("twin", "remote", "wall_clock")
+    assert driver["speed_scale"] == 0.5 and params["camera"]["backend"] == "fake"  # --set wins over the mode
+    assert graph.node_parameters("real")["widowx_driver"]["interbotix_api"] == "vendor"  # the lab's file, untouched
+    launch = next(n for n in graph.launches("twin", work_dir=tmp_path) if n.name == "widowx_driver")
+    layer = yaml.safe_load((tmp_path / "widowx_twin_overrides.yaml").read_text())
+    assert layer["/**/widowx_driver"]["ros__parameters"]["workspace_low"] == [0.12, -0.28, 0.01]
+    assert str(tmp_path / "widowx_twin_overrides.yaml") in launch.ros_args
+    broken = tmp_path / "graph.yaml"
+    broken.write_text(Path(graph.source).read_text().replace("      camera: {backend: twin}",
+                                                             "      sim_bridge: {render: false}"))
+    with pytest.raises(ConfigError, match="node 'sim_bridge' is not in this mode"):
+        load_graph(str(broken))
+
+
 def test_every_parameter_has_a_description():
     for specs in NODE_PARAMETERS.values():
         for spec in specs:

@@ -196,7 +196,7 @@ def _node_pid(root: int, executable: str) -> int | None:
 @pytest.mark.timeout(300)  # the stdout loop ends with the run; this bounds a run that hangs
 def test_item7_ctrl_c_on_run_is_a_clean_stop_that_keeps_the_interrupted_record(tmp_path):
     out = tmp_path / "run"
-    # The policy is stopped (SIGSTOP) once the graph is up and before the first episode starts: in lockstep
+    # The policy is stopped (SIGSTOP) once it is ready and before the first episode starts: in lockstep
     # the simulator then waits for an action that never comes, so the episode is still running when the
     # Ctrl-C arrives, however fast the machine (the stall watchdog is set beyond the test's bounds).
     process = subprocess.Popen([*LADDER, "run", "widowx", "--episodes", "2", "--tasks", "kitchen_single_6",
@@ -214,6 +214,11 @@ def test_item7_ctrl_c_on_run_is_a_clean_stop_that_keeps_the_interrupted_record(t
         assert process.poll() is None, "".join(printed) + process.stderr.read()
         policy = _node_pid(process.pid, "policy")
         assert policy is not None, "no policy process below ladder-ros run"
+        # The orchestrator starts an episode only on a ready policy: stop the policy once it said so.
+        log, deadline = out / "logs" / "policy.log", time.monotonic() + 120
+        while not (log.is_file() and "ready after a warm-up" in log.read_text()):
+            assert process.poll() is None and time.monotonic() < deadline, "the policy never said it was ready"
+            time.sleep(0.1)
         os.kill(policy, signal.SIGSTOP)
         deadline = time.monotonic() + 120
         recordings = out / "recordings"

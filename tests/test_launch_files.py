@@ -7,8 +7,10 @@ profile) and ``scripts/test.sh`` runs them inside a loopback-only network namesp
 
 * ``sim_orchestrator.launch.py`` brings the WidowX graph up and ``ladder-ros parity --launch`` runs
   episodes through ``episode/command``: every one identical to the in-process reference loop.
-* ``widowx_orchestrator.launch.py use_sim:=false`` and ``franka_orchestrator.launch.py`` start the
-  robot graphs on the wall clock, fed by a stand-in driver.
+* ``widowx_orchestrator.launch.py use_sim:=false`` and ``franka_orchestrator.launch.py`` end the whole graph,
+  with the reason, when a node it cannot run without (the driver here, lacking its arm) exits;
+  ``robot:=twin`` starts the WidowX graph against the twin, and the Franka graph against franky-sim (the dress
+  rehearsal), and stops it cleanly.
 * A Ctrl-C mid-episode (SIGINT to the whole process group, as a terminal sends it) stops every
   process cleanly and leaves a complete recording.
 * Bad arguments end the launch with one clear line before any node starts.
@@ -26,7 +28,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from ladder_ros.bringup.graph import load_graph
@@ -60,7 +61,10 @@ def test_robot_files_join_the_users_network_and_the_sim_file_stays_local():
     graph = load_graph("widowx")
     robot = {a.name: a for a in launch_arguments(graph, use_sim=False, localhost_only=False)}
     sim = {a.name: a for a in launch_arguments(graph, use_sim=True, localhost_only=True)}
-    assert set(robot) == {"use_sim", "namespace", "params_file", "output_dir", "localhost_only", "log_level"}
+    assert set(robot) == {"use_sim", "robot", "namespace", "params_file", "output_dir", "localhost_only", "log_level"}
+    assert robot["robot"].default == "arm" and robot["robot"].choices == ("arm", "twin")
+    franka = {a.name: a for a in launch_arguments(load_graph("franka"), use_sim=False, localhost_only=False)}
+    assert franka["robot"].default == "arm" and "franky-sim" in franka["robot"].description  # its twin mode
     assert (robot["use_sim"].default, robot["localhost_only"].default) == ("false", "false")
     assert (sim["use_sim"].default, sim["localhost_only"].default) == ("true", "true")
     assert robot["use_sim"].choices == robot["localhost_only"].choices == ("true", "false")
@@ -93,6 +97,13 @@ def test_the_check_of_the_arguments_names_the_bad_value(tmp_path):
     (tmp_path / "a_file").write_text("")
     with pytest.raises(ConfigError, match="is a file, not a folder"):
         plan_launch(widowx, {**values, "output_dir": str(tmp_path / "a_file")})
+    twin = plan_launch(widowx, {**values, "robot": "twin"})
+    assert (twin.mode, twin.clock_mode, twin.nodes[:2]) == ("twin", "wall_clock", ("widowx_twin", "rehearsal_server"))
+    assert twin.localhost_only and "loopback only" in twin.summary()  # nothing the rehearsal runs needs another machine
+    assert twin.mode_parameters["widowx_driver"]["interbotix_api"] == "twin"
+    assert twin.mode_parameters["camera"] == {"backend": "twin"}
+    with pytest.raises(ConfigError, match="robot:=twin is the wall-clock rehearsal"):
+        plan_launch(widowx, {**values, "robot": "twin", "use_sim": "true"})
     params = tmp_path / "params.yaml"
     original = (REPO / "config" / "widowx_params.yaml").read_text()
     params.write_text(original.replace("decision_resend_s: 2.0", "decision_resend_s: -3.0"))
@@ -288,166 +299,100 @@ def test_the_franka_launch_file_in_simulation_runs_episodes_identical_to_the_ref
     assert "scripted_expert_franka" in (tmp_path / "logs" / "franka_launch_params.yaml").read_text()
 
 
-class StandInDriver:
-    """A robot driver stand-in: joint states with the gripper aperture and the end-effector pose.
-
-    The gripper closes for ``closed_s``, lifting the hand by ``lift_m`` meanwhile, then opens for
-    ``open_s``, over and over.
-    """
-
-    def __init__(self, namespace: str, rate_hz: float, closed_s: float, open_s: float, lift_m: float):
-        from geometry_msgs.msg import PoseStamped
-        from rclpy.node import Node
-        from sensor_msgs.msg import JointState
-
-        from ladder_ros.nodes import topics
-        from ladder_ros.nodes.runtime import qos
-
-        self.node = Node("stand_in_driver", namespace=namespace)
-        self.joints = self.node.create_publisher(JointState, topics.JOINT_STATES.name, qos(topics.STREAM))
-        self.pose = self.node.create_publisher(PoseStamped, topics.EE_POSE.name, qos(topics.STREAM))
-        self.period = closed_s + open_s
-        self.closed_s, self.lift_m = closed_s, lift_m
-        self.start = time.monotonic()
-        self.node.create_timer(1.0 / rate_hz, self._publish)
-
-    def _publish(self):
-        from ladder_ros.ros_conversions import joint_state_to_msg, pose_to_msg
-
-        stamp = self.node.get_clock().now().nanoseconds
-        phase = (time.monotonic() - self.start) % self.period
-        closed = phase < self.closed_s
-        height = 0.1 + (self.lift_m * phase / self.closed_s if closed else 0.0)
-        self.joints.publish(joint_state_to_msg(("waist",), np.zeros(1), 0.1 if closed else 1.0, stamp,
-                                               "gripper_aperture"))
-        self.pose.publish(pose_to_msg(np.array([0.3, 0.0, height]), np.array([1.0, 0.0, 0.0, 0.0]), stamp, "base_link"))
+# launch's line when a node the graph cannot run without exits (ladder_ros/bringup/graph_launch.py)
+ENDED = re.compile(r"\[ERROR\] \[launch\]: Caught exception in launch \(see debug for traceback\): (\w+) exited with "
+                   r"code (-?\d+): (.*); the graph cannot run without it, so every node is stopped")
 
 
-def run_robot_graph(tmp_path, launch_file, namespace, driver, run_episode, *args, refusing=("policy",),
-                    overrides=None):
-    """Launch a robot graph, run ``run_episode(client, executor) -> episode id`` on the stand-in driver, Ctrl-C.
-
-    The nodes in ``refusing`` are expected to refuse to start (exit 2, one line) for want of what a
-    robot provides and this machine has not (the graph's own driver among them: the stand-in takes its
-    place). ``overrides`` ({node: {parameter: value}}) go into the params file. Returns the launch, the
-    episode's final status and its recording's summary.
-    """
-    from ladder_ros.bringup.client import EpisodeTimeout
-    from ladder_ros.bringup.recording import read_bag
-
+@needs_launch
+@pytest.mark.slow
+@pytest.mark.parametrize("launch_file,namespace,refusals", [
+    # Without Interbotix's API the WidowX driver refuses to start, and so does the policy node given the params
+    # file's simulator-only expert; whichever exits first ends the graph.
+    ("widowx_orchestrator.launch.py", "widowx", {"widowx_driver": "interbotix_xs_modules",
+                                                 "policy": "cannot drive a robot"}),
+    # No Franka answers at the loopback address: its driver refuses (the verifier, lacking a Gemini key, refuses
+    # too, but the graph runs without a verifier's answers as it would without the network).
+    ("franka_orchestrator.launch.py", "franka", {"franka_driver": "cannot connect to the Franka at 127.0.0.1"}),
+])
+def test_a_robot_launch_ends_the_graph_when_a_node_it_cannot_run_without_exits(
+        tmp_path, launch_file, namespace, refusals):
     graph = load_graph(namespace)
-    # No camera is attached here: a camera node of the real mode runs on its fake backend.
     params = {name: {"backend": "fake"} for name in graph.mode("real").nodes
-              if graph.nodes[name].executable == "camera"}
-    params.update(overrides or {})
-    if params:
-        args = (*args, f"params_file:={write_params_file(graph.params_file, params, namespace, tmp_path / 'p.yaml')}")
-    launch = Launch(tmp_path, launch_file, f"output_dir:={tmp_path / 'recordings'}", *args)
+              if graph.nodes[name].executable == "camera"}  # no camera here: the fake one, which starts
+    if namespace == "franka":
+        params["franka_driver"] = {"host": "127.0.0.1"}
+    params_file = write_params_file(graph.params_file_for("real"), params, namespace, tmp_path / "p.yaml")
+    launch = Launch(tmp_path, launch_file, "use_sim:=false", f"output_dir:={tmp_path / 'recordings'}",
+                    f"params_file:={params_file}")
     try:
-        client, executor = _client(namespace, driver.node)
-        # Every node that follows the episode and starts here (policy, gripper trigger, recorder): an episode
-        # started before one of them is up would be ended by it (its state of the episode is lost).
-        followers = [n for n in graph.mode("real").nodes if n not in refusing
-                     and graph.nodes[n].executable in ("policy", "gripper_trigger", "episode_recorder")]
-        wait_for_graph(launch, client, executor, followers=len(followers))
-        try:
-            episode = run_episode(client, executor)
-        except EpisodeTimeout as exc:
-            raise AssertionError(f"{exc}; last status {client.status}\n{launch.log[-4000:]}") from None
-        client.spin_until(executor, lambda: client.status.episode_id == episode and client.status.result is not None,
-                          30, "the episode's record")
-        status = client.status
-        bag = tmp_path / "recordings" / episode
-        client.spin_until(executor, lambda: (bag / "metadata.yaml").is_file(), 30, "the recording to close")
-        client.spin_until(executor, lambda: all(f"[ERROR] [{node}-" in launch.log for node in refusing), 120,
-                          f"{', '.join(refusing)} to refuse")  # a slow start could otherwise meet the Ctrl-C first
-        nodes = len(graph.mode("real").nodes) - len(refusing)
-        assert_stopped_cleanly(launch, launch.ctrl_c(), nodes=nodes, died=refusing)
-        summary, _ = read_bag(bag)
-        return launch, status, summary
+        code = launch.process.wait(timeout=180)
+        log = launch.log
+        ended = ENDED.findall(log)
+        assert code == 1 and len(ended) == 1, log[-4000:]
+        node, exit_code, reason = ended[0]
+        assert node in refusals and exit_code == "2" and refusals[node] in reason, ended
+        assert reason.startswith(f"ladder_ros {node}: error: "), reason  # the node's own line, once
+        assert "Traceback" not in log and launch.processes() == [], log[-3000:]
+        started = len(re.findall(r"process started with pid", log))
+        stopped = len(re.findall(r"process has finished cleanly|process has died", log))
+        assert stopped == started, log[-3000:]  # every node ended; none is left running without the driver
     finally:
         launch.close()
 
 
-def _refusal(log: str, node: str) -> list[str]:
-    return [line for line in log.splitlines() if f"ladder_ros {node}: error:" in line]
+TWIN_LAUNCHES = {
+    # Six nodes follow the episodes (the graph's followers, the twin and its server among them).
+    "widowx": ("widowx_orchestrator.launch.py", 6, 10, (
+        "ready to arm: profile 250/100 ms written and read back",  # the driver, over the twin's xs_sdk
+        "policy bridge_pi0_server: ready after a warm-up")),  # the policy, warmed up by the rehearsal server
+    # Five follow them (franky-sim has no scene to reset); ten nodes with the wrist camera.
+    "franka": ("franka_orchestrator.launch.py", 5, 10, (
+        "Franka twin: franky-sim (MuJoCo FR3 and Franka Hand) listening at 127.0.0.1",
+        "policy droid_pi05_server: ready after a warm-up")),
+}
 
 
 @needs_launch
-def test_widowx_robot_launch_runs_the_wall_clock_graph_on_a_stand_in_driver(ros, tmp_path):
-    # WidowX trigger: a close of >= 3 steps at 5 Hz (Appendix B); 2 s closed leave margin for a loaded machine.
-    driver = StandInDriver("widowx", rate_hz=10, closed_s=2.0, open_s=1.0, lift_m=0.0)
+@pytest.mark.slow
+@pytest.mark.parametrize("robot", sorted(TWIN_LAUNCHES))
+def test_robot_twin_starts_the_robot_graph_against_the_twin_and_stops_cleanly(tmp_path, robot):
+    if robot == "widowx":
+        pytest.importorskip("mujoco", reason="the twin's scene is the built-in MuJoCo tabletop")
+    else:
+        pytest.importorskip("franky_sim", reason="needs franky-control and franky-sim (requirements/robots.txt)")
+    import rclpy
 
-    def episode(client, executor):
-        return client.run_episode(executor, "kitchen_single_2", variant="proprio_trigger", timeout_s=120).episode_id
+    launch_file, followers, nodes, ready = TWIN_LAUNCHES[robot]
+    launch = Launch(tmp_path, launch_file, "robot:=twin", f"output_dir:={tmp_path / 'rec'}")
+    rclpy.init()
+    try:
+        from diagnostic_msgs.msg import DiagnosticStatus
 
-    # Without Interbotix's API the graph's own driver refuses to start (the stand-in publishes instead).
-    # The WidowX trigger stays on the last subgoal until the budget ends (Appendix B); the preset option
-    # ends the episode after it instead, so the test need not wait out the budget.
-    launch, status, recording = run_robot_graph(
-        tmp_path, "widowx_orchestrator.launch.py", "widowx", driver, episode, "use_sim:=false",
-        refusing=("policy", "widowx_driver"),
-        overrides={"orchestrator": {"preset_options": ["after_last_subgoal=end"]}})
-    log = launch.log
-    assert "graph widowx (real, wall_clock) in /widowx" in log and "this shell's ROS network settings" in log
-    assert "sim_bridge" not in re.findall(r"\[INFO\] \[(\w+)-\d+\]: process started", log)
-    assert (status.clock, status.rate_hz, status.preset) == ("wall_clock", 5.0, "widowx")
-    kinds = [(e["kind"], e.get("reason")) for e in status.result["events"]]
-    assert ("attempt_ended", "release") in kinds and status.result["finish_reason"] == "plan_exhausted"
-    assert status.result["scored"] is False
-    assert recording.topics["/widowx/joint_states"] > 10
-    assert "widowx_params.yaml" in recording.custom_data["config_files"]
-    # The params file's policy is the simulator-only expert: the policy node refuses it on a robot, in one line.
-    assert len(_refusal(log, "policy")) == 1 and "cannot drive a robot" in _refusal(log, "policy")[0]
-    assert len(_refusal(log, "widowx_driver")) == 1 and "interbotix_xs_modules" in _refusal(log, "widowx_driver")[0]
-    assert re.search(r"\[ERROR\] \[policy-\d+\]: process has died \[pid \d+, exit code 2", log)
-
-
-@needs_launch
-def test_franka_robot_launch_runs_the_wall_clock_graph_on_a_stand_in_driver(ros, tmp_path):
-    # RoboLab-Long trigger: a close of >= 21 steps at 15 Hz with a 3 cm lift ends an attempt (Appendix B);
-    # 4 s closed (60 steps) leave margin for a loaded machine, and a 5 s cycle clears the 57-step cooldown.
-    driver = StandInDriver("franka", rate_hz=30, closed_s=4.0, open_s=1.0, lift_m=0.06)
-
-    def episode(client, executor):
-        # On RoboLab-Long the plan restarts from its first subgoal after the last (Appendix B), so a
-        # proprio_trigger episode runs to its budget: stop it once both subgoals had an attempt.
-        from ladder_ros.interface_conversions import document_to_msg
-        from ladder_ros.messages import STOP, EpisodeCommand
         from ladder_ros.nodes import topics
-        from ladder_ros.nodes.runtime import message_class, publisher
+        from ladder_ros.nodes.runtime import qos
 
-        episode_id = client.start_episode("kitchen_single_2", variant="proprio_trigger")
-        plan_indices = []
+        client, executor = _client(robot)
+        safety = {}
+        client.create_subscription(DiagnosticStatus, topics.SAFETY_STATE.name,
+                                   lambda m: safety.update({kv.key: kv.value for kv in m.values}),
+                                   qos(topics.SAFETY_STATE.qos))
+        wait_for_graph(launch, client, executor, followers=followers, timeout_s=240)
 
-        def plan_restarted() -> bool:
-            if client.status.episode_id == episode_id and client.status.state == "running":
-                plan_indices.append(client.status.plan_index)
-            return 1 in plan_indices and plan_indices[-1] == 0
+        # The driver reached the simulated arm through its own vendor API: it may be armed.
 
-        client.spin_until(executor, plan_restarted, 120, "an attempt at each subgoal and the plan's restart")
-        publisher(client, message_class(topics.EPISODE_COMMAND), topics.EPISODE_COMMAND).publish(
-            document_to_msg(EpisodeCommand(command=STOP, episode_id=episode_id)))
-        return episode_id
+        def running() -> None:
+            assert launch.process.poll() is None, launch.log[-3000:]
 
-    # The Franka graph's verifier is Gemini (config/franka_params.yaml): without a key it refuses to start,
-    # in one line, and so does the driver with no arm at its address (loopback here: nothing listens);
-    # the policy holds without its openpi server; the orchestrator and the trigger run on regardless.
-    launch, status, recording = run_robot_graph(tmp_path, "franka_orchestrator.launch.py", "franka", driver, episode,
-                                                refusing=("franka_driver", "vlm_verifier"),
-                                                overrides={"franka_driver": {"host": "127.0.0.1"}})
-    log = launch.log
-    assert "graph franka (real, wall_clock) in /franka" in log
-    assert (status.clock, status.rate_hz, status.preset) == ("wall_clock", 15.0, "franka")
-    ends = [e for e in status.result["events"] if e["kind"] == "attempt_ended"]
-    assert len(ends) >= 2 and all(e.get("reason") == "release" and e.get("lift_m", 0) >= 0.03 for e in ends), ends
-    assert recording.topics["/franka/joint_states"] > 10
-    assert _refusal(log, "policy") == []  # it holds still without its server
-    assert len(_refusal(log, "franka_driver")) == 1 and "cannot connect to the Franka at 127.0.0.1" in log
-    refusals = _refusal(log, "vlm_verifier")  # one line, prefixed by launch with the process's name and number
-    expected = (r"\[vlm_verifier-\d+\] ladder_ros vlm_verifier: error: no Gemini API key: "
-                r"set the environment variable GEMINI_API_KEY")
-    assert len(refusals) == 1 and re.fullmatch(expected, refusals[0]), refusals
+        client.spin_until(executor, lambda: safety.get("not_ready") == "" and safety.get("armed") == "false", 180,
+                          "the driver ready to arm", running)
+        client.spin_until(executor, lambda: all(line in launch.log for line in ready), 60, "the nodes' lines in the "
+                          "launch log", running)
+        assert f"graph {robot} (twin, wall_clock) in /{robot}" in launch.log and "loopback only" in launch.log
+        assert_stopped_cleanly(launch, launch.ctrl_c(), nodes=nodes)
+    finally:
+        launch.close()
+        rclpy.try_shutdown()
 
 
 @needs_launch

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from ladder_ros.core.record import graph_record
+from ladder_ros.core.record import graph_record, without_timing
 from ladder_ros.policies.audit import SEAM_JUMP, ChunkScreen, PolicyReport, RejectedChunk
 from ladder_ros.policies.chunked import ChunkedPolicy
 from ladder_ros.policies.config import Normalization, Statistics, parse_policy_config
@@ -120,6 +120,28 @@ def test_the_wall_clock_executor_checks_the_seam_where_the_new_chunk_takes_over(
     assert report2["inference_ms"]["count"] >= 2 and report2["steps"] == 20
 
 
+def test_a_seam_jump_is_measured_per_axis_as_the_safety_filter_bounds_a_step():
+    screen = ChunkScreen(seam_config(max_translation_m=0.05), PolicyReport.of(seam_config()))
+    diagonal = np.array([0.04, 0.0, -0.03, 0.0, 0.0, 0.0, 1.0])  # 0.05 m long, within 0.05 m on every axis
+    screen.check_seam(diagonal * [1, 1, 1.0001, 1, 1, 1, 1], None, None)  # from standing still: no jump
+    with pytest.raises(RejectedChunk, match=r"jumps 0\.08 m"):
+        screen.check_seam(-diagonal * [1, 1, 1, 1, 1, 1, -1], diagonal, None)  # a reversal: 0.08 m on x
+
+
+def test_after_a_refused_chunk_the_next_seam_is_measured_from_standing_still():
+    # The policy reverses once (+0.04 m, then -0.04 m a step): the reversing chunk jumps 0.08 m and is refused, the
+    # arm holds a period, and the next chunk takes over from standing still (a jump of 0.04 m), not from a command
+    # given before the hold.
+    source = ScriptedSource(chunk=lambda n: chunk_of(0.04 if n == 0 else -0.04, 0.04 if n == 0 else -0.04))
+    sim = ExecutorSimulation(source, seam_config(max_translation_m=0.05), latency_s=0.05)
+    sim.executor.set_subgoal("go")
+    given = sim.run(20)
+    report = sim.executor.episode_report()
+    assert report["rejected_chunks"] == {SEAM_JUMP: 1}
+    acted = [g.command[0] for g in given if g is not None]
+    assert acted[:4] == pytest.approx([0.04] * 4) and acted[-1] == pytest.approx(-0.04) and len(acted) >= 14
+
+
 def test_the_graph_record_names_the_policy_and_carries_its_report():
     report = PolicyReport.of(seam_config()).to_dict()
     task = {"task_id": "t", "suite": "s", "category": "single_destination", "subgoals": []}
@@ -168,3 +190,17 @@ def test_sim_eval_says_when_every_chunk_of_the_policy_was_refused(tmp_path, caps
     summary = json.loads((out / "summary.json").read_text())
     assert summary["policy_steps"]["episodes_all_rejected"] == 1
     assert "WARNING: every chunk policy misfit returned was refused" in capsys.readouterr().out
+
+
+def test_two_runs_of_an_episode_differ_only_in_timing_fields_and_the_record_keeps_its_own():
+    policy = ChunkedPolicy(ScriptedSource(chunk=lambda n: chunk_of(0.01)), seam_config(), seed=0)
+    for step in range(6):
+        policy.act_tagged(bundle(step), "go")
+    report = policy.policy_report()
+    record = {"task_id": "t", "wall_s": 1.5, "execution": {"attempts": 1}, "policy_report": report}
+    kept = without_timing(record)
+    assert set(kept) == {"task_id", "policy_report"}
+    assert "inference_ms" not in kept["policy_report"] and "warm_up_s" not in kept["policy_report"]
+    assert kept["policy_report"]["chunks"] == report["chunks"] > 0  # the policy's account stays
+    assert record["policy_report"] is report and "inference_ms" in report and record["wall_s"] == 1.5  # untouched
+    assert without_timing({"task_id": "t", "policy_report": {}}) == {"task_id": "t", "policy_report": {}}

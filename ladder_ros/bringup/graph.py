@@ -14,6 +14,11 @@ CI). Its format (``schema_version: 1``)::
     modes:                             # real versus simulation: a launch argument, not a code branch
       sim:  {clock_mode: lockstep,   nodes: [sim_bridge, policy, ...]}
       real: {clock_mode: wall_clock, nodes: [policy, ...], requires: [robot driver ...]}
+      twin: {clock_mode: wall_clock, nodes: [widowx_twin, ...], parameters: {node: {param: value}}}
+
+A mode's ``parameters`` are that mode's own values for some nodes' parameters, layered over the
+params file (and under ``--set``): the rehearsal mode (``twin``) runs the robot graph with what stands
+in for the arm, the camera and the policy server switched, and those switches are written in one place.
 
 A mode may name its own ``params_file`` (relative to ``config/``), used instead of the graph's when
 no other params file is given: the Franka graph's simulation runs the scripted expert and the oracle
@@ -42,7 +47,7 @@ from ladder_ros.paths import share_path
 
 GRAPH_SCHEMA_VERSION = 1
 GRAPH_KEYS = ("schema_version", "graph", "description", "namespace", "params_file", "nodes", "remappings", "modes")
-MODES = ("sim", "real")
+MODES = ("sim", "real", "twin")
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,7 @@ class ModeEntry:
     nodes: tuple[str, ...]
     requires: tuple[str, ...] = ()  # nodes from other packages this mode needs (robot driver, camera)
     params_file: Path | None = None  # this mode's own params file (None: the graph's)
+    parameters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # the mode's own values, per node
 
 
 @dataclass(frozen=True)
@@ -134,9 +140,10 @@ class GraphDescription:
                 if section is not None:
                     values.update(section)
             from_file = set(values)
+            values.update(entry.parameters.get(name, {}))
             values["clock_mode"] = entry.clock_mode
             values.update(overrides.get(name, {}))
-            strict = from_file - set(overrides.get(name, {})) - {"clock_mode"}
+            strict = from_file - set(overrides.get(name, {})) - set(entry.parameters.get(name, {})) - {"clock_mode"}
             try:
                 result[name] = check_node_parameters(node.executable, values, name, strict=strict)
             except ConfigError as exc:
@@ -181,9 +188,10 @@ class GraphDescription:
         work_dir = Path(work_dir) if work_dir is not None else make_work_dir()
         work_dir.mkdir(parents=True, exist_ok=True)
         layer = {"/**": {"ros__parameters": {"clock_mode": entry.clock_mode}}}
-        for name, values in (overrides or {}).items():
-            if values:  # as checked: `--set x=60` for a decimal parameter is written as 60.0
-                layer[f"/**/{name}"] = {"ros__parameters": {key: checked[name][key] for key in values}}
+        for name in entry.nodes:
+            keys = [*entry.parameters.get(name, {}), *(overrides or {}).get(name, {})]
+            if keys:  # as checked: `--set x=60` for a decimal parameter is written as 60.0
+                layer[f"/**/{name}"] = {"ros__parameters": {key: checked[name][key] for key in keys}}
         layer_file = work_dir / f"{self.name}_{mode}_overrides.yaml"
         layer_file.write_text(yaml.safe_dump(layer, sort_keys=True), encoding="utf-8")
         launches = []
@@ -355,7 +363,8 @@ def load_graph(name_or_path: str) -> GraphDescription:
         if not isinstance(body, dict) or body.get("clock_mode") not in CLOCK_MODES:
             raise ConfigError(f"clock_mode must be one of {', '.join(CLOCK_MODES)}", source=source,
                               key=f"{where}.clock_mode")
-        check_keys(body, ("clock_mode", "nodes", "requires", "params_file"), source=source, where=where)
+        check_keys(body, ("clock_mode", "nodes", "requires", "params_file", "parameters"), source=source,
+                   where=where)
         listed = body.get("nodes")
         if not isinstance(listed, list) or not listed:
             raise ConfigError("expected a list of node names", source=source, key=f"{where}.nodes")
@@ -370,8 +379,18 @@ def load_graph(name_or_path: str) -> GraphDescription:
         if mode_params is not None and (not isinstance(mode_params, str) or not mode_params):
             raise ConfigError("must be a params file name (relative to config/)", source=source,
                               key=f"{where}.params_file")
+        parameters = body.get("parameters", {})
+        if not isinstance(parameters, dict) or not all(
+                isinstance(node, str) and isinstance(values, dict) for node, values in parameters.items()):
+            raise ConfigError("expected a mapping of node name to {parameter: value}", source=source,
+                              key=f"{where}.parameters")
+        for node in parameters:
+            if node not in listed:
+                raise ConfigError(f"node {node!r} is not in this mode{did_you_mean(node, listed)}", source=source,
+                                  key=f"{where}.parameters")
         modes[mode] = ModeEntry(clock_mode=body["clock_mode"], nodes=tuple(listed), requires=tuple(requires),
-                                params_file=_config_path(path, mode_params) if mode_params else None)
+                                params_file=_config_path(path, mode_params) if mode_params else None,
+                                parameters={node: dict(values) for node, values in parameters.items()})
     params = _config_path(path, data["params_file"])
     return GraphDescription(name=data["graph"], source=source, description=str(data.get("description", "")),
                             namespace=namespace.strip("/"), params_file=params, nodes=nodes, modes=modes,

@@ -24,6 +24,11 @@ from ladder_ros.core.errors import ConfigError
 from ladder_ros.ros_env import network_safe_environment
 
 TRUE_FALSE = ("true", "false")
+ROBOTS = ("arm", "twin")  # robot:= on a graph with a twin mode: the lab's arm, or the dress rehearsal's twin
+# Nodes the robot graph cannot run without: when one exits while the graph runs (it refused to start, or died),
+# the launch ends the whole graph with that node's reason instead of leaving the others running without it.
+ESSENTIAL = ("widowx_driver", "franka_driver", "policy", "camera", "widowx_twin", "rehearsal_server",
+             "franka_twin")
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")  # rcutils severities (ros2 run --log-level)
 # A ROS namespace: tokens of letters, digits and underscores, not starting with a digit, joined by "/"
 # (ROS 2 design, "Topic and Service name mapping to DDS").
@@ -45,10 +50,16 @@ def launch_arguments(graph: GraphDescription, *, use_sim: bool, localhost_only: 
     network, where the drivers and cameras are. The simulation file defaults to true: nothing it
     runs needs another machine.
     """
+    robot = () if "twin" not in graph.modes else (
+        LaunchArgument("robot", "arm", "With use_sim:=false: arm, the lab's arm, camera and policy server; twin, the "
+                       "dress rehearsal: the same graph against the simulated robot (the WidowX twin with its rendered "
+                       "camera; franky-sim for the Franka) and the rehearsal's policy server on this machine, "
+                       "loopback only (docs/rehearsal.md)", ROBOTS),)
     return (
         LaunchArgument("use_sim", _text(use_sim),
                        "true: simulation, the sim bridge replaces the robot driver and camera and the graph runs in "
                        "lockstep; false: the robot's own drivers and camera, on the wall clock", TRUE_FALSE),
+        *robot,
         LaunchArgument("namespace", graph.namespace, "Namespace of every node and topic of the graph"),
         LaunchArgument("params_file", "" if graph.has_mode_params_files else str(graph.params_file),
                        "ROS params YAML of the graph's nodes; every value is checked before any node starts"
@@ -79,6 +90,7 @@ class LaunchPlan:
     params_file: str = ""  # the params file the nodes read (the argument's, or the mode's own)
     environment: dict[str, str] = field(default_factory=dict)  # variables to change ("": unset)
     requires: tuple[str, ...] = ()
+    mode_parameters: dict[str, dict[str, Any]] = field(default_factory=dict)  # the mode's own values, checked
 
     def summary(self) -> str:
         network = "loopback only" if self.localhost_only else "this shell's ROS network settings"
@@ -96,7 +108,11 @@ def plan_launch(graph: GraphDescription, values: Mapping[str, str]) -> LaunchPla
     ``values`` maps every name of :func:`launch_arguments` to its text (choices are already
     enforced by ``launch``).
     """
-    mode = "sim" if values["use_sim"] == "true" else "real"
+    twin = values.get("robot") == "twin"
+    if twin and values["use_sim"] == "true":
+        raise ConfigError("launch argument robot:=twin is the wall-clock rehearsal of the robot graph; it does not go "
+                          "with use_sim:=true")
+    mode = "sim" if values["use_sim"] == "true" else "twin" if twin else "real"
     entry = graph.mode(mode)
     namespace = values["namespace"]
     if not _NAMESPACE.match(namespace):
@@ -113,13 +129,24 @@ def plan_launch(graph: GraphDescription, values: Mapping[str, str]) -> LaunchPla
         overrides["episode_recorder"] = {"output_dir": output_dir}
     params = graph.node_parameters(mode, params_file, overrides, namespace)  # one error naming a bad value
     recording_dir = str(params["episode_recorder"]["output_dir"]) if "episode_recorder" in params else ""
-    localhost_only = values["localhost_only"] == "true"
+    localhost_only = values["localhost_only"] == "true" or twin  # nothing the rehearsal runs needs another machine
     environment = localhost_environment() if localhost_only else {}
     domain_id = environment.get("ROS_DOMAIN_ID") or os.environ.get("ROS_DOMAIN_ID") or "0"
+    mode_parameters = {node: {key: params[node][key] for key in keys} for node, keys in entry.parameters.items()}
     return LaunchPlan(graph=graph.name, mode=mode, clock_mode=entry.clock_mode, namespace=namespace.strip("/"),
                       nodes=entry.nodes, recording_dir=recording_dir, localhost_only=localhost_only,
                       domain_id=domain_id, params_file=str(params_file), environment=environment,
-                      requires=entry.requires)
+                      requires=entry.requires, mode_parameters=mode_parameters)
+
+
+def mode_parameters_file(plan: LaunchPlan, folder: Path) -> Path:
+    """The mode's own parameter values as a params file (given after the graph's: the later file wins)."""
+    layer = {"/**": {"ros__parameters": {"clock_mode": plan.clock_mode}}}
+    for node, values in plan.mode_parameters.items():
+        layer[f"/**/{node}"] = {"ros__parameters": dict(values)}
+    path = Path(folder) / f"{plan.graph}_{plan.mode}_mode.yaml"
+    path.write_text(yaml.safe_dump(layer, sort_keys=True), encoding="utf-8")
+    return path
 
 
 def localhost_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -137,8 +164,9 @@ def localhost_environment(base: Mapping[str, str] | None = None) -> dict[str, st
 
 def session_launch_arguments(graph: GraphDescription, params_file: Path | None,
                              overrides: Mapping[str, Mapping[str, Any]], namespace: str | None,
-                             work_dir: Path) -> list[str]:
-    """The ``name:=value`` arguments that start ``graph`` in simulation as ``ladder-ros run``/``parity`` would.
+                             work_dir: Path, mode: str = "sim") -> list[str]:
+    """The ``name:=value`` arguments that start ``graph`` in simulation (or ``mode`` ``twin``, the rehearsal) as
+    ``ladder-ros run``/``parity``/``rehearse`` would.
 
     A launch file takes one params file: node overrides (``--set``) are written into a copy of it in
     ``work_dir``; the recorder's folder becomes ``output_dir:=``. Traffic stays on this machine.
@@ -149,11 +177,12 @@ def session_launch_arguments(graph: GraphDescription, params_file: Path | None,
     recorder.pop("config_files", None)  # the launch file stores its own graph and params files
     if recorder:
         rest["episode_recorder"] = recorder
-    params = Path(params_file or graph.params_file_for("sim"))
+    params = Path(params_file or graph.params_file_for(mode))
     if rest:
         params = write_params_file(params, rest, (namespace or graph.namespace).strip("/"),
                                    Path(work_dir) / f"{graph.name}_launch_params.yaml")
-    arguments = ["use_sim:=true", "localhost_only:=true", f"params_file:={params}"]
+    chosen = ["use_sim:=true"] if mode == "sim" else ["use_sim:=false", "robot:=twin"]
+    arguments = [*chosen, "localhost_only:=true", f"params_file:={params}"]
     if output_dir:
         arguments.append(f"output_dir:={output_dir}")
     if namespace is not None:

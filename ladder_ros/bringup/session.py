@@ -25,7 +25,7 @@ from ladder_ros.ros_env import apply_network_safe_environment
 
 
 STATUS_FOLLOWERS = frozenset({"sim_bridge", "policy", "gripper_trigger", "episode_recorder", "widowx_driver",
-                              "franka_driver"})
+                              "franka_driver", "widowx_twin", "rehearsal_server"})
 
 
 class GraphSession:
@@ -131,15 +131,15 @@ def add_launch_argument(parser) -> None:
 
 
 def launch_options(args, graph: GraphDescription, params_file: Path | None,
-                   overrides: Mapping[str, Mapping[str, Any]], work_dir: Path) -> dict[str, Any]:
+                   overrides: Mapping[str, Mapping[str, Any]], work_dir: Path, mode: str = "sim") -> dict[str, Any]:
     """The :class:`GraphSession` keywords for ``--launch FILE`` (none without it), checked before anything starts."""
     from ladder_ros.bringup.launch_description import session_launch_arguments
 
     if not args.launch:
         return {}
     ros2_executable()
-    return {"launch_file": args.launch,
-            "launch_arguments": session_launch_arguments(graph, params_file, overrides, args.namespace, work_dir)}
+    return {"launch_file": args.launch, "launch_arguments": session_launch_arguments(
+        graph, params_file, overrides, args.namespace, work_dir, mode)}
 
 
 class LaunchedGraph:

@@ -158,8 +158,10 @@ def prepare(graph_name: str, mode: str, params_file: str | None, overrides: list
 
 def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("graph", help="graph name (config/graphs/NAME.yaml) or path to a graph description")
-    parser.add_argument("--mode", default="sim", choices=("sim", "real"),
-                        help="sim: the sim bridge in lockstep; real: the robot's drivers on the wall clock")
+    parser.add_argument("--mode", default="sim", choices=("sim", "real", "twin"),
+                        help="sim: the sim bridge in lockstep; real: the robot's drivers on the wall clock; twin: the "
+                             "robot graph on the wall clock against a simulated robot (the dress rehearsal, "
+                             "docs/rehearsal.md)")
     parser.add_argument("--params-file", default=None, help="ROS params YAML replacing the graph's own")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="NODE.PARAM=VALUE",
                         help="override one node parameter (repeatable)")

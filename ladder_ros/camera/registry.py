@@ -7,7 +7,7 @@ from typing import Any, Mapping
 from ladder_ros.camera.base import CameraBackend
 from ladder_ros.core.errors import unknown_name
 
-CAMERA_BACKENDS = ("realsense", "opencv", "fake")
+CAMERA_BACKENDS = ("realsense", "opencv", "fake", "twin")
 
 
 def make_camera(params: Mapping[str, Any]) -> CameraBackend:
@@ -30,4 +30,11 @@ def make_camera(params: Mapping[str, Any]) -> CameraBackend:
 
         return FakeCamera(width=width or 640, height=height or 480, fps=fps or 30.0,
                           depth=bool(params.get("depth", True)))
+    if name == "twin":
+        from ladder_ros.camera.shared_frame import default_channel
+        from ladder_ros.camera.twin import TwinCamera
+
+        channel = params.get("twin_channel", "") or default_channel(str(params.get("namespace", "")),
+                                                                    str(params.get("camera_name", "camera")))
+        return TwinCamera(channel, width=width, height=height, depth=bool(params.get("depth", True)))
     raise unknown_name("camera backend", name, CAMERA_BACKENDS)

@@ -16,6 +16,9 @@ from ladder_ros.core.events import VERIFICATION_REQUESTED
 RECORD_SCHEMA_VERSION = 1
 REFERENCE, PLANNER = "reference", "planner"  # where an episode's plan comes from
 PLAN_SOURCES = (REFERENCE, PLANNER)
+# How long and where an episode ran, as paths into a record: they differ between two runs of the same episode
+# (another machine, another executor, another load); every other field is a function of the episode's inputs.
+TIMING_FIELDS = (("wall_s",), ("execution",), ("policy_report", "inference_ms"), ("policy_report", "warm_up_s"))
 
 
 @dataclass
@@ -62,6 +65,17 @@ class EpisodeRecord:
         return data
 
 
+def score_fields(score: Mapping[str, Any] | None, last_step: int) -> dict[str, Any]:
+    """The record's fields a simulator's privileged score decides; without one, not successful, nothing done."""
+    return {"success": bool(score["success"]) if score else False,
+            "subgoals_done": int(score["subgoals_done"]) if score else 0,
+            "steps_used": int(score["steps_used"]) if score else max(last_step, 0),
+            "subgoals": list(score["subgoals"]) if score else [],
+            "violations": list(score["violations"]) if score else [],
+            "simulator": str(score.get("simulator", "")) if score else "",
+            "final_goal": dict(score["final_goal"]) if score else {}}
+
+
 def graph_record(status: Mapping[str, Any], *, events: list[dict], orchestration: Mapping[str, Any],
                  finish_reason: str | None, last_step: int, score: Mapping[str, Any] | None, wall_s: float,
                  preset: str = "", preset_options: Mapping[str, str] | None = None,
@@ -78,15 +92,10 @@ def graph_record(status: Mapping[str, Any], *, events: list[dict], orchestration
         task_id=str(task.get("task_id", "")), suite=str(task.get("suite", "")),
         category=str(task.get("category", "")), horizon=len(task.get("subgoals") or []),
         variant=str(status.get("variant", "")), layout=int(status.get("layout", 0)), seed=int(status.get("seed", 0)),
-        success=bool(score["success"]) if score else False,
-        subgoals_done=int(score["subgoals_done"]) if score else 0,
-        steps_used=int(score["steps_used"]) if score else max(last_step, 0),
         budget_steps=int(status.get("budget_steps", 0)), finish_reason=finish_reason,
-        subgoals=list(score["subgoals"]) if score else [], violations=list(score["violations"]) if score else [],
         events=list(events), verification_queries=sum(1 for e in events if e.get("kind") == VERIFICATION_REQUESTED),
-        verifier=None, policy=str((policy or {}).get("policy", "")),
-        simulator=str(score.get("simulator", "")) if score else "",
-        final_goal=dict(score["final_goal"]) if score else {}, orchestration=dict(orchestration), wall_s=wall_s,
+        verifier=None, policy=str((policy or {}).get("policy", "")), **score_fields(score, last_step),
+        orchestration=dict(orchestration), wall_s=wall_s,
         success_rule=str(task.get("success_rule", "ladder")), preset=preset, preset_options=dict(preset_options or {}),
         plan=dict(plan) if plan is not None else {"source": REFERENCE}, policy_report=dict(policy or {}),
         extra={"episode_id": str(status.get("episode_id", "")), "scored": score is not None,
@@ -94,6 +103,22 @@ def graph_record(status: Mapping[str, Any], *, events: list[dict], orchestration
                "bridge": {k: score[k] for k in ("bridge_timing_s", "steps_taken") if k in score} if score else {},
                "interrupted": False, **dict(extra or {})},
     ).to_dict()
+
+
+def without_timing(record: Mapping[str, Any]) -> dict:
+    """``record`` without its :data:`TIMING_FIELDS`: what two runs of the same episode must agree on."""
+    kept = dict(record)
+    for path in TIMING_FIELDS:
+        parent = kept
+        for key in path[:-1]:
+            if not isinstance(parent.get(key), Mapping):
+                break
+            child = dict(parent[key])  # a copy: the caller's record keeps its timing
+            parent[key] = child
+            parent = child
+        else:
+            parent.pop(path[-1], None)
+    return kept
 
 
 def interrupted_reason(reason: str) -> str:

@@ -15,7 +15,8 @@ attempts the trigger ended per variant and reason (``release``, ``timeout``: the
 
 Episodes run in local processes (``--jobs``) or, with ``--executor ray``, one Ray task per episode
 on a Ray cluster (:mod:`ladder_ros.evaluation.executors`); the records are the same either way,
-apart from ``wall_s`` and ``execution`` (where and after how many attempts an episode ran). An
+apart from their timing fields (``ladder_ros.core.record.TIMING_FIELDS``: ``wall_s``, the policy's
+latencies and warm-up, and ``execution``, where and after how many attempts an episode ran). An
 episode that raises, or whose worker died more often than ``--max-retries`` allows, is written as an
 error record (``error``, every subgoal ``episode_error``) that counts as a failure in every rate.
 """

@@ -74,7 +74,8 @@ class CameraNode(Node):
                                   f"the calibration's {size[0]}x{size[1]} ({self.params['calibration_file']})")
         self.frame_id = self.params["frame_id"]
         self._check_frames()
-        self.backend = backend if backend is not None else make_camera(self.params)
+        self.backend = backend if backend is not None else \
+            make_camera({**self.params, "namespace": self.get_namespace()})
         self._device_intrinsics: CameraIntrinsics | None = None
         self._lock = threading.Lock()
         self._image_pub = publisher(self, Image, topics.IMAGE)

@@ -19,11 +19,11 @@ from ladder_ros.core.safety import (
     WorkspaceBox,
 )
 from ladder_ros.core.safety_supervisor import Permission
-from ladder_ros.nodes.parameters import FRANKA_DRIVER
+from ladder_ros.nodes.robot_parameters import FRANKA_DRIVER
 from ladder_ros.nodes.robot_driver import ArmSnapshot, RobotDriverNode, StopOutcome
 from ladder_ros.nodes.runtime import run_node
 from ladder_ros.robots.franka import clip_step_into_box, forward_kinematics, get_model, stream_waypoints
-from ladder_ros.robots.franky_arm import FrankyArm
+from ladder_ros.robots.franky_arm import connect_franky_arm
 from ladder_ros.robots.gripper import GRIPPER_AXES, commanded_aperture
 
 
@@ -51,7 +51,7 @@ class FrankaDriverNode(RobotDriverNode):
     time).
     Services: ``robot/arm`` (std_srvs/SetBool), ``robot/estop``, ``robot/estop_release``,
     ``robot/home``, ``robot/recover`` (std_srvs/Trigger).
-    Parameters: ``FRANKA_DRIVER`` in :mod:`ladder_ros.nodes.parameters` (the shared driver parameters
+    Parameters: ``FRANKA_DRIVER`` in :mod:`ladder_ros.nodes.robot_parameters` (the shared driver parameters
     and host, model, joint_names, ready_joints (rad), gripper_speed_m_s (m/s), gripper_force_n (N),
     max_width_m (m), realtime, max_joint_velocity (rad/s), workspace_low (m), workspace_high (m)).
     """
@@ -66,10 +66,12 @@ class FrankaDriverNode(RobotDriverNode):
         self.workspace = WorkspaceBox(tuple(p["workspace_low"]), tuple(p["workspace_high"]),
                                       source=f"{self.get_name()} parameters")
         self.ready = np.array(p["ready_joints"])
-        self.arm = FrankyArm(host=p["host"], model=self.model, dynamics_factor=p["speed_scale"],
-                             gripper_speed_m_s=p["gripper_speed_m_s"], gripper_force_n=p["gripper_force_n"],
-                             max_width_m=p["max_width_m"], realtime=p["realtime"],
-                             max_joint_velocity=tuple(p["max_joint_velocity"]))
+        self.arm = connect_franky_arm(
+            p["connect_timeout_s"], host=p["host"], model=self.model, dynamics_factor=p["speed_scale"],
+            gripper_speed_m_s=p["gripper_speed_m_s"], gripper_force_n=p["gripper_force_n"],
+            max_width_m=p["max_width_m"], realtime=p["realtime"], max_joint_velocity=tuple(p["max_joint_velocity"]),
+            on_retry=lambda exc: self.get_logger().info(f"{exc}; trying again for up to {p['connect_timeout_s']:g} s",
+                                                        throttle_duration_sec=5.0))
         self.limits = self.arm.limits
         self.filter = JointTargetFilter(self.limits.joint_limits(self.names, self.period))
         if not (np.all(self.ready >= self.limits.lower) and np.all(self.ready <= self.limits.upper)):

@@ -9,104 +9,16 @@ This module does not import rclpy.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ladder_ros.core.action_conventions import RotationConvention
 from ladder_ros.core.errors import ConfigError, did_you_mean
 from ladder_ros.core.orchestrator import Variant
-from ladder_ros.core.presets import PRESETS
-from ladder_ros.messages import CLOCK_MODES, LOCKSTEP
-from ladder_ros.robots.franka import FRANKY_VELOCITY_LIMITS as FRANKA_VELOCITY
-from ladder_ros.robots.franka import READY_JOINTS as FRANKA_READY
-from ladder_ros.robots.wx250s import NEUTRAL_JOINTS as WX250S_NEUTRAL
+from ladder_ros.nodes.param_spec import (  # noqa: F401  (the declaration's names, re-exported for the nodes)
+    BOOL, COMMON, EXPERT_NOISE, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec)
+from ladder_ros.nodes.robot_parameters import (
+    FRANKA_DRIVER, FRANKA_TWIN, REHEARSAL_SERVER, ROBOT_NODE_CHECKS, WIDOWX_DRIVER, WIDOWX_TWIN)
 from ladder_ros.sim.registry import BACKENDS as SIMULATORS
-
-BOOL, INT, FLOAT, STR, STR_LIST, FLOAT_LIST = "bool", "int", "float", "str", "str_list", "float_list"
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """One parameter: its type, default, description (with units), and allowed values."""
-
-    name: str
-    type: str
-    default: Any
-    description: str
-    min: float | None = None
-    max: float | None = None
-    choices: tuple[str, ...] = ()
-    read_only: bool = True
-    size: int | None = None  # float lists: the number of values
-
-    def check(self, value: Any, node: str = "", *, strict: bool = False) -> Any:
-        """``value`` if it is valid for this parameter; else a :class:`ConfigError` naming it.
-
-        ``strict``: the value is what a node will read itself (a params file), so an integer for a
-        decimal parameter is refused, as ROS 2 refuses it ("expecting type DOUBLE"); otherwise
-        (values this package writes for the node, e.g. ``--set``) it is converted.
-        """
-        where = f"{node}.{self.name}" if node else self.name
-
-        def fail(why: str) -> ConfigError:
-            return ConfigError(f"parameter {where}: {why}, got {value!r}")
-
-        if self.type == BOOL:
-            if not isinstance(value, bool):
-                raise fail("must be true or false")
-        elif self.type == INT:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise fail("must be an integer")
-        elif self.type == FLOAT:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise fail("must be a finite number")
-            if strict and isinstance(value, int):
-                raise fail(f"must be a decimal number: ROS 2 refuses an integer for a double parameter, "
-                           f"write {value}.0")
-            value = float(value)
-        elif self.type == STR:
-            if not isinstance(value, str):
-                raise fail("must be a string")
-        elif self.type == STR_LIST:
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise fail("must be a list of strings")
-        elif self.type == FLOAT_LIST:
-            if not isinstance(value, list) or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
-                raise fail("must be a list of finite numbers")
-            if strict and any(isinstance(v, int) for v in value):
-                raise fail("must be a list of decimal numbers: ROS 2 refuses integers in a double array, write 0.0 "
-                           "for 0")
-            if self.size is not None and len(value) != self.size:
-                raise fail(f"must have {self.size} values")
-            value = [float(v) for v in value]
-            if self.min is not None and any(v < self.min for v in value):
-                raise fail(f"values must be >= {self.min}")
-            if self.max is not None and any(v > self.max for v in value):
-                raise fail(f"values must be <= {self.max}")
-            return value
-        if self.min is not None and value < self.min:
-            raise fail(f"must be >= {self.min}")
-        if self.max is not None and value > self.max:
-            raise fail(f"must be <= {self.max}")
-        if self.choices and value not in self.choices:
-            raise fail(f"must be one of {', '.join(self.choices)}")
-        return value
-
-
-def _preset_choices() -> tuple[str, ...]:
-    return tuple(sorted(PRESETS))
-
-
-# Shared by every node: the loop's parameters come from the embodiment preset (core/presets.py,
-# paper Appendix B), never from per-node copies of its numbers.
-COMMON = (
-    ParamSpec("preset", STR, "widowx", "Embodiment preset: control rate, trigger and verifier timing "
-              "(paper Appendix B; ladder_ros/core/presets.py)", choices=_preset_choices()),
-    ParamSpec("clock_mode", STR, LOCKSTEP, "lockstep: the simulator steps only when the step's decisions and "
-              "action are in (simulation); wall_clock: the robot runs at the control rate", choices=CLOCK_MODES),
-)
 
 SIM_BRIDGE = COMMON + (
     ParamSpec("simulator", STR, "mujoco_tabletop", "Simulator backend (ladder_ros/sim/registry.py)",
@@ -131,8 +43,8 @@ SIM_BRIDGE = COMMON + (
 
 CAMERA = COMMON + (
     ParamSpec("backend", STR, "realsense", "Camera backend: realsense (pyrealsense2, by serial or a recording), "
-              "opencv (a USB/UVC camera or a video file) or fake (synthetic frames)",
-              choices=("realsense", "opencv", "fake")),
+              "opencv (a USB/UVC camera or a video file), fake (synthetic frames) or twin (the frames the WidowX "
+              "twin renders, docs/rehearsal.md)", choices=("realsense", "opencv", "fake", "twin")),
     ParamSpec("serial", STR, "", "realsense: the camera's serial number; empty: the only one connected"),
     ParamSpec("recording", STR, "", "realsense: play back this recording (.db3) instead of a camera"),
     ParamSpec("device", STR, "0", "opencv: camera index, device path (/dev/video0) or video file"),
@@ -157,6 +69,9 @@ CAMERA = COMMON + (
     ParamSpec("base_frame", STR, "", "The robot base frame the calibration's extrinsics must be in (the driver's "
               "base_frame, e.g. wx250s/base_link); empty: whatever the calibration file says. The camera pose goes "
               "out on /tf_static from it to frame_id"),
+    ParamSpec("twin_channel", STR, "", "twin: the shared-memory frame channel the twin writes (a file name under "
+              "/dev/shm); empty: the one named after the ROS domain, the namespace and camera_name, as the twin "
+              "names it (ladder_ros/camera/shared_frame.py)"),
 )
 
 DEPTH = COMMON + (
@@ -182,8 +97,7 @@ POLICY = COMMON + (
     ParamSpec("policy", STR, "scripted_expert", "Low-level policy config: a name under policies/ (e.g. "
               "bridge_pi0_server, droid_pi05_server, local_pi0, scripted_expert, the simulation-only test "
               "instrument that reads privileged state) or a path to a policy YAML (ladder_ros/policies/config.py)"),
-    ParamSpec("noise", STR, "bridge_like", "Scripted expert execution noise preset "
-              "(ladder_ros/policies/scripted_expert.py ExpertNoise)", choices=("off", "bridge_like")),
+    EXPERT_NOISE,
     ParamSpec("rotation_convention", STR, "", "How the policy's rotation numbers are meant, replacing the "
               "convention the policy declares (empty: the policy's own); its actions are converted to the "
               "Euler XYZ of policy/action (ladder_ros/core/action_conventions.py)",
@@ -272,130 +186,14 @@ EPISODE_RECORDER = COMMON + (
 )
 
 
-# The robot drivers (ladder_ros/nodes/widowx_driver.py, franka_driver.py): what both share.
-ROBOT_DRIVER = COMMON + (
-    ParamSpec("base_frame", STR, "base_link", "Frame of the end-effector pose (the arm's base)"),
-    ParamSpec("aperture_joint", STR, "gripper_aperture", "Name of the JointState entry carrying the normalised "
-              "gripper aperture (0 closed, 1 open)"),
-    ParamSpec("action_source", STR, "policy", "The only node whose policy/action messages are applied (a node name "
-              "in the graph namespace, or a fully qualified one); while another node publishes actions, every action "
-              "is refused and the arm holds (docs/safety.md)"),
-    ParamSpec("max_action_age_s", FLOAT, 0.5, "Refuse an action stamped longer ago than this when it arrives (s): "
-              "a late action moves the arm for a moment that has passed", min=0.01, max=10.0),
-    ParamSpec("watchdog_periods", FLOAT, 1.5, "Stop the arm and hold when no action came for this many control "
-              "periods while armed (counted as a watchdog intervention)", min=1.0, max=50.0),
-    ParamSpec("hold_while_verifying", BOOL, False, "Hold the arm still while the orchestrator waits for a "
-              "verification (the simulator pauses then; the paper's robots ran on without pausing)"),
-    ParamSpec("speed_scale", FLOAT, 1.0, "Scale of the arm's speed for a first armed run (WidowX: every action's "
-              "delta; Franka: franky's relative dynamics factor); 1 for evaluation", min=0.01, max=1.0),
-    ParamSpec("home_after_episode", BOOL, True, "When an episode ends and the robot is armed, open the gripper and "
-              "move to the home joints"),
-    ParamSpec("connect_timeout_s", FLOAT, 30.0, "Give up starting when the arm does not answer within this long "
-              "(s)", min=0.1, max=600.0),
-    ParamSpec("future_tolerance_s", FLOAT, 0.05, "Refuse an action stamped more than this after it arrives (s; "
-              "counted as future_stamp): the policy's and the driver's clocks may disagree by this much", min=0.0,
-              max=1.0),
-    ParamSpec("vendor_call_timeout_s", FLOAT, 2.0, "Deadline of one blocking call of the arm's API (register reads "
-              "and writes, torque), run off the control thread; missed: a vendor_timeout fault (s)", min=0.1,
-              max=60.0),
-    ParamSpec("recover_timeout_s", FLOAT, 10.0, "Deadline of robot/recover's vendor recovery (reboots included) (s)",
-              min=0.5, max=120.0),
-    ParamSpec("health_poll_s", FLOAT, 1.0, "Read the motors' error and torque registers this often (s; WidowX)",
-              min=0.1, max=60.0),
-    ParamSpec("max_state_age_s", FLOAT, 0.5, "The arm's joint states older than this while no recovery runs are a "
-              "vendor_timeout fault (s)", min=0.05, max=10.0),
-)
-
-WIDOWX_DRIVER = ROBOT_DRIVER + (
-    ParamSpec("interbotix_api", STR, "vendor", "Whose interbotix_xs_modules the driver talks to: vendor (the robot's "
-              "Interbotix workspace) or twin (the simulated WidowX, docs/widowx_twin.md)", choices=("vendor", "twin")),
-    ParamSpec("robot_model", STR, "wx250s", "Interbotix arm model; this driver's kinematics are the wx250s'",
-              choices=("wx250s",)),
-    ParamSpec("robot_name", STR, "wx250s", "Namespace of the Interbotix xs_sdk node (robot_name of its launch)"),
-    ParamSpec("moving_time_s", FLOAT, 0.25, "Interbotix time-based profile: time for each joint move (s), set once "
-              "at start (Bridge: 1.25 x its 0.2 s step)", min=0.05, max=5.0),
-    ParamSpec("accel_time_s", FLOAT, 0.1, "Interbotix time-based profile: acceleration time (s), at most half of "
-              "moving_time_s (Bridge: 0.5 x its 0.2 s step)", min=0.0, max=2.5),
-    ParamSpec("gripper_pressure", FLOAT, 0.5, "Interbotix gripper pressure (0..1 of its PWM range)", min=0.0,
-              max=1.0),
-    ParamSpec("finger_closed_m", FLOAT, 0.010, "Left finger position read as aperture 0 (m; Bridge's normalisation)",
-              min=0.0, max=0.1),
-    ParamSpec("finger_open_m", FLOAT, 0.035, "Left finger position read as aperture 1 (m; Bridge's normalisation)",
-              min=0.0, max=0.1),
-    ParamSpec("workspace_low", FLOAT_LIST, [0.10, -0.25, 0.03], "Lower corner x, y, z (m, base frame) of the box "
-              "the end-effector target is clipped into; measure it on your table", size=3, min=-1.0, max=1.0),
-    ParamSpec("workspace_high", FLOAT_LIST, [0.45, 0.25, 0.35], "Upper corner x, y, z (m, base frame) of the "
-              "workspace box", size=3, min=-1.0, max=1.0),
-    ParamSpec("home_joints", FLOAT_LIST, list(WX250S_NEUTRAL), "Home joints (rad, waist..wrist_rotate): Bridge's "
-              "neutral pose", size=6, min=-3.2, max=3.2),
-    ParamSpec("ik_max_iterations", INT, 20, "Inverse kinematics: Newton iterations before a target counts as "
-              "unreachable", min=1, max=200),
-    ParamSpec("tracking_tolerance_rad", FLOAT, 0.15, "A joint further than this from where its motion profile puts it "
-              "(rad) for stall_readings readings has stopped following its command: a stall fault", min=0.01,
-              max=1.0),
-    ParamSpec("stall_readings", INT, 2, "Readings in a row (one per control period) a joint must be off its profile "
-              "before it counts as stalled", min=1, max=50),
-    ParamSpec("gripper_timeout_s", FLOAT, 3.0, "A gripper command must have opened the fingers, or moved them towards "
-              "closed, within this long (s): else a gripper_fault", min=0.2, max=30.0),
-)
-
-FRANKA_DRIVER = ROBOT_DRIVER + (
-    ParamSpec("host", STR, "172.16.0.2", "FCI address of the arm (franky-sim: 127.0.0.1)"),
-    ParamSpec("model", STR, "panda", "Arm model, for its joint limits (franky-sim simulates an FR3)",
-              choices=("panda", "fr3")),
-    ParamSpec("joint_names", STR_LIST, [f"panda_joint{i}" for i in range(1, 8)], "Arm joint names, as the policy's "
-              "actions and the joint states name them"),
-    ParamSpec("ready_joints", FLOAT_LIST, list(FRANKA_READY), "Home joints (rad): DROID's reset pose", size=7,
-              min=-4.6, max=4.6),
-    ParamSpec("gripper_speed_m_s", FLOAT, 0.1, "Franka Hand speed (m/s)", min=0.01, max=0.2),
-    ParamSpec("gripper_force_n", FLOAT, 20.0, "Franka Hand grasp force (N)", min=1.0, max=70.0),
-    ParamSpec("max_width_m", FLOAT, 0.08, "Franka Hand opening read as aperture 1 (m)", min=0.01, max=0.2),
-    ParamSpec("realtime", BOOL, True, "Require a real-time kernel for franky's control thread (libfranka's default; "
-              "false for franky-sim)"),
-    ParamSpec("max_joint_velocity", FLOAT_LIST, list(FRANKA_VELOCITY), "Joint velocity limits for streaming (rad/s, "
-              "joints 1-7; default: the limits franky reports for a Panda or FR3); refused at start when above what "
-              "franky reports for the connected arm", size=7, min=0.01, max=10.0),
-    ParamSpec("workspace_low", FLOAT_LIST, [0.15, -0.6, 0.02], "Lower corner x, y, z (m, base frame) of the box the "
-              "end effector may reach; a step that would leave it stops at its wall; measure it on your table",
-              size=3, min=-2.0, max=2.0),
-    ParamSpec("workspace_high", FLOAT_LIST, [0.85, 0.6, 0.9], "Upper corner x, y, z (m, base frame) of the "
-              "workspace box", size=3, min=-2.0, max=2.0),
-)
-
-
 def _stall_bounds_ordered(values: Mapping[str, Any], node: str) -> None:
     if values["stall_abort_s"] <= values["stall_warn_s"]:
         raise ConfigError(f"parameter {node}.stall_abort_s: must be more than stall_warn_s "
                           f"({values['stall_warn_s']}), got {values['stall_abort_s']}")
 
 
-def _widowx_ranges_ordered(values: Mapping[str, Any], node: str) -> None:
-    if values["finger_open_m"] <= values["finger_closed_m"]:
-        raise ConfigError(f"parameter {node}.finger_open_m: must be more than finger_closed_m "
-                          f"({values['finger_closed_m']}), got {values['finger_open_m']}")
-    if values["accel_time_s"] > values["moving_time_s"] / 2:
-        raise ConfigError(f"parameter {node}.accel_time_s: must be at most half of moving_time_s "
-                          f"({values['moving_time_s']}), got {values['accel_time_s']}")
-    _workspace_ordered(values, node)
-
-
-def _workspace_ordered(values: Mapping[str, Any], node: str) -> None:
-    for axis, low, high in zip("xyz", values["workspace_low"], values["workspace_high"]):
-        if not low < high:
-            raise ConfigError(f"parameter {node}.workspace_high: {axis} must be above workspace_low's "
-                              f"({low}), got {high}")
-
-
-def _franka_joints_named(values: Mapping[str, Any], node: str) -> None:
-    names = values["joint_names"]
-    if len(names) != 7 or len(set(names)) != 7 or not all(names):
-        raise ConfigError(f"parameter {node}.joint_names: must be 7 distinct names, got {names!r}")
-    _workspace_ordered(values, node)
-
-
 # Rules between parameters of one node, checked before start and by the node itself.
-NODE_CHECKS = {"orchestrator": _stall_bounds_ordered, "widowx_driver": _widowx_ranges_ordered,
-               "franka_driver": _franka_joints_named}
+NODE_CHECKS = {"orchestrator": _stall_bounds_ordered, **ROBOT_NODE_CHECKS}
 
 NODE_PARAMETERS: dict[str, tuple[ParamSpec, ...]] = {
     "sim_bridge": SIM_BRIDGE,
@@ -408,6 +206,9 @@ NODE_PARAMETERS: dict[str, tuple[ParamSpec, ...]] = {
     "episode_recorder": EPISODE_RECORDER,
     "widowx_driver": WIDOWX_DRIVER,
     "franka_driver": FRANKA_DRIVER,
+    "widowx_twin": WIDOWX_TWIN,
+    "rehearsal_server": REHEARSAL_SERVER,
+    "franka_twin": FRANKA_TWIN,
 }
 
 

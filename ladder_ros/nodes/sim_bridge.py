@@ -14,7 +14,6 @@ from ladder_ros_interfaces import msg as interfaces
 
 from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.core.goals import GoalTracker
-from ladder_ros.core.metrics import score_episode
 from ladder_ros.core.observation import Observation
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.safety import (
@@ -48,6 +47,7 @@ from ladder_ros.nodes.runtime import (
     run_node,
     subscription,
 )
+from ladder_ros.nodes.sim_scoring import privileged_score
 from ladder_ros.paths import resolve_share_file
 from ladder_ros.interface_conversions import document_to_msg
 from ladder_ros.ros_conversions import (
@@ -313,18 +313,13 @@ class SimBridgeNode(Node):
         summary = decision.summary or {}
         privileged = self.observation.privileged
         try:
-            score = score_episode(self.task, self.tracker, summary,
-                                  privileged.env_success if privileged is not None else None)
+            score = privileged_score(self.task, self.tracker, summary, privileged, steps_used=self.observation.step,
+                                     simulator=self.simulator.name)
         except LadderError as exc:
             self.get_logger().error(f"episode {decision.episode_id}: cannot score it: {exc}")
             return
         doc = EpisodeScoreDoc(episode_id=decision.episode_id, step=self.observation.step, score={
-            "success": score.success, "subgoals_done": score.subgoals_done,
-            "subgoals": [o.to_dict() for o in score.outcomes], "violations": list(score.violations),
-            "final_goal": privileged.goal.to_dict() if privileged is not None else {},
-            "steps_used": self.observation.step, "simulator": self.simulator.name,
-            "success_rule": self.task.success_rule,
-            "bridge_timing_s": dict(self.timing), "steps_taken": self.steps_taken,
+            **score, "bridge_timing_s": dict(self.timing), "steps_taken": self.steps_taken,
             "safety": self.safety.summary(),
         })
         self._score_pub.publish(document_to_msg(doc))

@@ -25,7 +25,7 @@ from ladder_ros.core.safety import (
     WorkspaceBox,
 )
 from ladder_ros.core.safety_supervisor import Permission
-from ladder_ros.nodes.parameters import WIDOWX_DRIVER
+from ladder_ros.nodes.robot_parameters import WIDOWX_DRIVER
 from ladder_ros.nodes.robot_driver import ArmSnapshot, RobotDriverNode, StopOutcome
 from ladder_ros.nodes.runtime import run_node
 from ladder_ros.robots import wx250s
@@ -35,10 +35,14 @@ from ladder_ros.robots.gripper import ApertureRange
 from ladder_ros.robots.interbotix_arm import InterbotixApi, InterbotixArm, vendor_api
 
 
-def load_api(name: str) -> InterbotixApi:
-    """``vendor``: Interbotix's installed API; ``twin``: the simulated WidowX behind the same surface."""
+def load_api(name: str, xs_sdk: str = "in_process", *, robot_name: str = "", node_name: str = "",
+             namespace: str = "") -> InterbotixApi:
+    """``vendor``: Interbotix's installed API; ``twin``: the simulated WidowX behind the same surface, its
+    xs_sdk in this process (``in_process``) or the ``widowx_twin`` node's over ROS (``remote``)."""
     if name == "twin":
         from ladder_ros.sim import widowx_twin
+        if xs_sdk == "remote":
+            widowx_twin.connect_remote(robot_name, node_name=node_name, namespace=namespace)
         return widowx_twin.api()
     return vendor_api()
 
@@ -68,8 +72,8 @@ class WidowXDriverNode(RobotDriverNode):
     state's age).
     Services: ``robot/arm`` (std_srvs/SetBool), ``robot/estop``, ``robot/estop_release``,
     ``robot/home``, ``robot/recover`` (std_srvs/Trigger).
-    Parameters: ``WIDOWX_DRIVER`` in :mod:`ladder_ros.nodes.parameters` (the shared driver parameters
-    and interbotix_api, robot_model, robot_name, moving_time_s (s), accel_time_s (s),
+    Parameters: ``WIDOWX_DRIVER`` in :mod:`ladder_ros.nodes.robot_parameters` (the shared driver parameters
+    and interbotix_api, twin_xs_sdk, robot_model, robot_name, moving_time_s (s), accel_time_s (s),
     gripper_pressure, finger_closed_m (m), finger_open_m (m), workspace_low (m), workspace_high (m),
     home_joints (rad), ik_max_iterations, tracking_tolerance_rad (rad), stall_readings,
     gripper_timeout_s (s)).
@@ -92,7 +96,9 @@ class WidowXDriverNode(RobotDriverNode):
         if not self.chain.within_limits(self.home_joints):
             raise ConfigError(f"parameter {self.get_name()}.home_joints: outside the wx250s joint limits, got "
                               f"{p['home_joints']}")
-        self.arm = InterbotixArm(load_api(p["interbotix_api"]), robot_model=p["robot_model"],
+        api = load_api(p["interbotix_api"], p["twin_xs_sdk"], robot_name=p["robot_name"],
+                       node_name=f"{self.get_name()}_xs_sdk", namespace=self.get_namespace())
+        self.arm = InterbotixArm(api, robot_model=p["robot_model"],
                                  robot_name=p["robot_name"], moving_time_s=p["moving_time_s"],
                                  accel_time_s=p["accel_time_s"], gripper_pressure=p["gripper_pressure"],
                                  finger_range=ApertureRange(p["finger_closed_m"], p["finger_open_m"],

@@ -131,7 +131,8 @@ class ChunkScreen:
         bounds = self.config.seam
         if self.config.action.kind == EE_DELTA:
             before = np.zeros(7) if previous is None else previous  # none yet: from standing still
-            jumps = {"translation_m": float(np.linalg.norm(first[:3] - before[:3])),
+            # Per axis, as the safety filter bounds a step (a diagonal step at full speed is no jump).
+            jumps = {"translation_m": float(np.max(np.abs(first[:3] - before[:3]))),
                      "rotation_rad": rotation_angle_between(euler_xyz_to_matrix(before[3:6]),
                                                             euler_xyz_to_matrix(first[3:6]))}
             limits = {"translation_m": bounds.max_translation_m, "rotation_rad": bounds.max_rotation_rad}

@@ -230,7 +230,8 @@ class SeamBounds:
     """The largest jump allowed where a new chunk takes over (None: measured, not refused).
 
     ee_delta: the change of the commanded step between the last action given and the new chunk's first
-    (translation m, rotation rad); joint_position: the first target's distance from the last target given,
+    (translation m, the largest change on any axis, as the safety filter bounds each axis; rotation rad,
+    the angle between the two rotation steps); joint_position: the first target's distance from the last target given,
     or from the measured joints when none was (rad, arm joints only).
     """
 

@@ -226,6 +226,7 @@ class ChunkExecutor:
             age = self._observation_age(now)
             if age is None or age > self.max_age_s:
                 self._queue.clear()
+                self._previous = None  # holding: the next chunk takes over from standing still
                 how = "none yet" if age is None else f"the newest is {age:.2f} s old (limit {self.max_age_s:g} s)"
                 self.reasons.report("no fresh observation", how)
                 self.report.step("no fresh observation")
@@ -234,6 +235,9 @@ class ChunkExecutor:
                 return None
             action = self._queue.popleft() if self._queue else None
             if action is None:
+                # No command this period: the arm's target stands still, so the next chunk's seam is measured from
+                # standing still (a refused chunk would otherwise be measured against a command long gone).
+                self._previous = None
                 self.idle += 1
                 if not self._executed_this_subgoal:
                     self.idle_first += 1

@@ -34,6 +34,8 @@ from ladder_ros.robots.gripper import ApertureRange
 from ladder_ros.robots.interbotix_arm import BackendUnavailable
 from ladder_ros.core.rotations import quaternion_to_matrix
 
+CONNECT_RETRY_S = 0.5  # project choice: how often a refused connection is tried again while connect_timeout_s lasts
+CANNOT_CONNECT = "cannot connect to the Franka at"
 MISSING_FRANKY = ("the Franka driver needs franky (pip install franky-control==2.0.0, requirements/robots.txt; its "
                   "wheels bundle libfranka, which must match the robot's system version)")
 
@@ -140,7 +142,7 @@ class FrankyArm:
                         self.robot.joint_jerk_limit.get())
             urdf = self.robot.model_urdf
         except Exception as exc:
-            raise BackendUnavailable(f"cannot connect to the Franka at {host}: {exc!r}") from None
+            raise BackendUnavailable(f"{CANNOT_CONNECT} {host}: {exc!r}") from None
         try:
             urdf_lower, urdf_upper = urdf_joint_limits(urdf)
         except LadderError:
@@ -217,3 +219,24 @@ class FrankyArm:
             pass
         self.robot = None
         self.gripper.gripper = None
+
+
+def connect_franky_arm(timeout_s: float, *, sleep=time.sleep, clock=time.monotonic, on_retry=None,
+                       **arm_options) -> "FrankyArm":
+    """``FrankyArm(**arm_options)``, tried again every ``CONNECT_RETRY_S`` while the arm refuses the connection.
+
+    A control box that is still booting, or franky-sim still loading its model (the rehearsal starts
+    it beside the driver), refuses connections for a while; the driver's ``connect_timeout_s`` is how
+    long that may last. Anything else (franky missing, limits it cannot use) is refused at once.
+    ``on_retry(error)`` hears each refused attempt (the driver logs it, throttled).
+    """
+    deadline = clock() + timeout_s
+    while True:
+        try:
+            return FrankyArm(**arm_options)
+        except BackendUnavailable as exc:
+            if not str(exc).startswith(CANNOT_CONNECT) or clock() + CONNECT_RETRY_S > deadline:
+                raise
+            if on_retry is not None:
+                on_retry(exc)
+        sleep(CONNECT_RETRY_S)

@@ -15,9 +15,12 @@ The WidowX driver (``ladder_ros/nodes/widowx_driver.py``) talks to the arm throu
   that can be injected;
 * :mod:`.motors` is the Dynamixel model behind it: time-based profiles, position and velocity
   limits, torque, hardware errors, reboots that reset the profile registers, stalls, and PWM
-  fingers that stop at their limits or on an object.
+  fingers that stop at their limits or on an object;
+* :mod:`.remote` and :mod:`.ros_server` carry the xs_sdk interface over ROS (:mod:`.xs_wire`), so
+  the motors can live in the ``widowx_twin`` node, coupled to a physics simulation of the scene on
+  the wall clock (:mod:`.world`), while the driver's process holds only the API.
 
-docs/widowx_twin.md describes the motor model and what it leaves out.
+docs/widowx_twin.md describes the motor model and what it leaves out, docs/rehearsal.md the twin node.
 """
 
 from __future__ import annotations
@@ -30,6 +33,13 @@ def api() -> InterbotixApi:
     from ladder_ros.sim.widowx_twin import arm, robot
 
     return InterbotixApi("twin", arm.InterbotixManipulatorXS, robot.InterbotixRobotNode, robot.robot_startup)
+
+
+def connect_remote(robot_name: str, *, node_name: str, namespace: str = ""):
+    """Serve ``robot_name`` from the ``widowx_twin`` node over ROS (:class:`~.remote.RemoteXsSdk`)."""
+    from ladder_ros.sim.widowx_twin import remote, xs_sdk
+
+    return xs_sdk.register(robot_name, remote.RemoteXsSdk(robot_name, node_name=node_name, namespace=namespace))
 
 
 def reset() -> None:

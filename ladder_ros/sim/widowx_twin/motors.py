@@ -245,11 +245,11 @@ class WidowXMotors:
         return JointStateSample(JOINT_STATE_NAMES, (*positions, angle, finger, -finger), (*velocities, speed, 0.0, 0.0),
                                 (0.0,) * len(JOINT_STATE_NAMES), now)
 
-    def write_group(self, name: str, commands: Sequence[float]) -> bool:
+    def write_group(self, name: str, commands: Sequence[float], now: float | None = None) -> bool:
         joints = GROUPS.get(name)
         if joints is None or len(commands) != len(joints):
             return False  # xs_driver: "Number of commands ... does not match": not executed
-        now = self.clock()
+        now = self.clock() if now is None else now
         ok = True
         for joint, command in zip(joints, commands):
             ok = self.write_single(joint, command, now) and ok

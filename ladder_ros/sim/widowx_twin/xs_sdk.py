@@ -83,6 +83,10 @@ class SimulatedXsSdk:
         self._subscribers: list[Callable[[JointStateSample], None]] = []
         self._hangs: dict[str, Hang] = {}
         self._lock = threading.Lock()
+        # Held while xs_sdk touches the motors; whoever else moves them (a physics simulation coupled to
+        # them, an injected fault) holds it too.
+        self.motor_lock = threading.RLock()
+        self._served_until = float("-inf")  # the motors' time of the last state published or command served
         self._inbox: queue.Queue = queue.Queue()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="twin-xs_sdk", daemon=True)
@@ -94,13 +98,19 @@ class SimulatedXsSdk:
         if service not in SERVICES:
             future.set_exception(KeyError(f"xs_sdk has no service {service!r}"))
             return future
-        self._inbox.put((service, request, future))
+        self._inbox.put((service, request, future, None))
         return future
 
-    def publish(self, topic: str, message: Any) -> None:
+    def publish(self, topic: str, message: Any, sent_at: float | None = None) -> None:
+        """A command; ``sent_at`` (the motors' clock) is when its sender sent it, which is when it takes effect.
+
+        The real xs_sdk writes a command to the motors within milliseconds of its sender's publish; a
+        simulated one that served it later (its process busy) starts the move then all the same, but
+        never before the joint states it has published already or a command it has served.
+        """
         if topic not in COMMAND_TOPICS:
             raise KeyError(f"xs_sdk subscribes to no topic {topic!r}")
-        self._inbox.put((topic, message, None))
+        self._inbox.put((topic, message, None, sent_at))
 
     def subscribe_joint_states(self, callback: Callable[[JointStateSample], None]) -> None:
         with self._lock:
@@ -130,7 +140,9 @@ class SimulatedXsSdk:
 
     # ------------------------------------------------------------------ serving, one thing at a time
     def _sample(self) -> JointStateSample:
-        sample = self.motors.joint_states()
+        with self.motor_lock:
+            sample = self.motors.joint_states()
+            self._served_until = max(self._served_until, sample.stamp_s)
         return JointStateSample(sample.name, sample.position, sample.velocity, sample.effort, time.time())
 
     def _serve(self) -> None:
@@ -147,12 +159,17 @@ class SimulatedXsSdk:
                 next_publish = max(next_publish + self.period, now)
                 continue
             try:
-                name, request, future = self._inbox.get(timeout=max(0.0, next_publish - now))
+                name, request, future, sent_at = self._inbox.get(timeout=max(0.0, next_publish - now))
             except queue.Empty:
                 continue
             self.calls.append((time.monotonic(), name, request))
             if future is None:
-                self._command(name, request)
+                with self.motor_lock:
+                    at = self.motors.clock()
+                    if sent_at is not None:
+                        at = min(at, max(sent_at, self._served_until))
+                    self._served_until = at
+                    self._command(name, request, at)
                 continue
             with self._lock:
                 hang = self._hangs.get(name)
@@ -164,16 +181,17 @@ class SimulatedXsSdk:
                 hang.wait()
             time.sleep(self.service_time_s)
             try:
-                response = self._service(name, request)
+                with self.motor_lock:
+                    response = self._service(name, request)
             except KeyError:  # an unknown joint or group: xs_sdk logs it and answers with an empty response
                 response = _EMPTY[name]()
             future.set_result(response)
 
-    def _command(self, topic: str, message: Any) -> None:
+    def _command(self, topic: str, message: Any, at: float) -> None:
         if topic == "commands/joint_group":
-            self.motors.write_group(message.name, list(message.cmd))
+            self.motors.write_group(message.name, list(message.cmd), now=at)
         elif topic == "commands/joint_single":
-            self.motors.write_single(message.name, float(message.cmd))
+            self.motors.write_single(message.name, float(message.cmd), now=at)
         # commands/joint_trajectory: not simulated (the driver never sends trajectories)
 
     def _service(self, name: str, r: Any) -> Any:

@@ -1,0 +1,357 @@
+"""``ladder-ros rehearse GRAPH``: the robot graph on the wall clock against a simulated robot, a few episodes, timed.
+
+The dress rehearsal before the hardware checklist (docs/rehearsal.md): the graph's ``twin`` mode,
+which is the robot graph the lab starts (driver, camera, depth, policy, trigger, verifier,
+orchestrator, recorder) with the WidowX twin in place of the arm and its camera, and the rehearsal's
+openpi server (the scripted expert at a GPU server's latency) in place of the GPU machine. The
+Franka's (docs/rehearsal_franka.md) has franky-sim in place of the arm, synthetic frames and a
+scripted sweep instead of the expert: no scene, so its records are unscored. Like an
+operator it arms the driver (it starts disarmed), sends the arm home, starts each episode through
+``episode/command``, ends an episode whose arm faults with the driver's reason and recovers the arm
+before the next. ``OUT/episodes.jsonl`` holds one record per episode as ``sim-eval`` writes them,
+with the twin's score (the simulator's, beside the verifier's verdicts in the events) and a
+``timing`` object measured from what the graph published
+(:mod:`ladder_ros.evaluation.rehearsal_timing`); ``OUT/summary.json`` the success rate with its
+Wilson interval and the timing over all episodes; ``OUT/logs`` every node's output, ``OUT/recordings``
+the episodes' MCAP bags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import yaml
+
+from ladder_ros.bringup.graph import GraphDescription, check_referenced_files, load_graph, parse_overrides
+from ladder_ros.bringup.run import check_out_folder
+from ladder_ros.bringup.session import add_launch_argument
+from ladder_ros.core.errors import ConfigError, LadderError
+from ladder_ros.core.metrics import summarize_episodes
+from ladder_ros.core.orchestrator import Variant
+from ladder_ros.core.record import score_fields
+from ladder_ros.evaluation.rehearsal_timing import episode_timing, pooled_timing
+from ladder_ros.messages import RUNNING
+
+MODE = "twin"
+DEFAULT_DELAY_MS = 80.0
+DEFAULT_TASKS = "kitchen_single_2,sorting_split_2,relay_2"  # two subgoals in each of three scenes, as ladder-ros run
+UNSCORED_TASKS = "kitchen_single_1"  # no scene: the task gives the episode its instruction and budget only
+UNSCORED = "unscored: the simulated robot has no object scene"
+
+
+@dataclass(frozen=True)
+class RehearsedRobot:
+    """What the operator needs to know about a twin mode's robot: its driver, home, and whether it is scored."""
+
+    twin: str  # the node that simulates the robot
+    driver: str  # the driver node the operator arms, homes and recovers
+    home_parameter: str  # the driver's parameter holding the home joints
+    scored: bool  # the twin has a scene and publishes sim/episode_score
+    what: str  # in the rehearsal's first line
+
+    def home_joints(self, params: dict) -> np.ndarray:
+        return np.array(params[self.driver][self.home_parameter])
+
+
+ROBOTS = (RehearsedRobot("widowx_twin", "widowx_driver", "home_joints", True, "the WidowX twin"),
+          RehearsedRobot("franka_twin", "franka_driver", "ready_joints", False,
+                         "franky-sim (arm and hand only, no scene: unscored)"))
+
+
+def rehearsed_robot(params: dict) -> RehearsedRobot:
+    """The robot of a twin mode, from its nodes' parameters (the twin node it runs)."""
+    for robot in ROBOTS:
+        if robot.twin in params and robot.driver in params:
+            return robot
+    raise ConfigError(f"the twin mode runs none of the simulated robots the rehearsal knows "
+                      f"({', '.join(r.twin for r in ROBOTS)}) with its driver")
+
+
+SCORE_WAIT_S = 15.0  # the twin scores an episode within this long of its last decision unless it is gone
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("rehearse", help="run episodes of the robot graph against a simulated robot, timed",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("graph", help="graph name (config/graphs/NAME.yaml) with a twin mode: widowx or franka")
+    p.add_argument("--episodes", type=int, default=3, help="number of episodes (tasks are taken in turn)")
+    p.add_argument("--tasks", default=None,
+                   help=f"comma-separated task ids of the twin's suite (default: {DEFAULT_TASKS}; a twin without a "
+                        f"scene: {UNSCORED_TASKS})")
+    p.add_argument("--variant", default="", help="orchestrator variant (default: the orchestrator's parameter)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first episode; episode k uses seed + k, "
+                                                       "layout seed mod the task's layouts (as ladder-ros run)")
+    p.add_argument("--inference-delay-ms", type=float, default=None,
+                   help=f"the rehearsal server's inference time (default: its parameter, {DEFAULT_DELAY_MS:g} ms)")
+    p.add_argument("--out", default="runs/rehearsal", help="folder for records, summary, recordings and node logs")
+    p.add_argument("--episode-timeout", type=float, default=600.0, help="seconds one episode may take")
+    p.add_argument("--startup-timeout", type=float, default=240.0, help="seconds the graph may take to come up")
+    p.add_argument("--params-file", default=None, help="ROS params YAML replacing the graph's own")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NODE.PARAM=VALUE",
+                   help="override one node parameter (repeatable)")
+    p.add_argument("--namespace", default=None, help="replace the graph's namespace")
+    add_launch_argument(p)
+    p.set_defaults(func=run)
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now, on the loopback interface."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def policy_on_free_port(policy: str, folder: Path) -> Path:
+    """A copy of the policy config whose server is this machine's, on a free port (two rehearsals never meet)."""
+    from ladder_ros.policies.factory import policy_config_path
+
+    data = yaml.safe_load(policy_config_path(policy).read_text(encoding="utf-8"))
+    server = data.setdefault("server", {})
+    server["host"], server["port"] = "127.0.0.1", free_port()
+    path = folder / f"{Path(str(policy)).stem}_rehearsal.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    if args.seed < 0:
+        raise ConfigError(f"--seed must be >= 0, got {args.seed}")
+    for name in ("episode_timeout", "startup_timeout"):
+        if not getattr(args, name) > 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be > 0 seconds, got {getattr(args, name)}")
+    if args.inference_delay_ms is not None and not 0 <= args.inference_delay_ms <= 10000:
+        raise ConfigError(f"--inference-delay-ms must be in [0, 10000] ms, got {args.inference_delay_ms}")
+    if args.variant:
+        Variant.parse(args.variant)
+
+
+@dataclass
+class RehearsalPlan:
+    """Everything a rehearsal starts, checked: the graph's twin mode, its nodes' parameters and command lines."""
+
+    graph: GraphDescription
+    params_file: Path | None
+    overrides: dict
+    params: dict
+    launches: list
+    namespace: str
+
+
+def plan_rehearsal(graph_name: str, out: Path, *, overrides: list[str] = (), params_file: str | None = None,
+                   namespace: str | None = None, inference_delay_ms: float | None = None) -> RehearsalPlan:
+    """The rehearsal of ``graph_name`` writing into ``out``; ConfigError naming a bad value before anything starts.
+
+    The policy and the rehearsal server get one copy of the policy config whose server is on a free
+    loopback port, so two rehearsals on one machine never answer each other's requests.
+    """
+    graph = load_graph(graph_name)
+    if MODE not in graph.modes:
+        raise ConfigError(f"graph {graph.name} has no {MODE} mode to rehearse on (it has: {', '.join(graph.modes)})")
+    params_path = Path(params_file) if params_file else None
+    if params_path is not None and not params_path.is_file():
+        raise ConfigError("params file not found", source=str(params_path))
+    parsed = parse_overrides(list(overrides))
+    params = graph.node_parameters(MODE, params_path, parsed, namespace)  # every value checked first
+    try:
+        (out / "logs").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot create it: {exc.strerror}") from None
+    policy = str(policy_on_free_port(params["policy"]["policy"], out / "logs"))
+    parsed.setdefault("policy", {})["policy"] = policy
+    server = parsed.setdefault("rehearsal_server", {})
+    server["policy"] = policy
+    if inference_delay_ms is not None:
+        server["inference_delay_ms"] = float(inference_delay_ms)
+    recorder = parsed.setdefault("episode_recorder", {})
+    recorder.setdefault("output_dir", str((out / "recordings").resolve()))
+    recorder.setdefault("config_files", graph.config_files(params_path))
+    params = graph.node_parameters(MODE, params_path, parsed, namespace)
+    check_referenced_files(params)
+    launches = graph.launches(MODE, params_path, parsed, namespace, work_dir=out / "logs")
+    return RehearsalPlan(graph, params_path, parsed, params, launches,
+                         graph.namespace if namespace is None else namespace.strip("/"))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ladder_ros.bringup.session import GraphSession, launch_options
+    from ladder_ros.core.suite import load_suite
+    from ladder_ros.paths import resolve_share_file
+
+    _check(args)
+    out = Path(args.out)
+    check_out_folder(out)
+    plan = plan_rehearsal(args.graph, out, overrides=args.overrides, params_file=args.params_file,
+                          namespace=args.namespace, inference_delay_ms=args.inference_delay_ms)
+    graph, params, launches = plan.graph, plan.params, plan.launches
+    robot = rehearsed_robot(params)
+    suite = load_suite(resolve_share_file(params[robot.twin].get("suite") or params["orchestrator"]["suite"]))
+    chosen = args.tasks if args.tasks is not None else DEFAULT_TASKS if robot.scored else UNSCORED_TASKS
+    tasks = [suite.task(t.strip()) for t in chosen.split(",") if t.strip()]
+    if not tasks:
+        raise ConfigError("--tasks names no task")
+    delay = params["rehearsal_server"]["inference_delay_ms"]
+    server = "the scripted expert" if robot.scored else "a scripted sweep"
+    print(f"ladder-ros rehearse: graph {graph.name} ({MODE}): the robot graph against {robot.what}, "
+          f"{args.episodes} episodes, policy {params['policy']['policy']} served by {server} at "
+          f"{delay:g} ms inference; loopback only; node logs in {out / 'logs'}", flush=True)
+    session = GraphSession(graph, launches, out / "logs", startup_timeout_s=args.startup_timeout,
+                           **launch_options(args, graph, plan.params_file, plan.overrides, out / "logs", MODE))
+    records: list[dict] = []
+    with session, open(out / "episodes.jsonl", "a") as jsonl:
+        rehearsal = Rehearsal(session, params, plan.namespace)
+        print(f"graph up: {len(launches)} nodes; {rehearsal.prepare()}", flush=True)
+        for k in range(args.episodes):
+            task = tasks[k % len(tasks)]
+            seed = args.seed + k
+            record = rehearsal.episode(task.task_id, variant=args.variant, layout=seed % task.layouts, seed=seed,
+                                       timeout_s=args.episode_timeout)
+            record["rehearsal"] = {"inference_delay_ms": delay, "jitter_ms": params["rehearsal_server"]["jitter_ms"],
+                                   "camera": camera_line(params, robot)}
+            records.append(record)
+            jsonl.write(json.dumps(record) + "\n")
+            jsonl.flush()
+            _print_episode(record)
+    summary = summarize(records)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if not summary["scored"]:
+        print(f"success: none measured ({UNSCORED}); the timing below is what this rehearsal measures")
+    for variant, s in summary["success"].items():
+        print(f"{variant}: task success {s['task_success_rate']:.0%} (95% CI {s['ci95'][0]:.0%}-{s['ci95'][1]:.0%}), "
+              f"subgoal progress {s['subgoal_progress']:.0%} over {s['episodes']} episodes")
+    t = summary["timing"]
+    if t:
+        print(f"timing: control period p50 {t['control_period_ms']['p50']} ms, p99 {t['control_period_ms']['p99']} "
+              f"ms (error p99 {t['period_error_p99_pct']} %), {t['idle_periods']} idle periods, largest gap "
+              f"{t['max_action_gap_ms']} ms, observation to action p50/p95/p99 "
+              f"{t['obs_to_action_age_ms']['p50']}/{t['obs_to_action_age_ms']['p95']}/"
+              f"{t['obs_to_action_age_ms']['p99']} ms, inference p50/p95 {t['inference_ms']['p50']}/"
+              f"{t['inference_ms']['p95']} ms")
+    print(f"records: {out / 'episodes.jsonl'}, summary: {out / 'summary.json'}")
+    return 0
+
+
+def camera_line(params: dict, robot: RehearsedRobot) -> str:
+    """The rehearsal's camera in a record: the twin's rendering, or the camera node's own (synthetic) frames."""
+    if "camera_width" in params[robot.twin]:
+        twin = params[robot.twin]
+        return f"{twin['camera_width']}x{twin['camera_height']} at {twin['camera_fps']:g} Hz"
+    camera = params["camera"]
+    return f"{camera['backend']} {camera['width']}x{camera['height']} at {camera['fps']:g} Hz"
+
+
+def summarize(records: list[dict]) -> dict:
+    """Success (scored records only: a rate over unscored ones would be a made-up zero), timing, faults."""
+    scored = [r for r in records if r.get("scored")]
+    return {"scored": bool(scored), "success": summarize_episodes(scored),
+            "timing": pooled_timing([r.get("timing") for r in records]),
+            "faults": sum(1 for r in records if str(r.get("finish_reason", "")).startswith("aborted: robot fault"))}
+
+
+def _print_episode(record: dict) -> None:
+    t = record.get("timing") or {}
+    age = (t.get("obs_to_action_age_ms") or {}).get("p50")
+    outcome = (f"{'success' if record['success'] else 'failure'}, {record['subgoals_done']}/{record['horizon']} "
+               "subgoals" if record.get("scored") else "unscored")
+    print(f"  {record['episode_id']}: {record['task_id']} ({record['variant']}): {outcome}, "
+          f"{record['steps_used']}/{record['budget_steps']} steps, {record['verification_queries']} queries, "
+          f"{record['finish_reason']}; {t.get('applied_actions', 0)} actions, {t.get('idle_periods', 0)} idle "
+          f"periods, observation to action p50 {age} ms, {record['wall_s']:.1f} s", flush=True)
+
+
+class Rehearsal:
+    """The operator of one rehearsal: arms, homes, runs episodes, ends one whose arm faults, recovers."""
+
+    def __init__(self, session, params: dict, namespace: str):
+        from ladder_ros.core.presets import get_preset
+        from ladder_ros.evaluation.rehearsal_observer import RehearsalObserver
+
+        self.session, self.client, self.executor = session, session.client, session.executor
+        self.robot = rehearsed_robot(params)
+        self.observer = RehearsalObserver(namespace=namespace,
+                                          aperture_joint=params[self.robot.driver]["aperture_joint"])
+        self.executor.add_node(self.observer)
+        self.home_joints = self.robot.home_joints(params)
+        self.period_s = 1.0 / get_preset(params["orchestrator"]["preset"]).control_rate_hz
+
+    def _spin_until(self, executor, condition, timeout_s, what):
+        self.client.spin_until(executor, condition, timeout_s, what, self.session.processes.check_alive)
+
+    def prepare(self) -> str:
+        """Arm the driver and send the arm home, as the operator does before the first episode."""
+        armed = self.observer.arm(self.executor, self._spin_until)
+        self.observer.home(self.executor, self._spin_until, self.home_joints)
+        return f"armed ({armed}), the arm at home"
+
+    def episode(self, task_id: str, *, variant: str, layout: int, seed: int, timeout_s: float,
+                during: Callable[[str], None] | None = None) -> dict:
+        """One episode with its timing and the twin's score; an arm fault ends it with the driver's reason.
+
+        ``during(episode_id)`` runs at every turn of the wait (a benchmark's e-stop, a test's fault), before
+        the fault check.
+        """
+        client, observer = self.client, self.observer
+        episode_id = client.start_episode(task_id, variant=variant, layout=layout, seed=seed)
+        aborted: list[str] = []
+
+        def check() -> None:
+            self.session.processes.check_alive()
+            if during is not None:
+                during(episode_id)
+            running = client.status is not None and client.status.episode_id == episode_id \
+                and client.status.state == RUNNING
+            if running and observer.fault and not aborted:
+                aborted.append(f"robot fault: {observer.fault}")
+                observer.abort(episode_id, aborted[0])
+
+        outcome = client.wait_until_over(self.executor, episode_id, timeout_s, check)
+        record = dict(outcome.result)
+        if self.robot.scored:
+            self._score(record, episode_id)
+        else:
+            record["score_source"] = UNSCORED
+            record["twin"] = {"franky_sim": dict(observer.simulator)}  # its lag behind the wall clock
+        status = client.status
+        tags = observer.tags.get(episode_id, [])
+        end_ns = max((t.stamp_ns for t in tags), default=status.origin_ns) + int(self.period_s * 1e9)
+        record["timing"] = episode_timing(observer.commands_between(status.origin_ns, end_ns), tags, self.period_s)
+        self._ready_for_next(record)
+        return record
+
+    def _score(self, record: dict, episode_id: str) -> None:
+        """The twin's score of the episode into the record (it scores once the orchestrator's last decision is out;
+        the record may have left first)."""
+        observer = self.observer
+        try:
+            self._spin_until(self.executor, lambda: episode_id in observer.scores, SCORE_WAIT_S,
+                             f"the twin's score of {episode_id}")
+        except LadderError as exc:
+            print(f"ladder-ros rehearse: {exc}: the record stays unscored", flush=True)
+        score = observer.scores.get(episode_id)
+        if score is not None and not record.get("scored"):
+            record.update(score_fields(score, record.get("steps_used", 0)))
+            record["scored"] = True
+            record["score_source"] = f"{self.robot.twin} (sim/episode_score)"
+        record["twin"] = (score or {}).get("twin", {})
+
+    def _ready_for_next(self, record: dict) -> None:
+        """The arm recovered if it faulted, armed, and home (the driver homes an armed arm after each episode)."""
+        observer = self.observer
+        if observer.fault:
+            record["recovery"] = observer.recover(self.executor, self._spin_until)
+        if observer.safety.get("armed") != "true":
+            observer.arm(self.executor, self._spin_until)
+            observer.home(self.executor, self._spin_until, self.home_joints)
+            return
+        try:
+            self._spin_until(self.executor, lambda: observer.joints is not None and np.allclose(
+                observer.joints, self.home_joints, atol=0.01), 30.0, "the arm home after the episode")
+        except LadderError:
+            observer.home(self.executor, self._spin_until, self.home_joints)

@@ -1,0 +1,99 @@
+"""The timing of a wall-clock episode, from what the graph published: the ``timing`` object of a rehearsal record.
+
+Inputs are the stamps the graph's own messages carry (the ROS clock, system time on one machine):
+every ``robot/joint_command`` the driver published for an action it applied (stamped when it
+applied it) and every ``policy/action_tag`` (the action's stamp, the stamp of the observation its
+chunk was computed from, the chunk's inference latency). From them, per episode:
+
+* ``control_period_ms`` {p50, p99}: the time between two applied actions;
+* ``period_error_p99_pct``: the 99th percentile of ``|period - nominal| / nominal``, in percent;
+* ``idle_periods``: control periods between the first and the last applied action in which no
+  action was applied (a gap of ``g`` periods, rounded, holds ``g - 1`` idle periods);
+* ``max_action_gap_ms``: the longest time between two applied actions;
+* ``obs_to_action_age_ms`` {p50, p95, p99}: from the observation an applied action was computed from
+  (the camera frame's render stamp) to the moment the driver applied it; the action applied is the
+  newest tagged action stamped at or before the command;
+* ``inference_ms`` {p50, p95}: the server's inference latency of each chunk (as the client measured it).
+
+No rclpy here.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TaggedAction:
+    stamp_ns: int
+    observation_stamp_ns: int
+    chunk_id: int
+    index: int
+    inference_ms: float
+    held: str = ""
+
+
+def _percentiles(values: Sequence[float], qs: Sequence[int]) -> dict[str, float | None]:
+    if not len(values):
+        return {f"p{q}": None for q in qs}
+    arr = np.asarray(values, dtype=np.float64)
+    return {f"p{q}": round(float(np.percentile(arr, q)), 2) for q in qs}
+
+
+def episode_timing(command_stamps_ns: Sequence[int], tags: Sequence[TaggedAction], period_s: float) -> dict:
+    """The ``timing`` object of one episode (see the module docstring); None where there is nothing to measure."""
+    commands = sorted(int(s) for s in command_stamps_ns)
+    periods_ms = np.diff(commands) / 1e6 if len(commands) > 1 else np.zeros(0)
+    nominal_ms = period_s * 1000.0
+    idle = int(sum(max(0, round(p / nominal_ms) - 1) for p in periods_ms))
+    errors_pct = np.abs(periods_ms - nominal_ms) / nominal_ms * 100.0
+    ordered = sorted(tags, key=lambda t: t.stamp_ns)
+    stamps = [t.stamp_ns for t in ordered]
+    ages_ms = []
+    for command in commands:
+        i = bisect.bisect_right(stamps, command) - 1
+        if i >= 0:
+            ages_ms.append((command - ordered[i].observation_stamp_ns) / 1e6)
+    inference = [t.inference_ms for t in ordered if t.index == 0 and not t.held and t.inference_ms > 0]
+    return {
+        "applied_actions": len(commands),
+        "control_period_ms": _percentiles(periods_ms, (50, 99)),
+        "period_error_p99_pct": round(float(np.percentile(errors_pct, 99)), 2) if len(errors_pct) else None,
+        "idle_periods": idle,
+        "max_action_gap_ms": round(float(periods_ms.max()), 1) if len(periods_ms) else None,
+        "obs_to_action_age_ms": _percentiles(ages_ms, (50, 95, 99)),
+        "inference_ms": _percentiles(inference, (50, 95)),
+        "chunks": len({t.chunk_id for t in ordered}),
+    }
+
+
+def pooled_timing(episodes: Sequence[dict]) -> dict:
+    """Over several episodes' ``timing`` objects: the medians of their percentiles and the worst extremes."""
+    present = [t for t in episodes if t and t.get("applied_actions")]
+    if not present:
+        return {}
+
+    def median(path: tuple[str, ...]) -> float | None:
+        values = []
+        for t in present:
+            value = t
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            if value is not None:
+                values.append(value)
+        return round(float(np.median(values)), 2) if values else None
+
+    gaps = [t["max_action_gap_ms"] for t in present if t.get("max_action_gap_ms") is not None]
+    return {"episodes": len(present), "applied_actions": int(sum(t["applied_actions"] for t in present)),
+            "control_period_ms": {"p50": median(("control_period_ms", "p50")),
+                                  "p99": median(("control_period_ms", "p99"))},
+            "period_error_p99_pct": median(("period_error_p99_pct",)),
+            "idle_periods": int(sum(t["idle_periods"] for t in present)),
+            "idle_periods_per_episode": round(float(np.mean([t["idle_periods"] for t in present])), 2),
+            "max_action_gap_ms": max(gaps) if gaps else None,
+            "obs_to_action_age_ms": {q: median(("obs_to_action_age_ms", q)) for q in ("p50", "p95", "p99")},
+            "inference_ms": {q: median(("inference_ms", q)) for q in ("p50", "p95")}}

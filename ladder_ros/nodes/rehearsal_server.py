@@ -1,0 +1,93 @@
+"""The rehearsal server node: the openpi server of the dress rehearsal, fed by the WidowX twin's privileged state."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from diagnostic_msgs.msg import DiagnosticArray
+from ladder_ros_interfaces import msg as interfaces
+from rclpy.node import Node
+
+from ladder_ros.core.errors import LadderError
+from ladder_ros.core.task import Task
+from ladder_ros.messages import EpisodeStatus, PrivilegedStateDoc, SchemaError
+from ladder_ros.nodes import topics
+from ladder_ros.nodes.robot_parameters import REHEARSAL_SERVER
+from ladder_ros.nodes.runtime import (
+    EpisodeFollower,
+    declare_parameters,
+    message_class,
+    publisher,
+    received_document,
+    run_node,
+    subscription,
+)
+from ladder_ros.policies.factory import load_policy
+from ladder_ros.policies.rehearsal_server import RehearsalPolicy, serve
+from ladder_ros.policies.scripted_expert import expert_noise
+from ladder_ros.ros_conversions import diagnostics_to_msg
+
+
+class RehearsalServerNode(Node):
+    """Serves :class:`~ladder_ros.policies.rehearsal_server.RehearsalPolicy` at the policy config's address.
+
+    The expert of each episode is built from the episode's task and seed (``episode/status``), as the
+    scripted expert is in simulation, and reads the twin's ``sim/privileged_state`` of that episode; the
+    policy node sees only an openpi server (docs/rehearsal.md).
+
+    Topics: subscribes ``episode/status``, ``sim/privileged_state``; publishes ``/diagnostics`` (requests,
+    warm-ups, holds by reason, inference time).
+    Parameters: ``REHEARSAL_SERVER`` in :mod:`ladder_ros.nodes.parameters` (policy, inference_delay_ms (ms),
+    jitter_ms (ms), noise, privileged_wait_s (s), preset, clock_mode).
+    """
+
+    def __init__(self, *, node_name: str = "rehearsal_server", **node_options):
+        super().__init__(node_name, **node_options)
+        p = self.params = declare_parameters(self, REHEARSAL_SERVER)
+        self.config = load_policy(p["policy"])
+        self.policy = RehearsalPolicy(self.config, expert_noise(p["noise"]), delay_ms=p["inference_delay_ms"],
+                                      jitter_ms=p["jitter_ms"], wait_s=p["privileged_wait_s"])
+        self.server = serve(self.policy, metadata={"inference_delay_ms": p["inference_delay_ms"],
+                                                   "jitter_ms": p["jitter_ms"]})
+        self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
+        subscription(self, message_class(topics.PRIVILEGED), topics.PRIVILEGED, self._on_privileged)
+        self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self.get_logger().info(f"rehearsal server for policy {self.config.name} on {self.config.server.uri}: the "
+                               f"scripted expert ({p['noise']} noise), {p['inference_delay_ms']:g} ms inference "
+                               f"(jitter {p['jitter_ms']:g} ms)")
+
+    def _on_episode_start(self, status: EpisodeStatus) -> None:
+        try:
+            self.policy.set_episode(status.episode_id, Task.from_dict(status.task or {}), status.seed)
+        except (LadderError, KeyError, TypeError, ValueError) as exc:
+            self.get_logger().error(f"episode {status.episode_id}: no expert for it: {exc}")
+
+    def _on_episode_end(self, status: EpisodeStatus) -> None:
+        self.policy.set_episode(None)
+
+    def _on_privileged(self, msg: interfaces.PrivilegedState) -> None:
+        doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
+        if doc is None:
+            return
+        try:
+            self.policy.set_privileged(doc.episode_id, doc.privileged_state(), doc.target_position_array())
+        except SchemaError as exc:
+            self.get_logger().error(f"ignoring privileged state: {exc}")
+
+    def _publish_diagnostics(self) -> None:
+        stats = self.policy.stats()
+        self._diagnostics_pub.publish(diagnostics_to_msg(
+            f"{self.get_fully_qualified_name()}: rehearsal server", self.config.name, "ok", "serving",
+            {**stats, "connections": self.server.connections}, self.get_clock().now().nanoseconds))
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    return run_node("rehearsal_server", RehearsalServerNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

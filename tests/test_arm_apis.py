@@ -1,0 +1,475 @@
+"""The wrappers of the two arm APIs, against in-process stand-ins of the vendors' APIs (tests/arm_api_fakes.py).
+
+The WidowX wrapper must hold an arm that lags its commands, write and read back the motion profile,
+report motor faults by motor, and recover; the Franka wrapper must take franky's limits, stream
+two-waypoint motions, stop, report errors once and run the gripper off the control thread.
+"""
+
+import math
+import sys
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from ladder_ros.core.errors import LadderError
+from ladder_ros.core.rotations import quaternion_to_matrix
+from ladder_ros.robots import dynamixel as dxl
+from ladder_ros.robots import franka, wx250s
+from ladder_ros.robots.gripper import ApertureRange
+from ladder_ros.robots.interbotix_arm import (
+    MISSING_INTERBOTIX,
+    BackendUnavailable,
+    HoldOutcome,
+    InterbotixArm,
+    MotorFaults,
+    ProfileMismatch,
+    vendor_api,
+)
+from tests.arm_api_fakes import FakeFranky, FakeInterbotix, FakeTimer, GroupInfo
+
+FINGERS = ApertureRange(0.010, 0.035, source="bridge_data_robot")
+
+
+def connect(fake=None, **overrides):
+    fake = fake or FakeInterbotix()
+    kwargs = dict(robot_model="wx250s", robot_name="wx", moving_time_s=0.2, accel_time_s=0.1, gripper_pressure=0.6,
+                  finger_range=FINGERS, connect_timeout_s=5.0, node_name="widowx_driver_interbotix",
+                  namespace="/widowx")
+    kwargs.update(overrides)
+    return fake, InterbotixArm(fake.api(), **kwargs)
+
+
+def calls(arm, method=None):
+    return [c for c in arm.bot.core.calls if method is None or c[0] == method]
+
+
+# ------------------------------------------------------------------ connecting
+def test_the_arm_is_built_on_a_node_of_its_own_with_the_drivers_times_and_limits():
+    fake, arm = connect()
+    node = fake.built["node"]
+    assert (node.node_name, node.namespace, node.use_global_arguments) == ("widowx_driver_interbotix", "/widowx", False)
+    assert arm.node_name == "/widowx/widowx_driver_interbotix" and fake.built["started"] is node
+    assert fake.built["manipulator"] == dict(robot_model="wx250s", group_name="arm", gripper_name="gripper",
+                                             robot_name="wx", moving_time=0.2, accel_time=0.1, gripper_pressure=0.6,
+                                             node=node)
+    assert arm.profile == dxl.ProfileRegisters(200, 100) and arm.finger_range is FINGERS
+    assert np.array_equal(arm.lower, wx250s.LOWER) and np.array_equal(arm.upper, wx250s.UPPER)
+    assert np.array_equal(arm.velocity_limits, [math.pi] * 6) and arm.lower.dtype == np.float64
+    assert arm.finger_limits == (0.015, 0.037)
+    assert calls(arm) == []  # connecting writes nothing: the profile is written by verify_profile
+
+
+def test_a_connection_that_never_answers_or_fails_is_refused_with_what_to_check():
+    hang = threading.Event()
+    try:
+        with pytest.raises(BackendUnavailable, match=r"^no Interbotix arm under /wx within 0\.05 s: is the xs_sdk "
+                                                     r"node running \(robot_model wx250s, robot_name wx\)\?$"):
+            connect(FakeInterbotix(hang=hang), connect_timeout_s=0.05)
+    finally:
+        hang.set()
+    for error in (RuntimeError("no xs_sdk"), SystemExit(1)):  # the API exits the process on a bad group
+        with pytest.raises(BackendUnavailable, match=rf"^Interbotix API failed to start: {error!r}".replace("(", r"\(")
+                           .replace(")", r"\)")):
+            connect(FakeInterbotix(error=error))
+
+
+def test_an_arm_group_the_kinematics_do_not_fit_is_refused():
+    names = ("waist", "shoulder", "elbow", "wrist_angle", "wrist_rotate")
+    with pytest.raises(BackendUnavailable, match=r"arm group joints \['waist', 'shoulder', 'elbow', 'wrist_angle', "
+                                                 r"'wrist_rotate'\] are not the wx250s joints \['waist', "):
+        connect(FakeInterbotix(info=GroupInfo(joint_names=names)))
+    for mode, profile in (("velocity", "time"), ("position", "velocity")):
+        with pytest.raises(BackendUnavailable, match=f"the arm group runs mode '{mode}' with a '{profile}' profile; "
+                                                     "the driver needs position mode with a time-based profile"):
+            connect(FakeInterbotix(info=GroupInfo(mode=mode, profile_type=profile)))
+
+
+def test_the_vendor_api_is_imported_when_present_and_named_when_missing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "interbotix_xs_modules", None)  # not installed: the import fails
+    with pytest.raises(BackendUnavailable) as info:
+        vendor_api()
+    assert str(info.value).startswith(MISSING_INTERBOTIX + " (") and "interbotix_xs_modules" in str(info.value)
+    arm = SimpleNamespace(InterbotixManipulatorXS=object())
+    robot = SimpleNamespace(InterbotixRobotNode=object(), robot_startup=object())
+    for name, module in (("interbotix_xs_modules", SimpleNamespace()), ("interbotix_xs_modules.xs_robot",
+                                                                        SimpleNamespace()),
+                         ("interbotix_xs_modules.xs_robot.arm", arm), ("interbotix_common_modules", SimpleNamespace()),
+                         ("interbotix_common_modules.common_robot", SimpleNamespace()),
+                         ("interbotix_common_modules.common_robot.robot", robot)):
+        monkeypatch.setitem(sys.modules, name, module)
+    api = vendor_api()
+    assert (api.name, api.manipulator, api.robot_node, api.robot_startup) == (
+        "vendor", arm.InterbotixManipulatorXS, robot.InterbotixRobotNode, robot.robot_startup)
+
+
+# ------------------------------------------------------------------ reading and sending
+def test_a_reading_takes_each_joint_by_name_and_the_stamp_of_the_joint_state():
+    _, arm = connect()
+    core = arm.bot.core
+    core.js_index_map = {name: 7 - i for i, name in enumerate(reversed(wx250s.JOINT_NAMES))}  # another order
+    core.js_index_map.update({"left_finger": 0, "right_finger": 1})
+    arm.bot.gripper.left_finger_index = 0
+    for i, name in enumerate(wx250s.JOINT_NAMES):
+        core.position[core.js_index_map[name]] = 0.1 * (i + 1)
+        core.velocity[core.js_index_map[name]] = -0.01 * (i + 1)
+    core.position[0] = 0.0225
+    core.stamp = (7, 250_000_000)
+    reading = arm.read()
+    assert np.allclose(reading.joints, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]) and reading.joints.dtype == np.float64
+    assert np.allclose(reading.velocities, [-0.01, -0.02, -0.03, -0.04, -0.05, -0.06])
+    assert reading.finger_m == 0.0225 and reading.aperture == pytest.approx(0.5)
+    assert reading.stamp_ns == 7_250_000_000
+
+
+def test_joints_go_out_without_blocking_and_the_apis_refusal_is_reported():
+    _, arm = connect()
+    assert arm.send_joints(np.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0]))
+    assert arm.bot.arm.published == [[0.1, 0.0, 0.0, 0.0, 0.0, 0.0]]
+    assert all(type(v) is float for v in arm.bot.arm.published[0])
+    assert np.array_equal(arm.commanded(), [0.1, 0, 0, 0, 0, 0]) and arm.commanded().dtype == np.float64
+    assert arm.send_joints(np.array([0.1, 1.0, 0.0, 0.0, 0.0, 0.0])) is False  # 1 rad in 0.2 s: over pi rad/s
+    assert len(arm.bot.arm.published) == 1
+
+
+def test_the_gripper_is_commanded_without_waiting_and_only_when_the_command_changes():
+    _, arm = connect()
+    gripper = arm.bot.gripper
+    assert arm.send_gripper(True) is True and gripper.calls == [("release", 0.0)]
+    assert arm.send_gripper(True) is False and len(gripper.calls) == 1
+    assert arm.send_gripper(False) is True and gripper.calls[-1] == ("grasp", 0.0)
+    assert arm.send_gripper(False) is False and arm.send_gripper(True) is True and len(gripper.calls) == 3
+
+
+# ------------------------------------------------------------------ holding
+def test_a_hold_resets_the_commanded_joints_first_so_an_arm_that_lags_is_held_where_it_is():
+    _, arm = connect()
+    core = arm.bot.core
+    arm.bot.arm.joint_commands = [1.0, 0.5, 0.2, 0.0, 0.3, 0.0]  # commanded far ahead of where the arm is
+    measured = [0.2, -0.1, 0.1, 0.0, 0.2, 0.1]
+    for name, value in zip(wx250s.JOINT_NAMES, measured):
+        core.position[core.js_index_map[name]] = value
+    outcome = arm.hold()
+    assert outcome.held and outcome.how == "held at the measured joints" and not outcome.refused
+    assert np.array_equal(outcome.joints, measured) and arm.bot.arm.published[-1] == measured
+
+
+def test_a_hold_past_the_apis_limits_is_clamped_inside_them_and_reported_as_refused_once():
+    _, arm = connect()
+    core = arm.bot.core
+    measured = np.array([0.0, wx250s.LOWER[1] - 0.004, 0.1, 0.0, wx250s.UPPER[4] + 0.001, 0.0])  # sagged past
+    for name, value in zip(wx250s.JOINT_NAMES, measured):
+        core.position[core.js_index_map[name]] = value
+    outcome = arm.hold()
+    clamped = np.clip(measured, np.array(wx250s.LOWER) + 2e-3, np.array(wx250s.UPPER) - 2e-3)
+    assert outcome == HoldOutcome(True, "held at the measured joints clamped into the API's joint limits",
+                                  outcome.joints, refused=True)
+    assert np.array_equal(outcome.joints, clamped) and arm.bot.arm.published == [list(clamped)]
+    assert clamped[1] == pytest.approx(wx250s.LOWER[1] + 2e-3) and clamped[4] == pytest.approx(wx250s.UPPER[4] - 2e-3)
+
+
+def test_a_hold_the_api_refuses_or_raises_on_is_reported_as_not_held():
+    _, arm = connect()
+    arm.bot.arm.refuse_all = True
+    outcome = arm.hold()
+    assert (outcome.held, outcome.refused) == (False, True) and np.array_equal(outcome.joints, np.zeros(6))
+    assert outcome.how == "the Interbotix API refused the hold at the measured joints and clamped into its limits"
+    arm.bot.arm.raise_on_send = RuntimeError("publisher gone")
+    assert arm.hold() == HoldOutcome(False, "the hold raised RuntimeError('publisher gone')", None, refused=True)
+    arm.close()  # leaving the arm holding: the hold's failure is not raised on the way out
+
+
+# ------------------------------------------------------------------ blocking calls: the profile, faults, recovery
+def test_the_profile_is_written_to_every_arm_motor_and_read_back():
+    _, arm = connect()
+    assert arm.verify_profile() == "profile 200/100 ms written and read back"
+    assert calls(arm, "robot_set_motor_registers") == [
+        ("robot_set_motor_registers", "group", "arm", "Profile_Velocity", 200),
+        ("robot_set_motor_registers", "group", "arm", "Profile_Acceleration", 100)]
+    assert calls(arm, "robot_get_motor_registers") == [
+        ("robot_get_motor_registers", "group", "arm", "Profile_Velocity"),
+        ("robot_get_motor_registers", "group", "arm", "Profile_Acceleration")]
+    assert arm.read_profile() == {name: dxl.ProfileRegisters(200, 100) for name in wx250s.JOINT_NAMES}
+
+
+def test_a_profile_that_reads_back_different_names_each_motor():
+    _, arm = connect()
+    arm.bot.core.stuck = {"elbow", "wrist_rotate"}
+    with pytest.raises(ProfileMismatch, match=r"^the motors' profile reads back as elbow 2000/300 ms, wrist_rotate "
+                                              r"2000/300 ms, not the 200/100 ms written$"):
+        arm.verify_profile()
+    for short, counts in (("Profile_Velocity", "5 Profile_Velocity and 6"),
+                          ("Profile_Acceleration", "6 Profile_Velocity and 5")):
+        arm.bot.core.short_reads = {short}
+        with pytest.raises(ProfileMismatch, match=f"^xs_sdk returned {counts} Profile_Acceleration values for the 6 "
+                                                  "arm motors$"):
+            arm.read_profile()
+
+
+def test_motor_faults_are_read_by_motor_the_gripper_included():
+    _, arm = connect()
+    core = arm.bot.core
+    assert arm.read_faults() == MotorFaults({}, ()) and not arm.read_faults() and arm.read_faults().describe() == ""
+    assert calls(arm, "robot_get_motor_registers")[:4] == [
+        ("robot_get_motor_registers", "group", "arm", "Hardware_Error_Status"),
+        ("robot_get_motor_registers", "group", "arm", "Torque_Enable"),
+        ("robot_get_motor_registers", "single", "gripper", "Hardware_Error_Status"),
+        ("robot_get_motor_registers", "single", "gripper", "Torque_Enable")]
+    core.registers[("elbow", "Hardware_Error_Status")] = dxl.OVERLOAD
+    core.registers[("elbow", "Torque_Enable")] = 0
+    core.registers[("gripper", "Torque_Enable")] = 0
+    faults = arm.read_faults()
+    assert faults == MotorFaults({"elbow": "overload"}, ("elbow", "gripper")) and bool(faults)
+    assert faults.describe() == "elbow: Hardware_Error_Status overload; torque off: elbow, gripper"
+    assert MotorFaults({}, ("waist",)) and MotorFaults({"waist": "overheating"}, ())
+    core.short_reads = {"Torque_Enable"}
+    with pytest.raises(BackendUnavailable, match="^xs_sdk returned 7 error and 5 torque values for the 7 motors$"):
+        arm.read_faults()
+
+
+def test_torque_off_and_recovery_make_the_calls_upstream_needs_in_order():
+    _, arm = connect()
+    core = arm.bot.core
+    assert arm.torque_off() == "arm motors torqued off"
+    assert calls(arm)[-1] == ("robot_torque_enable", "group", "arm", False)
+    arm.send_gripper(True)
+    core.calls.clear()
+    message = arm.recover()
+    assert message.startswith("arm motors rebooted and torqued on, profile 200/100 ms written and read back, in ")
+    assert message.endswith(" s")
+    assert calls(arm)[:5] == [("robot_reboot_motors", "group", "arm", True, True),
+                              ("robot_get_motor_registers", "single", "gripper", "Hardware_Error_Status"),
+                              ("robot_torque_enable", "group", "arm", True),
+                              ("robot_torque_enable", "single", "gripper", True),
+                              ("robot_set_motor_registers", "group", "arm", "Profile_Velocity", 200)]
+    assert arm.send_gripper(True) is True  # after a reboot the gripper's state is unknown: sent again
+    core.registers[("gripper", "Hardware_Error_Status")] = 4
+    core.calls.clear()
+    arm.recover()
+    assert calls(arm)[2] == ("robot_reboot_motors", "single", "gripper", True, False)
+
+
+def test_recovery_resets_the_commanded_joints_to_the_measured_ones():
+    _, arm = connect()
+    arm.bot.arm.joint_commands = [1.0] * 6
+    arm.recover()
+    assert arm.commanded().tolist() == arm.bot.core.measured()
+
+
+def test_the_rate_timers_service_waits_leave_are_destroyed_once_no_call_is_in_flight():
+    _, arm = connect()
+    node = arm.node
+    own = FakeTimer(lambda: None)  # a timer of the node's own: kept
+    node.timers.append(own)
+    with arm._service_calls():  # a call given up on is still waiting
+        arm.write_profile()
+        assert len(node.timers) == 3 and node.destroyed == []
+    assert node.timers == [own] and len(node.destroyed) == 2
+    node.timers.append(FakeTimer(print))  # a builtin's __self__ is a module, not an Event: kept
+    arm.torque_off()
+    assert node.timers[0] is own and len(node.timers) == 2 and len(node.destroyed) == 3
+    assert arm._in_flight == 0
+
+
+def test_a_failed_blocking_call_still_cleans_up_and_leaves_no_call_in_flight():
+    _, arm = connect()
+    arm.bot.core.fail["robot_torque_enable"] = RuntimeError("service gone")
+    arm.node.leave_rate_timer()
+    with pytest.raises(RuntimeError, match="service gone"):
+        arm.torque_off()
+    assert arm._in_flight == 0 and arm.node.timers == []
+
+
+# ------------------------------------------------------------------ franky
+@pytest.fixture
+def franky(monkeypatch):
+    fake = FakeFranky()
+    monkeypatch.setitem(sys.modules, "franky", fake)
+    arms = []
+    yield fake, arms
+    for arm in arms:
+        if arm.robot is not None:
+            arm.close()
+
+
+def franky_arm(franky, **overrides):
+    from ladder_ros.robots.franky_arm import FrankyArm
+
+    fake, arms = franky
+    kwargs = dict(host="172.16.0.2", model=franka.get_model("panda"), dynamics_factor=0.5, gripper_speed_m_s=0.05,
+                  gripper_force_n=20.0, max_width_m=0.08, realtime=False)
+    kwargs.update(overrides)
+    arm = FrankyArm(**kwargs)
+    arms.append(arm)
+    return arm
+
+
+def wait_for(condition, what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.002)
+
+
+URDF = "".join(f'<joint name="panda_joint{i}" type="revolute"><limit lower="{-2.0 - i * 0.01}" upper="{2.0}" '
+               f'effort="87" velocity="2.1"/></joint>' for i in range(1, 8))
+
+
+def test_franky_limits_are_taken_from_the_connected_arm_times_the_dynamics_factor(franky):
+    fake, _ = franky
+    arm = franky_arm(franky, realtime=True)
+    robot = fake.state.robots[-1]
+    assert (robot.host, robot.realtime_config, robot.relative_dynamics_factor, robot.recoveries) == (
+        "172.16.0.2", "enforce", 0.5, 1)
+    assert arm.reported_velocity == fake.state.velocity_limits and all(type(v) is float for v in arm.reported_velocity)
+    assert np.allclose(arm.limits.velocity, np.array(fake.state.velocity_limits) * 0.5)
+    assert np.allclose(arm.limits.acceleration, np.array(fake.state.acceleration_limits) * 0.5)
+    assert np.allclose(arm.limits.jerk, np.array(fake.state.jerk_limits) * 0.5)
+    panda = franka.get_model("panda")
+    assert arm.limits.lower == panda.lower and arm.limits.upper == panda.upper  # no URDF limits: the model's
+    assert arm.limits.source == "franky's limits for the Franka at 172.16.0.2 (x 0.5), panda positions"
+    assert arm.gripper.range.open == 0.08 and arm.gripper.speed == 0.05 and arm.gripper.force == 20.0
+    fake.state.urdf = URDF
+    narrowed = franky_arm(franky, realtime=False, max_joint_velocity=(1.0,) * 7)
+    assert fake.state.robots[-1].realtime_config == "ignore"
+    assert np.allclose(narrowed.limits.upper, np.minimum(panda.upper, 2.0))
+    assert np.allclose(narrowed.limits.lower, np.maximum(panda.lower, [-2.0 - i * 0.01 for i in range(1, 8)]))
+    assert np.allclose(narrowed.limits.velocity, [0.5] * 7)
+
+
+def test_a_franka_that_cannot_be_reached_is_refused_naming_the_host(franky):
+    fake, _ = franky
+    fake.state.connect_error = RuntimeError("connection refused")
+    with pytest.raises(BackendUnavailable, match=r"^cannot connect to the Franka at 172\.16\.0\.2: "
+                                                 r"RuntimeError\('connection refused'\)$"):
+        franky_arm(franky)
+
+
+def test_a_franka_that_refuses_connections_for_a_while_is_tried_again_until_the_connect_timeout(franky):
+    from ladder_ros.robots.franky_arm import CONNECT_RETRY_S, connect_franky_arm
+
+    fake, arms = franky
+    fake.state.connect_error = RuntimeError("connection refused")  # still booting (franky-sim loading its model)
+    now, refused, listens_at = [0.0], [], [2.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+        if now[0] >= listens_at[0]:
+            fake.state.connect_error = None  # it listens now
+
+    kwargs = dict(host="172.16.0.2", model=franka.get_model("panda"), dynamics_factor=0.5, gripper_speed_m_s=0.05,
+                  gripper_force_n=20.0, max_width_m=0.08, realtime=False)
+    arms.append(connect_franky_arm(5.0, sleep=sleep, clock=lambda: now[0], on_retry=refused.append, **kwargs))
+    assert len(refused) == round(2.0 / CONNECT_RETRY_S) and now[0] == pytest.approx(2.0)
+    fake.state.connect_error, listens_at[0] = RuntimeError("connection refused"), float("inf")  # never listens
+    with pytest.raises(BackendUnavailable, match=r"^cannot connect to the Franka at 172\.16\.0\.2: "):
+        connect_franky_arm(3.0, sleep=sleep, clock=lambda: now[0], **kwargs)
+    assert now[0] == pytest.approx(2.0 + 3.0 - CONNECT_RETRY_S, abs=CONNECT_RETRY_S)
+
+
+def test_franky_missing_is_named_with_what_to_install(monkeypatch):
+    from ladder_ros.robots.franky_arm import MISSING_FRANKY, import_franky
+
+    monkeypatch.setitem(sys.modules, "franky", None)
+    with pytest.raises(BackendUnavailable) as info:
+        import_franky()
+    assert str(info.value).startswith(MISSING_FRANKY + " (")
+
+
+def test_a_franka_reading_converts_franky_s_state_and_the_gripper_width(franky):
+    fake, _ = franky
+    fake.state.width_error = RuntimeError("not homed")
+    arm = franky_arm(franky)
+    wait_for(lambda: arm.gripper.error is not None, "the gripper worker's first failed read")
+    reading = arm.read()
+    assert (reading.aperture, reading.width_m, reading.width_age_s) == (None, None, None)
+    assert np.allclose(reading.joints, np.arange(7) * 0.1) and np.allclose(reading.velocities, np.arange(7) * 0.01)
+    expected = np.eye(4)
+    expected[:3, 3] = [0.3, 0.0, 0.5]
+    assert np.allclose(reading.ee_pose, expected)
+    pose = fake.state.robots[-1].current_cartesian_state.pose.end_effector_pose
+    pose.quaternion = np.array([0.0, 0.0, math.sin(0.3), math.cos(0.3)])  # franky: x, y, z, w
+    assert np.allclose(arm.read().ee_pose[:3, :3], quaternion_to_matrix(np.array([math.cos(0.3), 0, 0,
+                                                                                  math.sin(0.3)])))
+    fake.state.width_error, fake.state.width_m = None, 0.02
+    wait_for(lambda: arm.gripper.latest() is not None, "a gripper width read")
+    reading = arm.read()
+    assert reading.width_m == 0.02 and reading.aperture == pytest.approx(0.25) and 0.0 <= reading.width_age_s < 10.0
+
+
+def test_a_target_is_streamed_as_two_waypoints_the_via_point_passed_within_a_period(franky):
+    fake, _ = franky
+    arm = franky_arm(franky)
+    via, velocity, target = np.full(7, 0.1), np.full(7, 0.2), np.full(7, 0.3)
+    arm.send_joints(via, velocity, target, 1.0 / 15.0)
+    motion, asynchronous = fake.state.robots[-1].moves[-1]
+    assert asynchronous is True and motion.return_when_finished is False and len(motion.waypoints) == 2
+    reach, rest = motion.waypoints
+    assert np.array_equal(reach.target.position, via) and np.array_equal(reach.target.velocity, velocity)
+    assert reach.minimum_time == ("ms", 67) and rest.minimum_time is None
+    assert np.array_equal(rest.target.position, target) and rest.target.velocity is None
+    arm.send_joints(via, velocity, target, 0.0001)
+    assert fake.state.robots[-1].moves[-1][0].waypoints[0].minimum_time == ("ms", 1)
+
+
+def test_stopping_polling_and_recovery_say_what_happened(franky):
+    fake, _ = franky
+    arm = franky_arm(franky)
+    robot = fake.state.robots[-1]
+    fake.state.in_control = False
+    assert arm.stop() == "no motion running: the arm rests where it is" and robot.moves == []
+    fake.state.in_control = True
+    assert arm.stop() == "braking to rest (franky JointStopMotion)"
+    assert robot.moves[-1][0].kind == "stop" and robot.moves[-1][1] is True
+    assert arm.poll() is None
+    fake.state.motion_error = RuntimeError("cartesian_reflex")
+    assert arm.poll() == "RuntimeError: cartesian_reflex" and arm.poll() is None
+    arm.gripper.error = "gripper: RuntimeError('usb')"
+    assert arm.poll() == "gripper: RuntimeError('usb')" and arm.poll() is None and arm.gripper.error is None
+    assert arm.recover() == "franky error recovery succeeded" and robot.recoveries == 2
+    fake.state.recover_ok = False
+    with pytest.raises(LadderError, match="^franky's error recovery reported failure$"):
+        arm.recover()
+
+
+def test_closing_stops_the_arm_and_the_gripper_worker_and_drops_the_connections(franky):
+    fake, _ = franky
+    arm = franky_arm(franky)
+    gripper, robot = arm.gripper, fake.state.robots[-1]
+    fake.state.stop_error = RuntimeError("connection lost")  # the connection may be gone: closing still ends
+    arm.close()
+    assert robot.stopped and arm.robot is None and gripper.gripper is None and not gripper._thread.is_alive()
+
+
+def test_the_gripper_worker_opens_by_moving_closes_by_grasping_and_skips_repeats(franky):
+    fake, _ = franky
+    fake.state.width_m = 0.04
+    arm = franky_arm(franky)
+    hand = fake.state.grippers[-1]
+    wait_for(lambda: arm.gripper.latest() is not None, "a gripper width read")
+    arm.send_gripper(1.0)  # open: a move to the full width
+    wait_for(hand.sent.is_set, "the gripper's move")
+    assert hand.calls == [("move", 0.08, 0.05)] and arm.gripper.moves == 1
+    hand.sent.clear()
+    arm.send_gripper(0.97)  # within the tolerance of the last command: not sent again
+    arm.send_gripper(0.0)  # close below the width the fingers are at: grasp whatever is there
+    wait_for(hand.sent.is_set, "the gripper's grasp")
+    assert hand.calls[-1] == ("grasp", 0.0, 0.05, 20.0, 1.0, 1.0) and len(hand.calls) == 2
+    fake.state.reach = False
+    hand.sent.clear()
+    arm.send_gripper(0.5)
+    wait_for(hand.sent.is_set, "the gripper's move")
+    wait_for(lambda: arm.gripper.error is not None, "the gripper's error")
+    assert arm.gripper.error == "gripper: the move to 0.0400 m did not reach its command"
+    assert len(arm.gripper.read_times) <= 200 and all(t >= 0 for t in arm.gripper.read_times)
+
+
+def test_a_failing_width_read_is_reported_and_the_worker_keeps_reading(franky):
+    fake, _ = franky
+    fake.state.width_error = RuntimeError("usb")
+    arm = franky_arm(franky)
+    wait_for(lambda: arm.gripper.error == "gripper: RuntimeError('usb')", "the read error")
+    fake.state.width_error = None
+    wait_for(lambda: arm.gripper.latest() is not None, "a read after the error")

@@ -10,6 +10,7 @@ without the project read field by field; recordings made before them still give 
 * ``report`` and the export's frame reader give, on the old-format fixture, exactly what they gave before.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -43,6 +44,7 @@ from ladder_ros.messages import (  # noqa: E402
     DOCUMENTS,
     EpisodeEventDoc,
     EpisodeLabels,
+    EpisodeScoreDoc,
     EpisodeStatus,
     PlanRequestDoc,
     PlanResultDoc,
@@ -120,7 +122,16 @@ def test_documents_the_fixture_lacks_round_trip_too():
                               {"revision": 2, "unix_s": 2.0, "what": "note", "value": ""},
                               {"revision": 3, "unix_s": 3.25, "what": "final", "value": False}]),
             PolicyStatusDoc(policy="p", state="warming up", detail="connecting", warm_up_s=None, elapsed_s=1.0,
-                            deadline_s=60.0)):
+                            deadline_s=60.0),
+            # The WidowX twin's score (the rehearsal): its own report, no bridge timing, no safety filter of its own.
+            EpisodeScoreDoc(episode_id="e", step=88, score={
+                "success": False, "subgoals_done": 1, "violations": [], "steps_used": 88, "simulator": "widowx_twin",
+                "success_rule": "all_subgoals", "final_goal": {"resting": [["carrot", "plate", 1]], "held": []},
+                "subgoals": [{"index": 0, "text": "put the carrot on the plate", "done": True, "cause": None,
+                              "first_done_step": 40}],
+                "twin": {"physics_skipped_s": 0.25, "camera": {
+                    "frames": 310, "late": 2, "channel": "ladder_widowx_camera", "render_p50_ms": 11.5,
+                    "render_max_ms": None, "error": ""}}})):
         assert cdr_round_trip(document) == document, document
 
 
@@ -177,6 +188,12 @@ def test_bad_payloads_are_refused_where_they_enter():
     with pytest.raises(SchemaError, match="a subgoal_completed event has a field the message does not carry: 'mood'"):
         document_to_msg(EpisodeEventDoc(episode_id="e", index=0, event={
             "step": 0, "kind": "subgoal_completed", "plan_index": 0, "by": "verifier", "mood": "happy"}))
+    with pytest.raises(SchemaError, match="twin.camera has a field the message does not carry: 'fps'"):
+        document_to_msg(EpisodeScoreDoc(episode_id="e", step=1, score={
+            "success": True, "subgoals_done": 0, "twin": {"camera": {"fps": 30}}}))
+    with pytest.raises(SchemaError, match="both steps_taken and bridge_timing_s"):
+        document_to_msg(EpisodeScoreDoc(episode_id="e", step=1, score={"success": True, "subgoals_done": 0,
+                                                                       "steps_taken": 3}))
     with pytest.raises(SchemaError, match="usage has a field the message does not carry: 'tokens'"):
         document_to_msg(PlanResultDoc(episode_id="e", subgoals=None, usage={"tokens": 3}))
     plan = document_to_msg(PlanResultDoc(episode_id="e", subgoals=None, error="none"))
@@ -215,8 +232,9 @@ def _plain(value):
         return [_plain(v) for v in value]
     if hasattr(value, "get_fields_and_field_types"):  # rclpy
         return {name: _plain(getattr(value, name)) for name in value.get_fields_and_field_types()}
-    if hasattr(value, "__dataclass_fields__"):  # rosbags
-        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__ if name != "__msgtype__"}
+    if dataclasses.is_dataclass(value):  # rosbags; constants (upper case, as rosidl requires) are not fields
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name != "__msgtype__" and not f.name.isupper()}
     return value
 
 

@@ -124,6 +124,11 @@ def success_part(args, out: Path) -> dict:
     if steps:
         print(f"  steps per episode, median: rehearsal {statistics.median(s for s, _ in steps):.0f}, "
               f"lockstep {statistics.median(s for _, s in steps):.0f}")
+    counts = [(r.get("safety") or {}).get("counts") or {} for r in run["records"]]
+    if counts:  # the driver's interventions (lockstep has no driver: its tabletop clips the target silently)
+        print("  the driver's interventions per episode, median (max): " + ", ".join(
+            f"{kind} {statistics.median(c.get(kind, 0) for c in counts):g} ({max(c.get(kind, 0) for c in counts)})"
+            for kind in ("workspace", "unreachable", "watchdog", "stall", "robot_error")))
     return run
 
 

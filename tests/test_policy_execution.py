@@ -108,11 +108,21 @@ def test_chunked_policy_holds_still_on_an_invalid_chunk_and_says_why_once():
 
 
 # ------------------------------------------------------------------------------ the wall-clock executor
+JOINT_AXES = [{"name": f"joint{i}", "unit": "rad", "low": -100.0, "high": 100.0} for i in range(6)] + [
+    {"name": "gripper_position", "unit": "0 open", "low": -100.0, "high": 100.0}]
+
+
+def absolute_config(**changes):
+    """The test config acting in absolute joint positions (the look-ahead's case)."""
+    return make_config(action={"key": "actions", "kind": "joint_position", "axes": JOINT_AXES}, **changes)
+
+
 @pytest.mark.parametrize("rate_hz, k, length", [(5, 4, 5), (15, 8, 15)])
 @pytest.mark.parametrize("latency_s", [0.05, 0.15, 0.4])
 def test_no_idle_period_while_latency_is_below_the_execution_window(rate_hz, k, length, latency_s):
     embodiment = "widowx" if rate_hz == 5 else "franka"
-    config = make_config(embodiment=embodiment, control_rate_hz=rate_hz, chunk={"length": length, "execute": k})
+    config = absolute_config(embodiment=embodiment, control_rate_hz=rate_hz, chunk={"length": length, "execute": k})
+    assert not config.action.relative
     sim = ExecutorSimulation(ScriptedSource(length=length), config, latency_s)
     sim.executor.set_subgoal("put the carrot on the plate")
     actions = sim.run(200)
@@ -126,6 +136,35 @@ def test_no_idle_period_while_latency_is_below_the_execution_window(rate_hz, k, 
     assert all(indices == list(range(k)) for indices in per_chunk.values())  # first k of each, in order, none skipped
     # The request goes out as late as the latency allows: lead = ceil((L + P/4) / P) periods.
     assert sim.executor.lead_periods() == min(k, math.ceil((latency_s + 0.25 / rate_hz) * rate_hz - 1e-9))
+
+
+@pytest.mark.parametrize("rate_hz, k, length", [(5, 4, 5), (15, 8, 15)])
+@pytest.mark.parametrize("latency_s", [0.05, 0.15, 0.45, 0.95])  # none a whole number of periods
+def test_relative_actions_are_requested_once_every_queued_command_is_given(rate_hz, k, length, latency_s):
+    """Deltas from an observation taken while commands were still queued would repeat those commands' motion:
+    each chunk's observation is taken at or after the tick that gave the previous chunk's last command, and
+    the idle periods are what that costs (none per chunk below one period of latency, ceil(L / P) - 1 above)."""
+    embodiment = "widowx" if rate_hz == 5 else "franka"
+    config = make_config(embodiment=embodiment, control_rate_hz=rate_hz, chunk={"length": length, "execute": k})
+    assert config.action.relative
+    sim = ExecutorSimulation(ScriptedSource(length=length), config, latency_s)
+    sim.executor.set_subgoal("put the carrot on the plate")
+    ticks = 40 * k
+    actions = sim.run(ticks)
+    given = [(n * config.period_s, a) for n, a in enumerate(actions, start=1) if a is not None]
+    last_given = {}
+    for t, a in given:
+        last_given[a.chunk_id] = t
+    chunk_ids = sorted(last_given)
+    assert len(chunk_ids) >= 5
+    for previous, current in zip(chunk_ids, chunk_ids[1:]):
+        stamp_s = next(a.observation_stamp_ns for _, a in given if a.chunk_id == current) / 1e9
+        assert stamp_s >= last_given[previous] - 1e-9, (previous, current)
+    assert all([a.index for _, a in given if a.chunk_id == c] == list(range(k)) for c in chunk_ids[:-1])
+    per_chunk = max(0, math.ceil(latency_s / config.period_s - 1e-9) - 1)
+    first = sim.executor.idle_first
+    assert sim.executor.idle - first == pytest.approx(per_chunk * (len(chunk_ids) - 1), abs=per_chunk)
+    assert sim.executor.lead_periods() == 1
 
 
 def test_latency_beyond_the_window_idles_and_says_so():

@@ -19,7 +19,8 @@ from ladder_ros.policies.factory import load_policy
 from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder
 from ladder_ros.policies.rehearsal_expert import ExpertChunker, hold_chunk, observation_from_request, predict
 from ladder_ros.policies.rehearsal_server import NO_PRIVILEGED, RehearsalPolicy, serve
-from ladder_ros.policies.scripted_expert import ExpertNoise, ScriptedExpert
+from ladder_ros.policies.scripted_expert import (WIDOWX_STEERING, ExpertNoise, ScriptedExpert, stroke_steps,
+                                                 with_finger_stroke)
 from ladder_ros.policies.warmup import WARM_UP_PROMPT
 
 CONFIG = load_policy("bridge_pi0_server")
@@ -72,6 +73,54 @@ def test_predicting_a_grasp_carries_the_object_and_opening_drops_it(episode):
     assert predict(lifted, np.array([0, 0, 0, 0, 0, 0, 1.0])).privileged.grasped == ()
     missed = replace(at, ee_position=pose.position + [0, 0, 0.045], target_position=pose.position + [0, 0, 0.045])
     assert predict(missed, np.array([0, 0, 0, 0, 0, 0, -1.0])).privileged.grasped == ()
+
+
+def test_predicted_fingers_move_at_the_hands_speed(episode):
+    _, observation = episode
+    obs, apertures = replace(observation, aperture=1.0), []
+    for gripper in (-1.0,) * 7 + (1.0,) * 3:
+        obs = predict(obs, np.array([0, 0, 0, 0, 0, 0, gripper]), aperture_step=1 / 6)
+        apertures.append(obs.aperture)
+    assert apertures[:7] == pytest.approx([5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6, 0.0, 0.0])
+    assert apertures[7:] == pytest.approx([1 / 6, 2 / 6, 3 / 6])
+
+
+def test_a_slow_hands_steering_waits_a_stroke_and_a_fast_ones_is_unchanged():
+    assert stroke_steps(1.214, 0.2) == 7 and stroke_steps(1.2, 0.2) == 6 and stroke_steps(0.0, 0.2) == 0
+    slow = with_finger_stroke(WIDOWX_STEERING, 1.214, 0.2)
+    assert (slow.close_steps, slow.open_wait_steps) == (7, 8)
+    assert with_finger_stroke(WIDOWX_STEERING, 0.0, 0.2) is WIDOWX_STEERING
+    assert with_finger_stroke(WIDOWX_STEERING, 0.1, 0.2).close_steps == WIDOWX_STEERING.close_steps  # never less
+    with pytest.raises(Exception, match="finger stroke"):
+        stroke_steps(float("nan"), 0.2)
+
+
+def chunked_commands(task, observation, stroke_s: float, steps: int):
+    """The commands the policy node would give, chunk after chunk, each chunk from the predicted observation."""
+    chunker, processor = ExpertChunker(task, 7, ExpertNoise.off(), CONFIG, stroke_s), ActionProcessor(CONFIG)
+    instruction, obs, commands = task.subgoals[0].text, observation, []
+    while len(commands) < steps:
+        request = request_of(obs, instruction)
+        read = observation_from_request(request, CONFIG, obs.privileged, obs.target_position)
+        read = replace(read, aperture=obs.aperture)
+        chunk = processor.check_chunk(chunker.chunk(read, instruction))[:CONFIG.execute_steps]
+        for action in chunk:
+            command = processor.command(action)
+            commands.append(command)
+            obs = predict(obs, command, chunker.aperture_step)
+    return commands
+
+
+@pytest.mark.parametrize("stroke_s, still_steps", [(0.0, 2), (1.214, 7)])
+def test_the_expert_holds_closed_and_still_for_the_fingers_stroke_before_lifting(episode, stroke_s, still_steps):
+    """With a hand that needs 1.2 s to close (the WidowX's, 7 steps at 5 Hz) the expert does not lift before
+    the fingers are shut: lifting after the tabletop stand-in's 2 steps closed on air in the rehearsal."""
+    task, observation = episode
+    commands = chunked_commands(task, observation, stroke_s, 60)
+    first_close = next(i for i, c in enumerate(commands) if c[6] < 0)
+    lift = next(i for i, c in enumerate(commands) if i > first_close and c[2] > 0)
+    assert lift - first_close == still_steps
+    assert all(np.allclose(c[:6], 0.0, atol=1e-9) and c[6] < 0 for c in commands[first_close:lift])
 
 
 def test_the_warm_up_is_answered_in_shape_and_requests_wait_for_the_episode_then_hold(episode):

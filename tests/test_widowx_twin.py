@@ -240,6 +240,21 @@ def test_the_fingers_move_under_pwm_until_a_limit_or_an_object():
     assert m.joint_states().position[8] == -finger()
 
 
+@pytest.mark.parametrize("pressure", [0.0, 0.5, 1.0])
+def test_the_finger_stroke_time_is_the_time_the_motors_take_to_close(pressure):
+    clock = FakeClock()
+    m = WidowXMotors(clock)
+    finger = lambda: m.joint_states().position[7]  # noqa: E731
+    stroke_s = twin_motors.finger_stroke_s(pressure)
+    m.write_single("gripper", -(150.0 + pressure * 200.0))  # the API's grasp at that pressure (150-350 PWM)
+    clock.advance(stroke_s * 0.99)
+    assert finger() > FINGER_LOWER_M + 1e-5
+    clock.advance(stroke_s * 0.02)
+    assert finger() == pytest.approx(FINGER_LOWER_M)
+    with pytest.raises(ConfigError, match="gripper_pressure"):
+        twin_motors.finger_stroke_s(1.5)
+
+
 def test_robot_info_is_the_urdfs_in_float32_with_the_gripper_as_its_left_finger():
     m = WidowXMotors(FakeClock())
     info = m.robot_info("group", "arm")

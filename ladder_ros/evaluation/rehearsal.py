@@ -286,9 +286,30 @@ class Rehearsal:
 
     def prepare(self) -> str:
         """Arm the driver and send the arm home, as the operator does before the first episode."""
-        armed = self.observer.arm(self.executor, self._spin_until)
-        self.observer.home(self.executor, self._spin_until, self.home_joints)
-        return f"armed ({armed}), the arm at home"
+        return f"armed ({self._arm_and_home()}), the arm at home"
+
+    def _arm_and_home(self, attempts: int = 3) -> str:
+        """Arm, then home; a fault the driver raises in between (a joint it saw lag on a loaded machine) disarms
+        it and the home is refused: as an operator does, recover and try again, at most ``attempts`` times,
+        saying each time why (the run ends with every reason when the arm never gets home)."""
+        observer, reasons = self.observer, []
+        for _ in range(attempts):
+            if observer.fault:
+                fault = observer.fault
+                reasons.append(f"fault {fault!r}, recovered: {observer.recover(self.executor, self._spin_until)}")
+                print(f"ladder-ros rehearse: the driver faulted before the arm was home ({fault}); recovered",
+                      flush=True)
+            armed = observer.arm(self.executor, self._spin_until)
+            try:
+                observer.home(self.executor, self._spin_until, self.home_joints)
+                return armed
+            except LadderError as exc:
+                reasons.append(str(exc))
+                try:  # a refused home: the driver's safety state says why once it is out
+                    self._spin_until(self.executor, lambda: bool(observer.fault), 5.0, "the driver's fault")
+                except LadderError:
+                    pass
+        raise LadderError(f"the arm did not get home in {attempts} attempts: {'; '.join(reasons)}")
 
     def episode(self, task_id: str, *, variant: str, layout: int, seed: int, timeout_s: float,
                 during: Callable[[str], None] | None = None) -> dict:
@@ -347,8 +368,7 @@ class Rehearsal:
         if observer.fault:
             record["recovery"] = observer.recover(self.executor, self._spin_until)
         if observer.safety.get("armed") != "true":
-            observer.arm(self.executor, self._spin_until)
-            observer.home(self.executor, self._spin_until, self.home_joints)
+            self._arm_and_home()
             return
         try:
             self._spin_until(self.executor, lambda: observer.joints is not None and np.allclose(

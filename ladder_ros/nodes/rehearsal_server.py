@@ -26,6 +26,7 @@ from ladder_ros.policies.factory import load_policy
 from ladder_ros.policies.rehearsal_server import RehearsalPolicy, serve
 from ladder_ros.policies.scripted_expert import expert_noise
 from ladder_ros.ros_conversions import diagnostics_to_msg
+from ladder_ros.sim.widowx_twin.motors import finger_stroke_s
 
 
 class RehearsalServerNode(Node):
@@ -38,7 +39,7 @@ class RehearsalServerNode(Node):
     Topics: subscribes ``episode/status``, ``sim/privileged_state``; publishes ``/diagnostics`` (requests,
     warm-ups, holds by reason, inference time).
     Parameters: ``REHEARSAL_SERVER`` in :mod:`ladder_ros.nodes.parameters` (policy, inference_delay_ms (ms),
-    jitter_ms (ms), noise, privileged_wait_s (s), preset, clock_mode).
+    jitter_ms (ms), noise, privileged_wait_s (s), gripper_pressure, preset, clock_mode).
     """
 
     def __init__(self, *, node_name: str = "rehearsal_server", **node_options):
@@ -46,7 +47,8 @@ class RehearsalServerNode(Node):
         p = self.params = declare_parameters(self, REHEARSAL_SERVER)
         self.config = load_policy(p["policy"])
         self.policy = RehearsalPolicy(self.config, expert_noise(p["noise"]), delay_ms=p["inference_delay_ms"],
-                                      jitter_ms=p["jitter_ms"], wait_s=p["privileged_wait_s"])
+                                      jitter_ms=p["jitter_ms"], wait_s=p["privileged_wait_s"],
+                                      finger_stroke_s=finger_stroke_s(p["gripper_pressure"]))
         self.server = serve(self.policy, metadata={"inference_delay_ms": p["inference_delay_ms"],
                                                    "jitter_ms": p["jitter_ms"]})
         self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)

@@ -162,6 +162,9 @@ REHEARSAL_SERVER = COMMON + (
     ParamSpec("privileged_wait_s", FLOAT, 2.0, "A request that comes before the twin's privileged state of the "
               "current episode waits this long for it (s), then is answered with a hold chunk", min=0.0,
               max=60.0),
+    ParamSpec("gripper_pressure", FLOAT, 0.5, "The driver's gripper_pressure: how fast the twin's fingers close "
+              "(1.2 s a stroke at 0.5), which the expert waits for before lifting and before a grasp descent, as "
+              "a policy trained on the arm does", min=0.0, max=1.0),
 )
 
 

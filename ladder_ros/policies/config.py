@@ -189,6 +189,12 @@ class ActionSpec:
     def names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.axes)
 
+    @property
+    def relative(self) -> bool:
+        """Each action moves the arm's target from where the previous command left it (Bridge's deltas):
+        a chunk computed before queued commands are carried out would add its motion to theirs."""
+        return self.kind == EE_DELTA
+
 
 @dataclass(frozen=True)
 class Statistics:

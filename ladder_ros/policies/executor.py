@@ -1,4 +1,5 @@
-"""Chunk execution on the wall clock, without idle periods while inference is faster than the execution window.
+"""Chunk execution on the wall clock: no idle period while inference keeps up (absolute actions: within the
+execution window; relative ones: within a control period).
 
 :class:`ChunkExecutor` hands out one command per control period (its :meth:`~ChunkExecutor.tick`),
 from a queue holding the first ``k`` actions of each chunk, and asks an inference worker thread for
@@ -7,7 +8,15 @@ needed at the tick ``q + 1`` periods later, so it requests once ``q + 1`` period
 the recent worst inference latency plus a quarter period of margin. Before any latency is known it
 requests as early as possible (right after a chunk arrives), which never idles while the latency
 stays under ``k`` periods; with a latency estimate it requests as late as is safe, so the actions
-it executes come from observations as fresh as the latency allows. Each chunk's first ``k``
+it executes come from observations as fresh as the latency allows.
+
+That look-ahead is for absolute actions (joint positions) only. A chunk of relative actions (Bridge's
+end-effector deltas, :attr:`~ladder_ros.policies.config.ActionSpec.relative`) moves the target from
+where the arm is in its observation; requested while ``q`` commands are still queued, it would be
+carried out after them and repeat their motion (``q`` steps of overshoot: measured in the dress
+rehearsal, docs/rehearsal.md). So for relative actions the next chunk is requested at the tick that
+hands out the last queued command, as the Bridge and openpi evaluation loops request it: no idle
+period while the latency stays under a period, one period per period of latency beyond that. Each chunk's first ``k``
 actions are executed in order, none skipped (the rule of the paper's policies, Appendix A: 4 of 5
 on the WidowX, 8 of 15 on the Franka).
 
@@ -121,6 +130,7 @@ class ChunkExecutor:
         self.processor = self.screen.processor
         self.encoder = ObservationEncoder(config)
         self.k = config.execute_steps
+        self.max_lead = 1 if config.action.relative else self.k  # see the module docstring
         self.period_s = config.period_s
         self.max_age_s = config.max_observation_age_s
         self.seed = seed
@@ -260,12 +270,12 @@ class ChunkExecutor:
             return action
 
     def lead_periods(self) -> int:
-        """How many queued periods must remain when the next request goes out (1 .. k)."""
+        """How many queued periods must remain when the next request goes out (1 .. k; 1 for relative actions)."""
         if not self._recent_latency_s:
-            return self.k
+            return self.max_lead
         periods = (max(self._recent_latency_s) + LEAD_MARGIN_PERIODS * self.period_s) / self.period_s
         needed = math.ceil(periods - 1e-9)  # 1e-9: a latency of exactly n periods plus margin needs n, not n + 1
-        return max(1, min(self.k, needed))
+        return max(1, min(self.max_lead, needed))
 
     def _submit(self, now: float) -> None:
         self._slot = _Request(self._generation, self._instruction, self._next_chunk_id, now)

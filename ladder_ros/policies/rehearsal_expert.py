@@ -6,10 +6,13 @@ expert (:mod:`ladder_ros.policies.scripted_expert`) acts one step at a time from
 privileged state; :class:`ExpertChunker` turns it into such a policy: from the request's observation it
 asks the expert for ``execute`` actions, each time feeding it the observation it would see if the
 previous action had been carried out exactly (:func:`predict`: the target moves by the delta, the hand
-is where the target is, an object between closing pads is held and moves with the hand, opening drops
-it). The rest of the chunk repeats a hold and is never executed. The expert keeps its state across
-chunks, as across steps in simulation; a chunk that went differently from the prediction is corrected
-by the next request's observation, one chunk later: the open-loop staleness a real chunking policy has.
+is where the target is, the fingers move at the hand's speed, an object between closing pads is held
+and moves with the hand, opening drops it). A hand whose fingers take ``finger_stroke_s`` to close (the
+WidowX's PWM gripper) is waited for as a policy trained on it waits: closed and still for a stroke
+before lifting, open before going down (:func:`~.scripted_expert.with_finger_stroke`). The rest of the
+chunk repeats a hold and is never executed. The expert keeps its state across chunks, as across steps
+in simulation; a chunk that went differently from the prediction is corrected by the next request's
+observation, one chunk later: the open-loop staleness a real chunking policy has.
 
 Answers are in the configured policy's own action convention (rotation and gripper), so the policy
 node converts them back exactly as it converts a learned model's. :func:`observation_from_request`
@@ -30,7 +33,8 @@ from ladder_ros.core.observation import ObjectPose, Observation, PrivilegedState
 from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_euler_xyz, sxyz_to_matrix
 from ladder_ros.core.task import Task
 from ladder_ros.policies.config import EE_DELTA, PolicyConfig
-from ladder_ros.policies.scripted_expert import ExpertNoise, ScriptedExpert
+from ladder_ros.policies.scripted_expert import (ExpertNoise, ScriptedExpert, expert_steering, stroke_steps,
+                                                 with_finger_stroke)
 from ladder_ros.policies.state import BASE, SXYZ, TOP_DOWN, top_down_pose
 
 # An object is between the pads when its centre is this close to the tool centre (horizontally, vertically):
@@ -44,8 +48,9 @@ def hold_action(gripper_open: bool) -> np.ndarray:
     return np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0 if gripper_open else -1.0])
 
 
-def predict(observation: Observation, action: np.ndarray) -> Observation:
-    """The observation after ``action`` (the contract's: metres, Euler XYZ, +1 open), if carried out exactly."""
+def predict(observation: Observation, action: np.ndarray, aperture_step: float = 1.0) -> Observation:
+    """The observation after ``action`` (the contract's: metres, Euler XYZ, +1 open), if carried out exactly;
+    the fingers move ``aperture_step`` of their travel per step (1: at once) towards the command."""
     a = np.asarray(action, dtype=np.float64)
     before = observation.target_position if observation.target_position is not None else observation.ee_position
     target = np.asarray(before, dtype=np.float64) + a[:3]
@@ -67,18 +72,22 @@ def predict(observation: Observation, action: np.ndarray) -> Observation:
                 if np.hypot(offset[0], offset[1]) <= GRASP_REACH_XY_M and abs(offset[2]) <= GRASP_REACH_Z_M:
                     grasped.add(name)
         privileged = replace(privileged, objects=objects, grasped=tuple(sorted(grasped)))
+    step = aperture_step if gripper_open else -aperture_step
+    aperture = min(1.0, max(0.0, float(observation.aperture) + step))
     return replace(observation, step=observation.step + 1, ee_position=target, ee_euler=euler,
-                   target_position=target, aperture=1.0 if gripper_open else 0.0, privileged=privileged)
+                   target_position=target, aperture=aperture, privileged=privileged)
 
 
 class ExpertChunker:
     """Chunks of the scripted expert for one episode, in ``config``'s action convention (module docstring)."""
 
-    def __init__(self, task: Task, seed: int, noise: ExpertNoise, config: PolicyConfig):
+    def __init__(self, task: Task, seed: int, noise: ExpertNoise, config: PolicyConfig, finger_stroke_s: float = 0.0):
         if config.action.kind != EE_DELTA or config.action.dim != 7:
             raise ConfigError(f"the rehearsal's expert answers 7-D end-effector deltas; policy {config.name} acts in "
                               f"{config.action.kind} ({config.action.dim} axes)")
-        self.expert = ScriptedExpert(task, seed, noise)
+        steering = with_finger_stroke(expert_steering(config.embodiment), finger_stroke_s, config.period_s)
+        self.aperture_step = 1.0 / max(1, stroke_steps(finger_stroke_s, config.period_s))
+        self.expert = ScriptedExpert(task, seed, noise, embodiment=config.embodiment, steering=steering)
         self.convention = ActionConvention.parse(config.action.rotation, config.action.gripper)
         self.length, self.execute = config.chunk_length, config.execute_steps
         self.chunks = 0
@@ -89,7 +98,7 @@ class ExpertChunker:
         for _ in range(self.execute):
             action = self.expert.act(obs, instruction)
             actions.append(action)
-            obs = predict(obs, action)
+            obs = predict(obs, action, self.aperture_step)
         actions += [hold_action(actions[-1][6] > 0.0)] * (self.length - self.execute)
         self.chunks += 1
         return np.array([self.convention.from_canonical(a) for a in actions], dtype=np.float32)

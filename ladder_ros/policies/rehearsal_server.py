@@ -52,12 +52,13 @@ class RehearsalPolicy:
     """What the rehearsal's server answers (see the module docstring); thread-safe."""
 
     def __init__(self, config: PolicyConfig, noise: ExpertNoise, *, delay_ms: float, jitter_ms: float = 0.0,
-                 wait_s: float = 2.0, rng_seed: int = 0, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic):
+                 wait_s: float = 2.0, finger_stroke_s: float = 0.0, rng_seed: int = 0,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
         if delay_ms < 0 or jitter_ms < 0:
             raise ConfigError(f"inference delay and jitter must be >= 0 ms, got {delay_ms}, {jitter_ms}")
         self.config, self.noise = config, noise
         self.delay_ms, self.jitter_ms, self.wait_s = float(delay_ms), float(jitter_ms), float(wait_s)
+        self.finger_stroke_s = float(finger_stroke_s)  # the arm's fingers, open to closed (ExpertChunker)
         self._rng = np.random.default_rng(rng_seed)
         self._sleep, self._clock = sleep, clock
         self._cond = threading.Condition()
@@ -116,7 +117,8 @@ class RehearsalPolicy:
                     return hold_chunk(self.config, self._gripper_open(request))
                 self._cond.wait(remaining)
             if self._chunker is None or self._chunker[0] != episode[0]:
-                self._chunker = (episode[0], ExpertChunker(episode[1], episode[2], self.noise, self.config))
+                chunker = ExpertChunker(episode[1], episode[2], self.noise, self.config, self.finger_stroke_s)
+                self._chunker = (episode[0], chunker)
             chunker = self._chunker[1]
         try:
             observation = observation_from_request(request, self.config, privileged[1], privileged[2])

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Generator, Iterable
 
 import numpy as np
@@ -138,6 +138,26 @@ def expert_steering(embodiment: str) -> ExpertSteering:
     if embodiment not in STEERING:
         raise unknown_name("scripted expert embodiment", embodiment, list(STEERING))
     return STEERING[embodiment]
+
+
+def stroke_steps(stroke_s: float, period_s: float) -> int:
+    """Control steps a hand whose fingers take ``stroke_s`` from open to closed needs for one stroke."""
+    if not (math.isfinite(stroke_s) and stroke_s >= 0.0 and math.isfinite(period_s) and period_s > 0.0):
+        raise ConfigError(f"a finger stroke needs a time >= 0 s and a period > 0 s, got {stroke_s!r}, {period_s!r}")
+    return math.ceil(stroke_s / period_s - 1e-9)
+
+
+def with_finger_stroke(steering: ExpertSteering, stroke_s: float, period_s: float) -> ExpertSteering:
+    """``steering`` for a hand whose fingers move at a set speed (the WidowX's PWM gripper, ~1.2 s a stroke):
+    closed and still for a whole stroke before lifting, and open before a grasp descent (at most a stroke
+    and a step). The tabletop stand-in's pads close within a step, so its steering never waits; a policy
+    trained on the real hand learned these waits from its demonstrations."""
+    steps = stroke_steps(stroke_s, period_s)
+    if steps == 0:
+        return steering
+    return replace(steering, name=f"{steering.name} ({stroke_s:g} s finger stroke)",
+                   close_steps=max(steering.close_steps, steps),
+                   open_wait_steps=max(steering.open_wait_steps, steps + 1))
 
 
 def _probability(name: str, value: float) -> None:
@@ -316,13 +336,14 @@ class ScriptedExpert:
     ``table_z`` is the table top's height in the base frame (0 on the built-in tabletop); the
     expert uses it to tell how high an object stands above what it rests on. ``embodiment`` (a
     preset name) chooses its steering (:class:`ExpertSteering`): the WidowX stand-in at 5 Hz or the
-    Franka Hand at 15 Hz.
+    Franka Hand at 15 Hz; ``steering`` replaces it (e.g. :func:`with_finger_stroke` for a slow hand).
     """
 
     name = "scripted_expert"
 
     def __init__(self, task: Task, seed: int = 0, noise: ExpertNoise | None = None, *, table_z: float = 0.0,
-                 action_convention: ActionConvention | None = None, embodiment: str = "widowx"):
+                 action_convention: ActionConvention | None = None, embodiment: str = "widowx",
+                 steering: ExpertSteering | None = None):
         if not isinstance(task, Task):
             raise ConfigError(f"task must be a Task, got {type(task).__name__}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
@@ -337,7 +358,9 @@ class ScriptedExpert:
         self.task = task
         self.seed = int(seed)
         self.noise = noise
-        self.steering = expert_steering(embodiment)
+        if steering is not None and not isinstance(steering, ExpertSteering):
+            raise ConfigError(f"steering must be an ExpertSteering, got {type(steering).__name__}")
+        self.steering = expert_steering(embodiment) if steering is None else steering
         # The expert plans in the action contract (Euler XYZ); in another convention it gives the
         # same motions in that convention's numbers, which the loop converts back: a test of each
         # conversion end to end.

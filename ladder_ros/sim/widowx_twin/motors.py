@@ -77,6 +77,16 @@ PWM_LIMIT = 885  # X-series PWM_Limit(36) initial value (e-manual)
 GRIPPER_FULL_PWM_RAD_S = 4.8
 
 
+def finger_stroke_s(gripper_pressure: float, pressure_low_pwm: int = 150, pressure_high_pwm: int = 350) -> float:
+    """Seconds the twin's fingers take from open to closed at the API's ``gripper_pressure`` (0..1 of its PWM
+    range, the vendor's defaults 150-350): 1.2 s at 0.5, what a policy on this arm waits for after a close."""
+    if not 0.0 <= gripper_pressure <= 1.0:
+        raise ConfigError(f"gripper_pressure must be in [0, 1], got {gripper_pressure!r}")
+    pwm = pressure_low_pwm + gripper_pressure * (pressure_high_pwm - pressure_low_pwm)
+    travel = abs(finger_angle(FINGER_UPPER_M) - finger_angle(FINGER_LOWER_M))
+    return travel / (GRIPPER_FULL_PWM_RAD_S * min(1.0, pwm / PWM_LIMIT))
+
+
 def finger_position(angle: float) -> float:
     """The left finger's position (m) at a gripper motor angle (rad): xs_driver's swing-arm conversion."""
     a1 = HORN_RADIUS_M * math.sin(angle)

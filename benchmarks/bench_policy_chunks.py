@@ -260,13 +260,13 @@ def part_two(latency: float, seconds: float) -> None:
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from sensor_msgs.msg import Image, JointState
-    from std_msgs.msg import String
 
     from ladder_ros.bringup.client import EpisodeClient
     from ladder_ros.bringup.up import GraphProcesses, prepare
-    from ladder_ros.messages import ActionTagDoc, decode
+    from ladder_ros.interface_conversions import document_from_msg
+    from ladder_ros.messages import ActionTagDoc
     from ladder_ros.nodes import topics
-    from ladder_ros.nodes.runtime import qos
+    from ladder_ros.nodes.runtime import message_class, qos
     from ladder_ros.ros_conversions import image_to_msg, joint_state_to_msg, pose_to_msg
 
     print(f"\nPart 2: camera image published -> action published, through the graph (widowx, real mode, "
@@ -291,7 +291,8 @@ def part_two(latency: float, seconds: float) -> None:
                 self.image = self.create_publisher(Image, topics.IMAGE.name, qos(topics.SENSOR))
                 self.joints = self.create_publisher(JointState, topics.JOINT_STATES.name, qos(topics.STREAM))
                 self.pose = self.create_publisher(PoseStamped, topics.EE_POSE.name, qos(topics.STREAM))
-                self.create_subscription(String, topics.ACTION_TAG.name, self.on_tag, qos(topics.STREAM))
+                self.create_subscription(message_class(topics.ACTION_TAG), topics.ACTION_TAG.name, self.on_tag,
+                                         qos(topics.STREAM))
                 self.frame = np.random.default_rng(0).integers(0, 255, (*CAMERA, 3), dtype=np.uint8)
                 self.create_timer(1 / 30, self.publish)
 
@@ -302,7 +303,7 @@ def part_two(latency: float, seconds: float) -> None:
                 self.pose.publish(pose_to_msg(np.array([0.3, 0.0, 0.1]), IDENTITY, stamp, "base_link"))
 
             def on_tag(self, msg):
-                tag = decode(msg.data, ActionTagDoc)
+                tag = document_from_msg(msg, ActionTagDoc)
                 received.append((self.get_clock().now().nanoseconds, tag.observation_stamp_ns, tag.index))
 
         with GraphProcesses(launches, dict(os.environ), work / "logs"):

@@ -1,13 +1,19 @@
-"""The JSON documents the graph exchanges in ``std_msgs/String``, defined once, typed and versioned.
+"""The documents the graph exchanges, defined once as typed, validated Python values.
 
 Standard message types carry everything they can (images, joint states, poses, actions). What no
 standard type carries — episode commands and status, gripper events, privileged simulator state,
-verification requests and results, orchestrator decisions and events, operator labels — goes as one JSON document
-per message (docs/graph.md, "Nodes"). Each document here is a dataclass with a ``doc`` name and a
-``schema_version``; :func:`decode` is strict: it rejects another document kind, an unknown schema
-version, a missing field and an unknown field, each with an error that names it. The payloads reuse
+verification and planning requests and answers, orchestrator decisions and events, scores, safety
+interventions, operator labels, action tags — travels as a message of the graph's own interface
+package ``ladder_ros_interfaces`` (docs/graph.md, "Interfaces"). Here each of those exchanges is a
+dataclass with a ``doc`` name and its checks (a bad value raises :class:`SchemaError` naming the
+document and the field), so the core, the panel and the evaluation handle them without ROS;
+:mod:`ladder_ros.interface_conversions` turns them into their messages and back. The payloads reuse
 the core's own ``to_dict``/``from_dict`` forms (events, gripper events, goal states, verification
 requests and results), so the graph and the reference loop speak about the same objects.
+
+Before the typed interfaces each document travelled as JSON in a ``std_msgs/String``; :func:`encode`
+and :func:`decode` (strict: another document kind, an unknown schema version, a missing or unknown
+field are refused, naming it) remain for reading recordings made then.
 
 Every per-step document carries the ``episode_id`` and the control ``step`` explicitly, so
 lockstep pairing never depends on arrival order or on clocks.

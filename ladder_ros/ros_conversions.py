@@ -1,11 +1,12 @@
-"""Where ROS messages meet numpy arrays and core types: the only module that does both.
+"""Where standard ROS messages meet numpy arrays and core types: the only module that does both.
 
+The graph's own messages (``ladder_ros_interfaces``) meet the documents in :mod:`ladder_ros.interface_conversions`.
 Every conversion here has an inverse and a round-trip test (tests/test_ros_conversions.py). Values
-that the lockstep parity depends on travel bit-exactly: float64 fields of standard messages and
-JSON floats (written with ``repr``) both read back identically; orientation is the one exception
-(``ee_pose`` carries the base-frame quaternion, and the Euler angles relative to the top-down pose
-read back from it differ in the last bits), which is why the simulator's exact ``ee_euler`` rides
-along in the privileged state document in simulation.
+that the lockstep parity depends on travel bit-exactly: float64 fields of standard messages and of the
+graph's own messages read back identically; orientation is the one exception (``ee_pose`` carries
+the base-frame quaternion, and the Euler angles relative to the top-down pose read back from it differ
+in the last bits), which is why the simulator's exact ``ee_euler`` rides along in the privileged state
+in simulation.
 
 Images: ``msg.data = array.tobytes()`` (assigning an ndarray to ``data`` costs ~54 ms per 640x480
 frame with the PyPI ROS wheels; docs/dependencies.md).
@@ -13,21 +14,20 @@ frame with the PyPI ROS wheels; docs/dependencies.md).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence, TypeVar
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped, TransformStamped
 from sensor_msgs.msg import CameraInfo, Image, JointState
-from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from ladder_ros.camera.model import CameraIntrinsics, RigidTransform
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.observation import Observation
 from ladder_ros.core.safety import ACTION_AXES
-from ladder_ros.messages import Document, PrivilegedStateDoc, decode, encode
+from ladder_ros.messages import PrivilegedStateDoc
 from ladder_ros.core.rotations import matrix_to_quaternion, quaternion_to_matrix
 from ladder_ros.policies.state import ee_euler_from_base
 from ladder_ros.sim.base import ACTION_DIM, validate_action
@@ -36,8 +36,6 @@ from ladder_ros.sim.base import ACTION_DIM, validate_action
 # ladder_ros/sim/base.py (SimplerEnv/Bridge convention: metres and radians per control step,
 # gripper +1 open / -1 closed).
 assert len(ACTION_AXES) == ACTION_DIM
-
-D = TypeVar("D", bound=Document)
 
 
 # ------------------------------------------------------------------------------ time
@@ -49,16 +47,6 @@ def ns_to_stamp(ns: int) -> Time:
     if ns < 0:
         raise InvalidInputError(f"a time stamp must be >= 0 ns, got {ns}")
     return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
-
-
-# ------------------------------------------------------------------------------ JSON documents
-def document_to_msg(document: Document) -> String:
-    return String(data=encode(document))
-
-
-def document_from_msg(msg: String, cls: type[D]) -> D:
-    """The document in ``msg``; :class:`~ladder_ros.messages.SchemaError` when it does not match ``cls``."""
-    return decode(msg.data, cls)
 
 
 # ------------------------------------------------------------------------------ images

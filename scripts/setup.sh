@@ -3,7 +3,7 @@
 # CPU torch, the ROS 2 PyPI wheels, MuJoCo, the VLM clients, Ray, the camera, calibration and depth
 # stack (OpenCV, pyrealsense2, MoGe-2), the operator panel (Qt), the ManiSkill3 simulator and its
 # software Vulkan driver, `ros2 launch` (from ../shared/vendor/ros2_launch when it is there), tf2_msgs
-# (from ../shared/vendor/ros2_interfaces when it is there), then this
+# (from ../shared/vendor/ros2_interfaces when it is there), the graph's own messages (ladder_ros_interfaces), then this
 # package in editable mode, registered in the venv's ament index. Idempotent; rerun to repair.
 #
 # Usage: scripts/setup.sh [--no-maniskill] [--no-lerobot]
@@ -109,6 +109,10 @@ else
   echo "[setup] tf2_msgs: ../shared/vendor/ros2_interfaces not found, skipped (the camera node then publishes no" \
        "/tf_static and says so; a robot's ROS install has tf2_msgs)"
 fi
+# The graph's own messages (interfaces/ladder_ros_interfaces): built here with the wheels' rosidl generators, the
+# same route as tf2_msgs; a robot builds the package with colcon beside ladder_ros.
+echo "[setup] ladder_ros_interfaces (the graph's messages)"
+scripts/build_interfaces.sh .venv
 # openpi-client pins numpy<2: it gets its own small environment, used only by the wire-format tests as an
 # independent peer (tests/openpi_peer.py); the project itself speaks the protocol on numpy 2.
 echo "[setup] openpi-client peer environment (.venv-openpi, numpy<2)"
@@ -158,7 +162,7 @@ fi
 # by bare name, with the path the process started with).
 if ! grep -q "ladder_ros: library path" .venv/bin/activate; then
   cat >> .venv/bin/activate <<'SH'
-# ladder_ros: library path (typesupport libraries of interface packages built into the venv, e.g. tf2_msgs)
+# ladder_ros: library path (typesupport libraries of interface packages built into the venv: ladder_ros_interfaces, tf2_msgs)
 case ":${LD_LIBRARY_PATH:-}:" in *":$VIRTUAL_ENV/lib:"*) ;; *) export LD_LIBRARY_PATH="$VIRTUAL_ENV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
 SH
 fi

@@ -15,13 +15,12 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from ladder_ros.messages import SafetyInterventionDoc
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import qos
+from ladder_ros.nodes.runtime import message_class, qos
 from ladder_ros.ros_conversions import (
     diagnostic_values,
     document_from_msg,
@@ -35,7 +34,8 @@ class DriverProbe(Node):
     def __init__(self, namespace: str, name: str = "policy"):
         super().__init__(name, namespace=namespace)
         self.actions = self.create_publisher(JointTrajectory, topics.ACTION.name, qos(topics.STREAM))
-        self.status_pub = self.create_publisher(String, topics.EPISODE_STATUS.name, qos(topics.LATCHED))
+        self.status_pub = self.create_publisher(message_class(topics.EPISODE_STATUS), topics.EPISODE_STATUS.name,
+                                                qos(topics.LATCHED))
         self.joint_states: list[tuple[float, tuple, np.ndarray, float]] = []
         self.poses: list[tuple[float, np.ndarray]] = []
         self.commands: list[JointState] = []
@@ -47,7 +47,7 @@ class DriverProbe(Node):
                                  lambda m: self.poses.append((time.monotonic(), pose_matrix_from_msg(m))),
                                  qos(topics.STREAM))
         self.create_subscription(JointState, topics.JOINT_COMMAND.name, self.commands.append, qos(topics.STREAM))
-        self.create_subscription(String, topics.SAFETY.name,
+        self.create_subscription(message_class(topics.SAFETY), topics.SAFETY.name,
                                  lambda m: self.interventions.append(document_from_msg(m, SafetyInterventionDoc)),
                                  qos(topics.EVENTS))
         self.create_subscription(DiagnosticStatus, topics.SAFETY_STATE.name, self.states.append,

@@ -18,15 +18,15 @@ import numpy as np
 import rclpy
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.safety import ACTION_AXES
 from ladder_ros.messages import RUNNING, EpisodeStatus, SchemaError
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import qos
-from ladder_ros.ros_conversions import document_from_msg, joint_state_from_msg, ns_to_stamp
+from ladder_ros.nodes.runtime import message_class, qos
+from ladder_ros.interface_conversions import document_from_msg
+from ladder_ros.ros_conversions import joint_state_from_msg, ns_to_stamp
 
 FRANKA_AXES = (*(f"panda_joint{i}" for i in range(1, 8)), "gripper_position")
 OPEN_STEPS, CLOSED_STEPS_WIDOWX, CLOSED_STEPS_FRANKA = 5, 8, 26
@@ -40,7 +40,8 @@ class RandomPolicy(Node):
         self.rng = np.random.default_rng(int(self.declare_parameter("seed", 0).value))
         self.pub = self.create_publisher(JointTrajectory, topics.ACTION.name, qos(topics.STREAM))
         self.create_subscription(JointState, topics.JOINT_STATES.name, self._on_joints, qos(topics.STREAM))
-        self.create_subscription(String, topics.EPISODE_STATUS.name, self._on_status, qos(topics.LATCHED))
+        self.create_subscription(message_class(topics.EPISODE_STATUS), topics.EPISODE_STATUS.name, self._on_status,
+                                 qos(topics.LATCHED))
         self.joints: tuple[float, np.ndarray] | None = None
         self.target: np.ndarray | None = None
         self.running = False
@@ -51,7 +52,7 @@ class RandomPolicy(Node):
         _, positions, _ = joint_state_from_msg(msg, "gripper_aperture")
         self.joints = (time.monotonic(), positions)
 
-    def _on_status(self, msg: String) -> None:
+    def _on_status(self, msg) -> None:
         try:
             status = document_from_msg(msg, EpisodeStatus)
         except SchemaError:

@@ -135,10 +135,9 @@ def wait_until_the_graph_listens(namespace, timeout_s):
     """
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
-    from std_msgs.msg import String
 
     from ladder_ros.nodes import topics
-    from ladder_ros.nodes.runtime import qos
+    from ladder_ros.nodes.runtime import message_class, qos
 
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -147,7 +146,8 @@ def wait_until_the_graph_listens(namespace, timeout_s):
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(probe)
         statuses = []
-        probe.create_subscription(String, topics.EPISODE_STATUS.name, statuses.append, qos(topics.LATCHED))
+        probe.create_subscription(message_class(topics.EPISODE_STATUS), topics.EPISODE_STATUS.name, statuses.append,
+                                  qos(topics.LATCHED))
         status, privileged = (probe.resolve_topic_name(t.name) for t in (topics.EPISODE_STATUS, topics.PRIVILEGED))
         deadline = time.monotonic() + timeout_s
         while not (statuses and probe.count_subscribers(status) >= 4 + 1 and probe.count_subscribers(privileged) >= 4):

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import yaml
 
+from ladder_ros.interface_conversions import document_to_msg
+
 from ladder_ros.camera.base import CameraError, CaptureLoop, DeviceClock, EndOfStream, LatestSlot
 from ladder_ros.camera.calibration_file import CameraCalibration, save_calibration
 from ladder_ros.camera.fake import FakeCamera, sequence_from_image
@@ -299,7 +301,7 @@ from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 
 from ladder_ros.nodes import topics  # noqa: E402
 from ladder_ros.nodes.camera import CameraNode  # noqa: E402
-from ladder_ros.nodes.runtime import subscription  # noqa: E402
+from ladder_ros.nodes.runtime import message_class, subscription  # noqa: E402
 from ladder_ros.ros_conversions import depth_from_msg, image_from_msg, stamp_to_ns  # noqa: E402
 
 
@@ -479,9 +481,8 @@ def test_frames_that_do_not_chain_to_the_robot_are_refused_at_start(ros, tmp_pat
 @pytest.mark.ros
 def test_every_episode_bag_carries_the_camera_pose(ros, tmp_path):
     pytest.importorskip("tf2_msgs.msg", reason="needs tf2_msgs (scripts/setup.sh)")
-    from std_msgs.msg import String
 
-    from ladder_ros.messages import EpisodeStatus, encode
+    from ladder_ros.messages import EpisodeStatus
     from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode
     from ladder_ros.nodes.runtime import publisher
     from ladder_ros.recording.bag import read_bag
@@ -492,7 +493,7 @@ def test_every_episode_bag_carries_the_camera_pose(ros, tmp_path):
     recorder = EpisodeRecorderNode(namespace="/rec", parameter_overrides=[
         Parameter("output_dir", value=str(tmp_path / "bags")), Parameter("close_grace_s", value=0.1)])
     orchestrator = rclpy.create_node("orchestrator", namespace="/rec")
-    status = publisher(orchestrator, String, topics.EPISODE_STATUS)
+    status = publisher(orchestrator, message_class(topics.EPISODE_STATUS), topics.EPISODE_STATUS)
     executor = SingleThreadedExecutor()
     for n in (node, recorder, orchestrator):
         executor.add_node(n)
@@ -500,11 +501,11 @@ def test_every_episode_bag_carries_the_camera_pose(ros, tmp_path):
         assert spin_until(executor, lambda: any(recorder._graph_state_kept.values()), 30), \
             "waited for the recorder to receive /tf_static"
         for episode in ("e1", "e2"):
-            status.publish(String(data=encode(EpisodeStatus(episode_id=episode, state="running"))))
+            status.publish(document_to_msg(EpisodeStatus(episode_id=episode, state="running")))
             assert spin_until(executor, lambda: recorder.episode_id == episode and recorder.bag is not None, 30), \
                 f"waited for the recorder to open {episode}'s bag"
-            status.publish(String(data=encode(EpisodeStatus(episode_id=episode, state="finished",
-                                                            finish_reason="success"))))
+            status.publish(document_to_msg(EpisodeStatus(episode_id=episode, state="finished",
+                                                         finish_reason="success")))
             assert spin_until(executor, lambda: len(recorder.closed) == int(episode[1]), 30), \
                 f"waited for {episode}'s bag to close"
     finally:

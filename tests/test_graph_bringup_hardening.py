@@ -26,14 +26,18 @@ pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tableto
 import rclpy  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.signals import SignalHandlerOptions  # noqa: E402
-from std_msgs.msg import String  # noqa: E402
+
+
+from ladder_ros.interface_conversions import document_from_msg  # noqa: E402
+
 
 from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
 from ladder_ros.bringup.graph import WORK_DIR_PREFIX, remove_stale_work_dirs  # noqa: E402
-from ladder_ros.messages import DecisionDoc, decode  # noqa: E402
+from ladder_ros.messages import DecisionDoc  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
-from ladder_ros.nodes.runtime import STOP_DEADLINE_S, qos  # noqa: E402
-from ladder_ros.recording.bag import bag_custom_data, episode_record, read_bag  # noqa: E402
+from ladder_ros.nodes.runtime import message_class, qos, STOP_DEADLINE_S  # noqa: E402
+from ladder_ros.evaluation.episodes import episode_record  # noqa: E402
+from ladder_ros.recording.bag import bag_custom_data, read_bag  # noqa: E402
 from tests.processes import descendants, kill_tree  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -52,8 +56,9 @@ def ros():
     executor = SingleThreadedExecutor()
     executor.add_node(client)
     client.decisions = []
-    client.create_subscription(String, topics.DECISION.name,
-                               lambda m: client.decisions.append(decode(m.data, DecisionDoc)), qos(topics.STREAM))
+    client.create_subscription(message_class(topics.DECISION), topics.DECISION.name,
+                               lambda m: client.decisions.append(document_from_msg(m, DecisionDoc)),
+                               qos(topics.STREAM))
     try:
         yield client, executor
     finally:

@@ -17,16 +17,17 @@ pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.tx
 pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
 
 from sensor_msgs.msg import JointState  # noqa: E402
-from std_msgs.msg import String  # noqa: E402
+
+from ladder_ros.interface_conversions import document_from_msg, recorded_document  # noqa: E402
 
 from ladder_ros.bringup.graph import load_graph  # noqa: E402
 from ladder_ros.bringup.recording import read_bag, recover_bag  # noqa: E402
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.core.errors import ConfigError  # noqa: E402
 from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare_records  # noqa: E402
-from ladder_ros.messages import DecisionDoc, VerificationRequestDoc, decode  # noqa: E402
+from ladder_ros.messages import DecisionDoc, VerificationRequestDoc  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
-from ladder_ros.nodes.runtime import qos  # noqa: E402
+from ladder_ros.nodes.runtime import message_class, qos  # noqa: E402
 from ladder_ros.ros_conversions import stamp_to_ns  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -51,16 +52,17 @@ class StepProbe:
         self.decisions: list[DecisionDoc] = []
         self.observation_stamps: list[int] = []
         self.requests: list[tuple[str, int]] = []
-        client.create_subscription(String, topics.DECISION.name, self._on_decision, qos(topics.STREAM))
+        client.create_subscription(message_class(topics.DECISION), topics.DECISION.name, self._on_decision,
+                                   qos(topics.STREAM))
         client.create_subscription(JointState, topics.JOINT_STATES.name,
                                    lambda m: self.observation_stamps.append(stamp_to_ns(m.header.stamp)),
                                    qos(topics.STREAM))
-        client.create_subscription(String, topics.VERIFY_REQUEST.name,
-                                   lambda m: self._on_request(decode(m.data, VerificationRequestDoc)),
+        client.create_subscription(message_class(topics.VERIFY_REQUEST), topics.VERIFY_REQUEST.name,
+                                   lambda m: self._on_request(document_from_msg(m, VerificationRequestDoc)),
                                    qos(topics.EVENTS))
 
     def _on_decision(self, msg):
-        self.decisions.append(decode(msg.data, DecisionDoc))
+        self.decisions.append(document_from_msg(msg, DecisionDoc))
 
     def _on_request(self, doc):
         self.requests.append((doc.episode_id, doc.request["request_id"]))
@@ -267,7 +269,7 @@ def test_recorder_killed_its_chunks_are_recovered(graph, tmp_path):
     recovered = recover_bag(broken, tmp_path / "recovered")
     summary, decoded = read_bag(recovered.path, [decisions])
     assert summary.messages == recovered.messages >= flushed.summary.messages  # what was on disk survives
-    steps = [decode(m.data, DecisionDoc).step for m in decoded[decisions]]  # a held step's decision may repeat
+    steps = [recorded_document(m, DecisionDoc).step for m in decoded[decisions]]  # a held step's decision may repeat
     assert len(steps) >= before_query and steps == sorted(steps)
     assert sorted(set(steps)) == list(range(asked_at + 1))
     assert summary.custom_data["recovered_from"] == broken

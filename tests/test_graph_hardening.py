@@ -18,16 +18,20 @@ pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tableto
 
 import rclpy  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
-from std_msgs.msg import String  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+
+
+from ladder_ros.interface_conversions import document_from_msg  # noqa: E402
+
 
 from ladder_ros.bringup.graph import load_graph  # noqa: E402
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.core.safety import DUPLICATE, FOREIGN_PUBLISHER  # noqa: E402
-from ladder_ros.messages import DecisionDoc, PrivilegedStateDoc, decode, stamp_of_step  # noqa: E402
+from ladder_ros.messages import DecisionDoc, PrivilegedStateDoc, stamp_of_step  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
-from ladder_ros.nodes.runtime import publisher, qos, spin_for  # noqa: E402
-from ladder_ros.recording.bag import bag_custom_data, episode_record, recover_bag  # noqa: E402
+from ladder_ros.nodes.runtime import message_class, publisher, qos, spin_for  # noqa: E402
+from ladder_ros.evaluation.episodes import episode_record  # noqa: E402
+from ladder_ros.recording.bag import bag_custom_data, recover_bag  # noqa: E402
 from ladder_ros.ros_conversions import action_to_msg, ns_to_stamp  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -49,14 +53,16 @@ class Probe:
     def __init__(self, client):
         self.decisions: list[DecisionDoc] = []
         self.targets: dict[tuple[str, int], np.ndarray] = {}
-        client.create_subscription(String, topics.DECISION.name, self._on_decision, qos(topics.STREAM))
-        client.create_subscription(String, topics.PRIVILEGED.name, self._on_privileged, qos(topics.STREAM))
+        client.create_subscription(message_class(topics.DECISION), topics.DECISION.name, self._on_decision,
+                                   qos(topics.STREAM))
+        client.create_subscription(message_class(topics.PRIVILEGED), topics.PRIVILEGED.name, self._on_privileged,
+                                   qos(topics.STREAM))
 
     def _on_decision(self, msg):
-        self.decisions.append(decode(msg.data, DecisionDoc))
+        self.decisions.append(document_from_msg(msg, DecisionDoc))
 
     def _on_privileged(self, msg):
-        doc = decode(msg.data, PrivilegedStateDoc)
+        doc = document_from_msg(msg, PrivilegedStateDoc)
         self.targets[(doc.episode_id, doc.step)] = doc.target_position_array()
 
     def steps(self, episode_id):

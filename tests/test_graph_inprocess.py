@@ -17,6 +17,8 @@ import rclpy  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
+from ladder_ros.interface_conversions import recorded_document  # noqa: E402
+
 from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
 from ladder_ros.bringup.graph import load_graph  # noqa: E402
 from ladder_ros.bringup.recording import read_bag  # noqa: E402
@@ -24,7 +26,7 @@ from ladder_ros.core.presets import WIDOWX  # noqa: E402
 from ladder_ros.core.suite import parse_suite  # noqa: E402
 from ladder_ros.evaluation.episode import run_episode  # noqa: E402
 from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare_records  # noqa: E402
-from ladder_ros.messages import EpisodeStatus, decode  # noqa: E402
+from ladder_ros.messages import EpisodeStatus  # noqa: E402
 from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
 from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
@@ -258,7 +260,7 @@ def test_the_recording_holds_every_topic_of_the_episode(planned_toy_graph):
     # images are best effort (sensor data): each one that arrived is its step's (pixels hold the step), in order
     seen = [image.data[0] for image in decoded["/planned/camera/image_raw"]]
     assert seen and seen == sorted(set(seen)) and set(seen) <= set(range(steps + 1))
-    statuses = [decode(m.data, EpisodeStatus) for m in decoded["/planned/episode/status"]]
+    statuses = [recorded_document(m, EpisodeStatus) for m in decoded["/planned/episode/status"]]
     mine = [s for s in statuses if s.episode_id == outcome.episode_id]
     assert mine[0].state == "running" and mine[-1].state == "finished"
     assert mine[-1].result["events"] == result["events"]

@@ -581,7 +581,8 @@ def interrupted(tmp_path_factory):
 @pytest.mark.slow
 def test_ctrl_c_mid_episode_stops_every_process_cleanly_and_keeps_a_complete_recording(interrupted):
     from ladder_ros.bringup.recording import read_bag
-    from ladder_ros.messages import DecisionDoc, decode
+    from ladder_ros.interface_conversions import recorded_document
+    from ladder_ros.messages import DecisionDoc
 
     assert len(interrupted.pids) == 7  # launch and six nodes
     assert_stopped_cleanly(interrupted.launch, interrupted.code, nodes=6)
@@ -590,7 +591,7 @@ def test_ctrl_c_mid_episode_stops_every_process_cleanly_and_keeps_a_complete_rec
     summary, decoded = read_bag(bag, ["/widowx/orchestrator/decision"])
     assert summary.custom_data["episode_id"] == interrupted.episode
     # Every step up to the Ctrl-C is in the bag, the ones the recorder had not yet written included.
-    steps = {decode(m.data, DecisionDoc).step for m in decoded["/widowx/orchestrator/decision"]}
+    steps = {recorded_document(m, DecisionDoc).step for m in decoded["/widowx/orchestrator/decision"]}
     assert steps >= set(range(interrupted.step + 1))
     assert summary.topics["/widowx/joint_states"] >= interrupted.step + 1
 
@@ -598,10 +599,11 @@ def test_ctrl_c_mid_episode_stops_every_process_cleanly_and_keeps_a_complete_rec
 @pytest.mark.slow
 def test_ctrl_c_mid_episode_leaves_an_episode_record_marked_interrupted(interrupted):
     from ladder_ros.bringup.recording import read_bag
-    from ladder_ros.messages import EpisodeStatus, decode
+    from ladder_ros.interface_conversions import recorded_document
+    from ladder_ros.messages import EpisodeStatus
 
     _, decoded = read_bag(interrupted.bag, ["/widowx/episode/status"])
-    statuses = [decode(m.data, EpisodeStatus) for m in decoded["/widowx/episode/status"]]
+    statuses = [recorded_document(m, EpisodeStatus) for m in decoded["/widowx/episode/status"]]
     last = [s for s in statuses if s.episode_id == interrupted.episode][-1]
     assert last.state in ("finished", "aborted") and last.result is not None
     assert "interrupted" in (last.finish_reason, last.result.get("finish_reason")) or last.result.get("interrupted")

@@ -15,7 +15,7 @@ LAYERS = [
     {"core"},
     {"paths", "messages", "camera", "robots", "vlm"},
     {"ros_env", "depth", "sim", "policies", "recording"},
-    {"ros_conversions"},
+    {"ros_conversions", "interface_conversions"},
     {"nodes"},
     {"panel", "bringup"},
     {"evaluation"},

@@ -36,10 +36,12 @@ from python_qt_binding.QtWidgets import QToolButton  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from std_srvs.srv import SetBool, Trigger  # noqa: E402
 
+from ladder_ros.interface_conversions import recorded_document  # noqa: E402
+
 from ladder_ros.bringup.graph import load_graph  # noqa: E402
 from ladder_ros.bringup.recording import read_bag  # noqa: E402
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
-from ladder_ros.messages import EpisodeLabels, decode  # noqa: E402
+from ladder_ros.messages import EpisodeLabels  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
 from ladder_ros.nodes.runtime import publisher  # noqa: E402
 from ladder_ros.panel.app import build_panel  # noqa: E402
@@ -125,7 +127,7 @@ def label_button(widget, row, label):
 def bag_labels(bag, namespace):
     topic = f"/{namespace.strip('/')}/operator/labels"
     _, decoded = read_bag(bag, [topic])
-    return [decode(m.data, EpisodeLabels) for m in decoded[topic]]
+    return [recorded_document(m, EpisodeLabels) for m in decoded[topic]]
 
 
 def wait_closed(qtbot, bag):

@@ -80,13 +80,13 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from sensor_msgs.msg import Image, JointState
-    from std_msgs.msg import String
     from trajectory_msgs.msg import JointTrajectory
 
     from ladder_ros.bringup.client import EpisodeClient, EpisodeTimeout
-    from ladder_ros.messages import ActionTagDoc, decode
+    from ladder_ros.interface_conversions import document_from_msg
+    from ladder_ros.messages import ActionTagDoc
     from ladder_ros.nodes import topics
-    from ladder_ros.nodes.runtime import qos
+    from ladder_ros.nodes.runtime import message_class, qos
     from ladder_ros.policies.fake_server import FakePolicyServer
     from ladder_ros.ros_conversions import image_to_msg, joint_state_to_msg, pose_to_msg
 
@@ -118,8 +118,8 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
             self.joints = self.create_publisher(JointState, topics.JOINT_STATES.name, qos(topics.STREAM))
             self.pose = self.create_publisher(PoseStamped, topics.EE_POSE.name, qos(topics.STREAM))
             self.create_subscription(JointTrajectory, topics.ACTION.name, actions.append, qos(topics.STREAM))
-            self.create_subscription(String, topics.ACTION_TAG.name,
-                                     lambda m: tags.append(decode(m.data, ActionTagDoc)), qos(topics.STREAM))
+            self.create_subscription(message_class(topics.ACTION_TAG), topics.ACTION_TAG.name,
+                                     lambda m: tags.append(document_from_msg(m, ActionTagDoc)), qos(topics.STREAM))
             self.create_subscription(DiagnosticArray, topics.DIAGNOSTICS.name, diagnostics.append, qos(topics.STREAM))
             self.frame = np.full((48, 64, 3), 90, dtype=np.uint8)
             self.create_timer(0.1, self.publish)

@@ -24,13 +24,15 @@ import rclpy  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
+from ladder_ros.interface_conversions import recorded_document  # noqa: E402
+
 from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
 from ladder_ros.bringup.recording import read_bag  # noqa: E402
 from ladder_ros.evaluation.episode_report import build_report, write_report  # noqa: E402
 from ladder_ros.evaluation.episodes import load_episodes  # noqa: E402
 from ladder_ros.evaluation.lerobot_export import export_lerobot  # noqa: E402
 from ladder_ros.evaluation.sim_eval import EvalConfig, evaluate  # noqa: E402
-from ladder_ros.messages import DecisionDoc, decode  # noqa: E402
+from ladder_ros.messages import DecisionDoc  # noqa: E402
 from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
 from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
@@ -183,7 +185,7 @@ def test_lerobot_export_round_trip(recorded, tmp_path):
         actions = [list(m.points[0].positions) for m in decoded["/rec/policy/action"]]
         decisions = {}
         for m in decoded["/rec/orchestrator/decision"]:
-            d = decode(m.data, DecisionDoc)
+            d = recorded_document(m, DecisionDoc)
             decisions[d.step] = d.instruction
         expected.append({"frames": len(actions), "actions": actions,
                          "instructions": [decisions[s] for s in range(len(actions))]})

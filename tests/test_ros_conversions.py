@@ -18,14 +18,12 @@ from ladder_ros.core.rotations import (  # noqa: E402
     rotation_angle_between,
     sxyz_to_matrix,
 )
-from ladder_ros.messages import EpisodeCommand, PrivilegedStateDoc  # noqa: E402
+from ladder_ros.messages import PrivilegedStateDoc  # noqa: E402
 from ladder_ros.policies.state import top_down_pose  # noqa: E402
 from ladder_ros.ros_conversions import (  # noqa: E402
     ACTION_AXES,
     action_from_msg,
     action_to_msg,
-    document_from_msg,
-    document_to_msg,
     image_from_msg,
     image_to_msg,
     joint_state_from_msg,
@@ -99,11 +97,6 @@ def test_action_round_trip_and_validation():
         action_from_msg(msg)
     with pytest.raises(InvalidInputError, match="non-finite"):
         action_to_msg(np.array([np.nan] * 7), 0)
-
-
-def test_documents_travel_in_strings():
-    command = EpisodeCommand(command="start", task_id="kitchen_single_1", seed=3)
-    assert document_from_msg(document_to_msg(command), EpisodeCommand) == command
 
 
 def test_observation_rebuilt_exactly_with_the_privileged_document():

@@ -16,13 +16,14 @@ from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import DurabilityPolicy, ReliabilityPolicy  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
-from std_msgs.msg import String  # noqa: E402
 
-from ladder_ros.messages import EpisodeStatus, GripperEventsDoc, decode, encode, stamp_of_step  # noqa: E402
+from ladder_ros.interface_conversions import document_from_msg, document_to_msg  # noqa: E402
+
+from ladder_ros.messages import EpisodeStatus, GripperEventsDoc, stamp_of_step  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
 from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
-from ladder_ros.nodes.runtime import qos  # noqa: E402
+from ladder_ros.nodes.runtime import message_class, qos  # noqa: E402
 from ladder_ros.ros_conversions import joint_state_to_msg, pose_to_msg  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -102,12 +103,14 @@ class FrankaDriverProbe(Node):
 
     def __init__(self, ns):
         super().__init__("probe", namespace=ns)
-        self.status = self.create_publisher(String, topics.EPISODE_STATUS.name, qos(topics.LATCHED))
+        self.status = self.create_publisher(message_class(topics.EPISODE_STATUS), topics.EPISODE_STATUS.name,
+                                            qos(topics.LATCHED))
         self.joints = self.create_publisher(JointState, topics.JOINT_STATES.name, qos(topics.STREAM))
         self.pose = self.create_publisher(PoseStamped, topics.EE_POSE.name, qos(topics.STREAM))
         self.events: list[GripperEventsDoc] = []
-        self.create_subscription(String, topics.GRIPPER_EVENTS.name,
-                                 lambda m: self.events.append(decode(m.data, GripperEventsDoc)), qos(topics.STREAM))
+        self.create_subscription(message_class(topics.GRIPPER_EVENTS), topics.GRIPPER_EVENTS.name,
+                                 lambda m: self.events.append(document_from_msg(m, GripperEventsDoc)),
+                                 qos(topics.STREAM))
 
     def publish_step(self, step, aperture, z):
         stamp = stamp_of_step(ORIGIN_NS, FRANKA_RATE_HZ, step)
@@ -125,8 +128,8 @@ def test_franka_trigger_node_ends_an_attempt_on_a_21_step_close_with_a_3cm_lift(
     executor.add_node(trigger)
     executor.add_node(probe)
     try:
-        probe.status.publish(String(data=encode(EpisodeStatus(
-            episode_id="e1", state="running", preset="franka", rate_hz=FRANKA_RATE_HZ, origin_ns=ORIGIN_NS))))
+        probe.status.publish(document_to_msg(EpisodeStatus(
+            episode_id="e1", state="running", preset="franka", rate_hz=FRANKA_RATE_HZ, origin_ns=ORIGIN_NS)))
         spin_until(executor, lambda: trigger.episode is not None and probe.joints.get_subscription_count() >= 1
                    and probe.pose.get_subscription_count() >= 1, 60,
                    "the trigger to start the episode and to listen to the joint states and the end-effector pose")

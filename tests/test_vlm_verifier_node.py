@@ -17,7 +17,7 @@ from ladder_ros.core.verification import VerificationRequest, VerificationResult
 from ladder_ros.messages import (PlanRequestDoc, PlanResultDoc, VerificationRequestDoc,  # noqa: E402
                                  VerificationResultDoc)
 from ladder_ros.nodes.vlm_verifier import JOINTS, POSE, PRIVILEGED, VerifierNode  # noqa: E402
-from ladder_ros.ros_conversions import document_from_msg, document_to_msg  # noqa: E402
+from ladder_ros.interface_conversions import document_from_msg, document_to_msg  # noqa: E402
 
 STAMP = 1_000_000
 REQUEST = VerificationRequest(request_id=4, step=12, plan_index=0, subgoal=Subgoal("carrot", "plate", "put the "

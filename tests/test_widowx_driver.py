@@ -427,7 +427,7 @@ def test_the_watchdog_holds_the_arm_when_actions_stop(rig):
 
 def test_holds_while_a_verification_is_pending_when_asked(rig):
     from ladder_ros.messages import RUNNING, WALL_CLOCK, EpisodeStatus
-    from ladder_ros.ros_conversions import document_to_msg
+    from ladder_ros.interface_conversions import document_to_msg
 
     executor, build = rig
     driver, probe, sdk = build(hold_while_verifying=True)

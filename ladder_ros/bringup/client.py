@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rclpy.executors import Executor
 from rclpy.node import Node
-from std_msgs.msg import String
+from ladder_ros_interfaces import msg as interfaces
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.messages import (
@@ -25,8 +25,8 @@ from ladder_ros.messages import (
     SchemaError,
 )
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import publisher, subscription
-from ladder_ros.ros_conversions import document_from_msg, document_to_msg
+from ladder_ros.nodes.runtime import message_class, publisher, subscription
+from ladder_ros.interface_conversions import document_from_msg, document_to_msg
 
 
 class EpisodeTimeout(LadderError):
@@ -46,22 +46,22 @@ class EpisodeClient(Node):
 
     def __init__(self, *, node_name: str = "episode_client", namespace: str = ""):
         super().__init__(node_name, namespace=namespace)
-        self._command_pub = publisher(self, String, topics.EPISODE_COMMAND)
-        subscription(self, String, topics.EPISODE_STATUS, self._on_status)
-        subscription(self, String, topics.COMMAND_REPLY, self._on_reply)
+        self._command_pub = publisher(self, message_class(topics.EPISODE_COMMAND), topics.EPISODE_COMMAND)
+        subscription(self, message_class(topics.EPISODE_STATUS), topics.EPISODE_STATUS, self._on_status)
+        subscription(self, message_class(topics.COMMAND_REPLY), topics.COMMAND_REPLY, self._on_reply)
         self.status: EpisodeStatus | None = None
         self.replies: dict[str, EpisodeCommandReply] = {}  # episode id -> the orchestrator's reply to our start
         self._count = 0
         self._started: dict[str, float] = {}
         self.current: str | None = None  # the episode this client started last
 
-    def _on_status(self, msg: String) -> None:
+    def _on_status(self, msg: interfaces.EpisodeStatus) -> None:
         try:
             self.status = document_from_msg(msg, EpisodeStatus)
         except SchemaError as exc:
             self.get_logger().error(f"ignoring episode status: {exc}")
 
-    def _on_reply(self, msg: String) -> None:
+    def _on_reply(self, msg: interfaces.EpisodeCommandReply) -> None:
         try:
             reply = document_from_msg(msg, EpisodeCommandReply)
         except SchemaError as exc:

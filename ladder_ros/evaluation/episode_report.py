@@ -64,7 +64,8 @@ from ladder_ros.evaluation.episodes import (
     load_episodes,
     with_records,
 )
-from ladder_ros.messages import DONE, SUCCESS, EpisodeStatus, SchemaError, decode
+from ladder_ros.interface_conversions import recorded_document
+from ladder_ros.messages import DONE, SUCCESS, EpisodeStatus, SchemaError
 
 UNLABELLED = "unlabelled"
 NO_SESSION = "(no plan)"
@@ -606,7 +607,7 @@ def frames_at_steps(episode: RecordedEpisode, steps: Iterable[int]) -> dict[int,
             conns = [c for c in reader.connections if c.topic.endswith("/episode/status")]
             for connection, _, raw in reader.messages(connections=conns) if conns else ():
                 try:
-                    doc = decode(reader.deserialize(raw, connection.msgtype).data, EpisodeStatus)
+                    doc = recorded_document(reader.deserialize(raw, connection.msgtype), EpisodeStatus)
                 except SchemaError:
                     continue
                 if doc.episode_id == episode.episode_id and doc.rate_hz > 0:

@@ -6,7 +6,8 @@
 * the operator panel's record files (``episodes/<episode id>.json``): record, labels, VLM verdicts, the
   evaluation-plan entry (and, in a blind A/B session, the pair and arm);
 * episode recordings (rosbag2 MCAP bags): the final ``episode/status`` (the record), the newest
-  ``operator/labels``, the verifier's and planner's answers (VLM usage) and camera frames.
+  ``operator/labels``, the verifier's and planner's answers (VLM usage) and camera frames; recordings
+  made before the typed interfaces (each document as JSON in a ``std_msgs/String``) read the same.
 
 Entries are merged by episode id (a sim-eval record, which has none, is named by task, variant,
 layout and seed), so an episode recorded three ways is counted once. Nothing here imports rclpy:
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.messages import EpisodeLabels, EpisodeStatus, PlanResultDoc, SchemaError, VerificationResultDoc, decode
+from ladder_ros.interface_conversions import recorded_document
+from ladder_ros.messages import EpisodeLabels, EpisodeStatus, PlanResultDoc, SchemaError, VerificationResultDoc
 
 STATUS_SUFFIX = "/episode/status"
 LABELS_SUFFIX = "/operator/labels"
@@ -94,22 +96,22 @@ def read_bag_episode(path: Path) -> RecordedEpisode | None:
         suffixes = (STATUS_SUFFIX, LABELS_SUFFIX, VERIFY_SUFFIX, PLAN_SUFFIX)
         wanted = [c for c in reader.connections if c.topic.endswith(suffixes)]
         for connection, _, raw in reader.messages(connections=wanted) if wanted else ():
-            text = reader.deserialize(raw, connection.msgtype).data
+            msg = reader.deserialize(raw, connection.msgtype)
             try:
                 if connection.topic.endswith(STATUS_SUFFIX):
-                    doc = decode(text, EpisodeStatus)
+                    doc = recorded_document(msg, EpisodeStatus)
                     if doc.result is not None or status is None or status.result is None:
                         status = doc if doc.episode_id else status
                 elif connection.topic.endswith(LABELS_SUFFIX):
-                    episode.add_labels(decode(text, EpisodeLabels))
+                    episode.add_labels(recorded_document(msg, EpisodeLabels))
                 elif connection.topic.endswith(VERIFY_SUFFIX):
-                    result = decode(text, VerificationResultDoc).result
+                    result = recorded_document(msg, VerificationResultDoc).result
                     episode.vlm_calls.append({"purpose": "verify", "usage": result.get("usage") or {},
                                               "latency_ms": result.get("latency_ms"), "error": result.get("error"),
                                               "request_id": result.get("request_id"),
                                               "raw_reply": result.get("raw_reply")})
                 else:
-                    plan = decode(text, PlanResultDoc)
+                    plan = recorded_document(msg, PlanResultDoc)
                     episode.vlm_calls.append({"purpose": "plan", "usage": plan.usage, "latency_ms": plan.latency_ms,
                                               "error": plan.error})
             except SchemaError as exc:
@@ -131,6 +133,28 @@ def read_bag_episode(path: Path) -> RecordedEpisode | None:
         calls.append(call)
     episode.vlm_calls = calls
     return episode
+
+
+def episode_record(path: str | Path) -> dict | None:
+    """The episode record a bag holds: the result of its final episode status, or, for an episode that
+    could not end by its rules, the record its recorder wrote into ``custom_data`` (marked interrupted)."""
+    from ladder_ros.recording.bag import bag_custom_data, read_bag
+
+    custom = bag_custom_data(Path(path))
+    if "episode_record" in custom:
+        return json.loads(custom["episode_record"])
+    summary, _ = read_bag(path)
+    status_topics = [t for t in summary.topics if t.endswith(STATUS_SUFFIX)]
+    _, decoded = read_bag(path, status_topics)
+    for topic in status_topics:
+        for msg in reversed(decoded[topic]):
+            try:
+                status = recorded_document(msg, EpisodeStatus)
+            except SchemaError:
+                continue
+            if status.result is not None and status.episode_id == custom.get("episode_id", status.episode_id):
+                return status.result
+    return None
 
 
 def load_episodes(root: str | Path) -> list[RecordedEpisode]:

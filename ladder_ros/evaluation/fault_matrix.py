@@ -96,11 +96,10 @@ class FaultMatrix:
 
     def __init__(self, session, params: dict[str, dict[str, Any]], task_id: str = "kitchen_single_2",
                  variant: str = "proprio_verifier", reference: Callable[[str, str, int, int], dict] | None = None):
-        from std_msgs.msg import String
-
-        from ladder_ros.messages import DecisionDoc, EpisodeStatus, decode
+        from ladder_ros.interface_conversions import document_from_msg
+        from ladder_ros.messages import DecisionDoc, EpisodeStatus
         from ladder_ros.nodes import topics
-        from ladder_ros.nodes.runtime import qos
+        from ladder_ros.nodes.runtime import message_class, qos
 
         self.session = session
         self.params = params
@@ -108,19 +107,21 @@ class FaultMatrix:
         self.variant = variant
         self.reference = reference
         self.output_dir = Path(params["episode_recorder"]["output_dir"])
-        self._decode, self._decision_cls, self._status_cls = decode, DecisionDoc, EpisodeStatus
+        self._decode, self._decision_cls, self._status_cls = document_from_msg, DecisionDoc, EpisodeStatus
         self.decisions: list[tuple[float, str, int]] = []  # (time, episode id, step)
         self.statuses: list[tuple[float, Any]] = []
         client = session.client
-        client.create_subscription(String, topics.DECISION.name, self._on_decision, qos(topics.STREAM))
-        client.create_subscription(String, topics.EPISODE_STATUS.name, self._on_status, qos(topics.LATCHED))
+        client.create_subscription(message_class(topics.DECISION), topics.DECISION.name, self._on_decision,
+                                   qos(topics.STREAM))
+        client.create_subscription(message_class(topics.EPISODE_STATUS), topics.EPISODE_STATUS.name, self._on_status,
+                                   qos(topics.LATCHED))
 
     def _on_decision(self, msg) -> None:
-        doc = self._decode(msg.data, self._decision_cls)
+        doc = self._decode(msg, self._decision_cls)
         self.decisions.append((time.monotonic(), doc.episode_id, doc.step))
 
     def _on_status(self, msg) -> None:
-        self.statuses.append((time.monotonic(), self._decode(msg.data, self._status_cls)))
+        self.statuses.append((time.monotonic(), self._decode(msg, self._status_cls)))
 
     def _spin_until(self, condition, timeout_s: float, what: str) -> None:
         self.session.client.spin_until(self.session.executor, condition, timeout_s, what)
@@ -203,7 +204,7 @@ class FaultMatrix:
 
     def _record_on_disk(self, episode_id: str) -> dict | None:
         """The episode's record in its recording (the last part, when a restarted recorder continued it)."""
-        from ladder_ros.recording.bag import episode_record
+        from ladder_ros.evaluation.episodes import episode_record
 
         parts = sorted(self.output_dir.glob(f"{episode_id}.part*")) or [self.output_dir / episode_id]
         deadline = time.monotonic() + 15.0  # the recorder closes a bag close_grace_s after the final status

@@ -47,7 +47,8 @@ import numpy as np
 
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.evaluation.episodes import RecordedEpisode, load_episodes
-from ladder_ros.messages import DONE, NOT_DONE, DecisionDoc, EpisodeStatus, SchemaError, decode
+from ladder_ros.interface_conversions import recorded_document
+from ladder_ros.messages import DONE, NOT_DONE, DecisionDoc, EpisodeStatus, SchemaError
 
 CODEBASE_VERSION = "v3.0"  # LeRobot dataset format this writer produces
 CHUNKS_SIZE = 1000  # files per chunk folder (LeRobot's default)
@@ -99,14 +100,14 @@ def read_frames(episode: RecordedEpisode) -> EpisodeFrames | None:
         for connection, _, raw in reader.messages():
             topic = connection.topic
             if topic.endswith(("/episode/status", "/orchestrator/decision")):
-                text = reader.deserialize(raw, connection.msgtype).data
+                msg = reader.deserialize(raw, connection.msgtype)
                 try:
                     if topic.endswith("/episode/status"):
-                        doc = decode(text, EpisodeStatus)
+                        doc = recorded_document(msg, EpisodeStatus)
                         if doc.episode_id == episode.episode_id and (status is None or doc.rate_hz):
                             status = doc
                     else:
-                        d = decode(text, DecisionDoc)
+                        d = recorded_document(msg, DecisionDoc)
                         if d.episode_id == episode.episode_id:
                             decisions[d.step] = d
                 except SchemaError:

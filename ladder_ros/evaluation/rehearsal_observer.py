@@ -17,16 +17,17 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.executors import Executor
 from rclpy.node import Node
+from ladder_ros_interfaces import msg as interfaces
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 from std_srvs.srv import SetBool, Trigger
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.evaluation.rehearsal_timing import TaggedAction
 from ladder_ros.messages import ABORT, ActionTagDoc, EpisodeCommand, EpisodeScoreDoc, SchemaError
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import publisher, subscription
-from ladder_ros.ros_conversions import document_from_msg, document_to_msg, joint_state_from_msg, stamp_to_ns
+from ladder_ros.interface_conversions import document_from_msg, document_to_msg
+from ladder_ros.nodes.runtime import message_class, publisher, subscription
+from ladder_ros.ros_conversions import joint_state_from_msg, stamp_to_ns
 
 SERVICE_WAIT_S = 60.0  # a service of the graph answers within this long unless something is broken
 SIMULATOR_REPORTS = ("franky_sim",)  # hardware ids of a simulated robot's diagnostics kept (the Franka twin's)
@@ -45,12 +46,12 @@ class RehearsalObserver(Node):
         self.joints: np.ndarray | None = None
         self.simulator: dict[str, str] = {}
         subscription(self, JointState, topics.JOINT_COMMAND, self._on_command)
-        subscription(self, String, topics.ACTION_TAG, self._on_tag)
-        subscription(self, String, topics.SCORE, self._on_score)
+        subscription(self, message_class(topics.ACTION_TAG), topics.ACTION_TAG, self._on_tag)
+        subscription(self, message_class(topics.SCORE), topics.SCORE, self._on_score)
         subscription(self, DiagnosticStatus, topics.SAFETY_STATE, self._on_safety)
         subscription(self, JointState, topics.JOINT_STATES, self._on_joints)
         subscription(self, DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics)
-        self._command_pub = publisher(self, String, topics.EPISODE_COMMAND)
+        self._command_pub = publisher(self, message_class(topics.EPISODE_COMMAND), topics.EPISODE_COMMAND)
         self._arm = self.create_client(SetBool, topics.ARM_SERVICE)
         self._home = self.create_client(Trigger, topics.HOME_SERVICE)
         self._recover = self.create_client(Trigger, topics.RECOVER_SERVICE)
@@ -61,7 +62,7 @@ class RehearsalObserver(Node):
     def _on_command(self, msg: JointState) -> None:
         self.command_stamps_ns.append(stamp_to_ns(msg.header.stamp))
 
-    def _on_tag(self, msg: String) -> None:
+    def _on_tag(self, msg: interfaces.ActionTag) -> None:
         try:
             doc = document_from_msg(msg, ActionTagDoc)
         except SchemaError:
@@ -69,7 +70,7 @@ class RehearsalObserver(Node):
         self.tags.setdefault(doc.episode_id, []).append(TaggedAction(
             doc.stamp_ns, doc.observation_stamp_ns, doc.chunk_id, doc.index, doc.inference_ms, doc.held))
 
-    def _on_score(self, msg: String) -> None:
+    def _on_score(self, msg: interfaces.EpisodeScore) -> None:
         try:
             doc = document_from_msg(msg, EpisodeScoreDoc)
         except SchemaError:

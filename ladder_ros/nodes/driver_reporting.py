@@ -19,20 +19,14 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.safety_supervisor import SafetySupervisor
 from ladder_ros.messages import SafetyInterventionDoc
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import publisher
-from ladder_ros.ros_conversions import (
-    diagnostic_status,
-    diagnostics_to_msg,
-    document_to_msg,
-    joint_state_to_msg,
-    pose_matrix_to_msg,
-)
+from ladder_ros.nodes.runtime import message_class, publisher
+from ladder_ros.interface_conversions import document_to_msg
+from ladder_ros.ros_conversions import diagnostic_status, diagnostics_to_msg, joint_state_to_msg, pose_matrix_to_msg
 
 LEVELS = {0: "ok", 1: "warn", 2: "error"}  # the supervisor's level as a diagnostic level
 LOG_EVERY_S = 1.0  # later interventions of one kind: at most one log line per second
@@ -74,7 +68,7 @@ class DriverReporter:
         self._joints = publisher(node, JointState, topics.JOINT_STATES)
         self._pose = publisher(node, PoseStamped, topics.EE_POSE)
         self._command = publisher(node, JointState, topics.JOINT_COMMAND)
-        self._safety = publisher(node, String, topics.SAFETY)
+        self._safety = publisher(node, message_class(topics.SAFETY), topics.SAFETY)
         self._state = publisher(node, DiagnosticStatus, topics.SAFETY_STATE)
         self._diagnostics = publisher(node, DiagnosticArray, topics.DIAGNOSTICS)
 

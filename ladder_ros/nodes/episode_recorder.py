@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from collections import deque
@@ -12,7 +11,6 @@ from typing import Any, Sequence
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
-from std_msgs.msg import String
 
 from ladder_ros.core.record import graph_record, interrupted_reason
 from ladder_ros.messages import (
@@ -23,12 +21,12 @@ from ladder_ros.messages import (
     EpisodeLabels,
     EpisodeStatus,
     SchemaError,
-    decode,
     episode_id_problem,
 )
+from ladder_ros.interface_conversions import document_from_msg
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import EPISODE_RECORDER
-from ladder_ros.nodes.runtime import declare_parameters, qos, run_node, spin_for, subscription
+from ladder_ros.nodes.runtime import declare_parameters, message_class, qos, run_node, spin_for, subscription
 from ladder_ros.recording.bag import EpisodeBag, config_custom_data, warm_up
 
 FLUSH_PERIOD_S = 1.0  # at most this much of an episode is lost when the recorder is killed (SIGKILL)
@@ -50,12 +48,6 @@ GRAPH_STATE_TOPICS = (topics.TF_STATIC,)
 GRAPH_STATE_KEPT = 32  # distinct messages kept per such topic (one per publisher: each camera's pose)
 WATCH_PERIOD_S = 0.5  # how often an open episode's orchestrator is looked for in the graph
 _INFINITE = {"sec": 2147483647, "nsec": 4294967295}  # rosbag2's "infinite" QoS duration
-
-
-def message_class(type_name: str):
-    """``sensor_msgs/msg/Image`` -> the rclpy message class."""
-    package, kind, name = type_name.split("/")
-    return getattr(importlib.import_module(f"{package}.{kind}"), name)
 
 
 def _duration(nanoseconds: int) -> dict[str, int]:
@@ -169,11 +161,16 @@ class EpisodeRecorderNode(Node):
             self._record(topic, type_name, now_ns, data)
         return on_message
 
+    @staticmethod
+    def _document(data: bytes, spec: topics.TopicSpec, cls: type):
+        """The document in the CDR bytes of a message of ``spec``'s topic (received raw)."""
+        return document_from_msg(deserialize_message(data, message_class(spec)), cls)
+
     def _on_command_after_end(self, data: bytes) -> None:
         """A start command while the last episode's bag waits out its grace: that episode is over,
         and what follows (the command, the plan request) belongs to the next episode's bag."""
         try:
-            command = decode(deserialize_message(data, String).data, EpisodeCommand)
+            command = self._document(data, topics.EPISODE_COMMAND, EpisodeCommand)
         except SchemaError:
             return  # recorded as it is; the orchestrator reports it
         if command.command == START:
@@ -181,7 +178,7 @@ class EpisodeRecorderNode(Node):
 
     def _on_status(self, data: bytes) -> None:
         try:
-            status = decode(deserialize_message(data, String).data, EpisodeStatus)
+            status = self._document(data, topics.EPISODE_STATUS, EpisodeStatus)
         except SchemaError as exc:
             self.get_logger().error(f"ignoring episode status: {exc}")
             return
@@ -204,7 +201,7 @@ class EpisodeRecorderNode(Node):
 
     def _labels_of(self, data: bytes) -> EpisodeLabels | None:
         try:
-            return decode(deserialize_message(data, String).data, EpisodeLabels)
+            return self._document(data, topics.LABELS, EpisodeLabels)
         except SchemaError as exc:
             self.get_logger().error(f"ignoring operator labels: {exc}")
             return None
@@ -296,7 +293,7 @@ class EpisodeRecorderNode(Node):
 
     def _keep_event(self, data: bytes) -> None:
         try:
-            doc = decode(deserialize_message(data, String).data, EpisodeEventDoc)
+            doc = self._document(data, topics.EVENTS_TOPIC, EpisodeEventDoc)
         except SchemaError:
             return
         if doc.episode_id == self.episode_id:

@@ -9,7 +9,6 @@ from typing import Sequence
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.presets import get_preset
@@ -17,9 +16,17 @@ from ladder_ros.core.triggers import GripperMonitor, normalised_aperture
 from ladder_ros.messages import LOCKSTEP, EpisodeStatus, GripperEventsDoc
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import GRIPPER_TRIGGER
-from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publisher, run_node, subscription
+from ladder_ros.nodes.runtime import (
+    declare_parameters,
+    EpisodeFollower,
+    message_class,
+    publisher,
+    run_node,
+    subscription,
+)
 from ladder_ros.nodes.step_sync import StepAligner
-from ladder_ros.ros_conversions import document_to_msg, joint_state_from_msg, stamp_to_ns
+from ladder_ros.interface_conversions import document_to_msg
+from ladder_ros.ros_conversions import joint_state_from_msg, stamp_to_ns
 
 JOINTS = "joint_states"
 POSE = "ee_pose"
@@ -39,7 +46,7 @@ class GripperTriggerNode(Node):
 
     Topics: subscribes ``joint_states`` (sensor_msgs/JointState with ``gripper_aperture`` in [0, 1]),
     ``ee_pose`` (geometry_msgs/PoseStamped, m; Franka presets only), ``episode/status``; publishes
-    ``gripper/events`` (std_msgs/String JSON, reliable).
+    ``gripper/events`` (ladder_ros_interfaces/GripperEvents, reliable).
     Parameters: preset, clock_mode, aperture_joint, max_state_age_s (s).
     """
 
@@ -52,7 +59,7 @@ class GripperTriggerNode(Node):
         self.aligner = StepAligner({JOINTS, POSE} if self.needs_height else {JOINTS})
         self.monitor: GripperMonitor | None = None
         self.episode: EpisodeStatus | None = None
-        self._events_pub = publisher(self, String, topics.GRIPPER_EVENTS)
+        self._events_pub = publisher(self, message_class(topics.GRIPPER_EVENTS), topics.GRIPPER_EVENTS)
         subscription(self, JointState, topics.JOINT_STATES, self._on_joint_state)
         if self.needs_height:
             subscription(self, PoseStamped, topics.EE_POSE, self._on_pose)

@@ -7,7 +7,6 @@ from typing import Sequence
 
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
@@ -33,16 +32,11 @@ from ladder_ros.nodes.orchestrator_steps import GRIPPER, StepDecisions
 from ladder_ros.nodes.orchestrator_timers import EpisodeTimers
 from ladder_ros.nodes.parameters import ORCHESTRATOR
 from ladder_ros.nodes.policy_gate import PolicyGate
-from ladder_ros.nodes.runtime import (
-    declare_parameters,
-    publisher,
-    run_node,
-    subscription,
-)
+from ladder_ros.nodes.runtime import declare_parameters, message_class, publisher, run_node, subscription
 from ladder_ros.nodes.stall_watch import StallWatch
 from ladder_ros.nodes.step_sync import StepAligner
 from ladder_ros.paths import resolve_share_file
-from ladder_ros.ros_conversions import document_to_msg
+from ladder_ros.interface_conversions import document_to_msg
 
 JOURNAL_PERIOD_S = 1.0  # the journal is rewritten at most this often while an episode runs
 
@@ -51,7 +45,7 @@ class OrchestratorNode(EpisodeControl, StepDecisions, EpisodeEnding, EpisodeTime
     """Runs :func:`~ladder_ros.core.orchestrator.make_orchestrator` for one episode at a time.
 
     Episodes are started, stopped and aborted from outside the graph through ``episode/command``
-    (JSON :class:`EpisodeCommand`) and the ``episode/stop`` / ``episode/abort`` services
+    (ladder_ros_interfaces/EpisodeCommand) and the ``episode/stop`` / ``episode/abort`` services
     (std_srvs/Trigger). The node owns each episode: it assigns the id and the clock origin, builds
     the plan (the task's reference subgoals, the paper's cached plans; or, with ``plan_source:
     planner``, the VLM planner's subgoals, asked on ``planner/request`` with the first frame while
@@ -100,22 +94,22 @@ class OrchestratorNode(EpisodeControl, StepDecisions, EpisodeEnding, EpisodeTime
         self.preset = get_preset(self.params["preset"], parse_preset_options(self.params["preset_options"]))
         self.lockstep = self.params["clock_mode"] == LOCKSTEP
         self.suite = suite if suite is not None else load_suite(resolve_share_file(self.params["suite"]))
-        self._status_pub = publisher(self, String, topics.EPISODE_STATUS)
-        self._subgoal_pub = publisher(self, String, topics.CURRENT_SUBGOAL)
-        self._decision_pub = publisher(self, String, topics.DECISION)
-        self._events_pub = publisher(self, String, topics.EVENTS_TOPIC)
-        self._request_pub = publisher(self, String, topics.VERIFY_REQUEST)
-        self._plan_request_pub = publisher(self, String, topics.PLAN_REQUEST)
-        self._reply_pub = publisher(self, String, topics.COMMAND_REPLY)
-        subscription(self, String, topics.GRIPPER_EVENTS, self._on_gripper_events)
+        self._status_pub = publisher(self, message_class(topics.EPISODE_STATUS), topics.EPISODE_STATUS)
+        self._subgoal_pub = publisher(self, message_class(topics.CURRENT_SUBGOAL), topics.CURRENT_SUBGOAL)
+        self._decision_pub = publisher(self, message_class(topics.DECISION), topics.DECISION)
+        self._events_pub = publisher(self, message_class(topics.EVENTS_TOPIC), topics.EVENTS_TOPIC)
+        self._request_pub = publisher(self, message_class(topics.VERIFY_REQUEST), topics.VERIFY_REQUEST)
+        self._plan_request_pub = publisher(self, message_class(topics.PLAN_REQUEST), topics.PLAN_REQUEST)
+        self._reply_pub = publisher(self, message_class(topics.COMMAND_REPLY), topics.COMMAND_REPLY)
+        subscription(self, message_class(topics.GRIPPER_EVENTS), topics.GRIPPER_EVENTS, self._on_gripper_events)
         subscription(self, JointState, topics.JOINT_STATES, self._on_joint_state)
         subscription(self, JointTrajectory, topics.ACTION, self._on_action)
-        subscription(self, String, topics.SAFETY, self._on_safety)
-        subscription(self, String, topics.PLAN_RESULT, self._on_plan_result)
-        subscription(self, String, topics.PRIVILEGED, self._on_privileged)
-        subscription(self, String, topics.VERIFY_RESULT, self._on_verification_result)
-        subscription(self, String, topics.SCORE, self._on_score)
-        subscription(self, String, topics.EPISODE_COMMAND, self._on_command)
+        subscription(self, message_class(topics.SAFETY), topics.SAFETY, self._on_safety)
+        subscription(self, message_class(topics.PLAN_RESULT), topics.PLAN_RESULT, self._on_plan_result)
+        subscription(self, message_class(topics.PRIVILEGED), topics.PRIVILEGED, self._on_privileged)
+        subscription(self, message_class(topics.VERIFY_RESULT), topics.VERIFY_RESULT, self._on_verification_result)
+        subscription(self, message_class(topics.SCORE), topics.SCORE, self._on_score)
+        subscription(self, message_class(topics.EPISODE_COMMAND), topics.EPISODE_COMMAND, self._on_command)
         self.create_service(Trigger, topics.STOP_SERVICE, self._on_stop_service)
         self.create_service(Trigger, topics.ABORT_SERVICE, self._on_abort_service)
         self.create_timer(0.05, self._watchdog)

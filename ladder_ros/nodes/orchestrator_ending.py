@@ -10,7 +10,7 @@ import time
 
 from rclpy.duration import Duration
 from rclpy.executors import Executor
-from std_msgs.msg import String
+from ladder_ros_interfaces import msg as interfaces
 
 from ladder_ros.core.orchestrator import Decision
 from ladder_ros.core.record import graph_record, interrupted_reason
@@ -44,7 +44,7 @@ class EpisodeEnding:
         self.aligner.stop()
         self._maybe_publish_result()
 
-    def _on_score(self, msg: String) -> None:
+    def _on_score(self, msg: interfaces.EpisodeScore) -> None:
         doc = received_document(self, msg, EpisodeScoreDoc, "episode score")
         if doc is None:
             return

@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
-from std_msgs.msg import String
 from std_srvs.srv import Trigger
+from ladder_ros_interfaces import msg as interfaces
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.orchestrator import Variant, make_orchestrator
@@ -32,7 +32,7 @@ from ladder_ros.messages import (
 )
 from ladder_ros.nodes.orchestrator_steps import GRIPPER, PRIVILEGED
 from ladder_ros.nodes.runtime import received_document
-from ladder_ros.ros_conversions import document_to_msg
+from ladder_ros.interface_conversions import document_to_msg
 
 NS_PER_S = 1_000_000_000
 
@@ -40,7 +40,7 @@ NS_PER_S = 1_000_000_000
 class EpisodeControl:
     """Episode control: commands and services, the start checks, planning, ending an episode from outside."""
 
-    def _on_command(self, msg: String) -> None:
+    def _on_command(self, msg: interfaces.EpisodeCommand) -> None:
         command = received_document(self, msg, EpisodeCommand, "episode command")
         if command is None:
             return
@@ -164,7 +164,7 @@ class EpisodeControl:
         self._planning_sent = time.monotonic()
         self._plan_request_pub.publish(document_to_msg(self._planning))
 
-    def _on_plan_result(self, msg: String) -> None:
+    def _on_plan_result(self, msg: interfaces.PlanResult) -> None:
         doc = received_document(self, msg, PlanResultDoc, "plan result")
         if doc is None or self._planning is None or doc.episode_id != self._planning.episode_id:
             return

@@ -11,6 +11,7 @@ import time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
+from ladder_ros_interfaces import msg as interfaces
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.orchestrator import Decision, StepInput
@@ -26,7 +27,8 @@ from ladder_ros.messages import (
 )
 from ladder_ros.nodes import stall_watch
 from ladder_ros.nodes.runtime import received_document
-from ladder_ros.ros_conversions import document_to_msg, stamp_to_ns
+from ladder_ros.interface_conversions import document_to_msg
+from ladder_ros.ros_conversions import stamp_to_ns
 
 GRIPPER = "gripper"
 PRIVILEGED = "privileged"
@@ -35,7 +37,7 @@ PRIVILEGED = "privileged"
 class StepDecisions:
     """Steps: the inputs of each step, the core's decision, its events, verification requests and answers."""
 
-    def _on_gripper_events(self, msg: String) -> None:
+    def _on_gripper_events(self, msg: interfaces.GripperEvents) -> None:
         doc = received_document(self, msg, GripperEventsDoc, "gripper events")
         if doc is None:
             return
@@ -49,7 +51,7 @@ class StepDecisions:
         self.aligner.add(doc.stamp_ns, GRIPPER, events)
         self._process_ready()
 
-    def _on_privileged(self, msg: String) -> None:
+    def _on_privileged(self, msg: interfaces.PrivilegedState) -> None:
         if PRIVILEGED not in self.aligner.required:
             return
         doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
@@ -75,7 +77,7 @@ class StepDecisions:
         if step is not None:
             self.stall.saw(name, step, time.monotonic())
 
-    def _on_safety(self, msg: String) -> None:
+    def _on_safety(self, msg: interfaces.SafetyIntervention) -> None:
         doc = received_document(self, msg, SafetyInterventionDoc, "safety intervention")
         if doc is not None and doc.episode_id == self.status.episode_id and self.status.state == RUNNING:
             self._safety_counts = dict(doc.counts)
@@ -162,7 +164,7 @@ class StepDecisions:
             return VerificationRequestDoc.of(self.status.episode_id, self.status.step_stamp_ns(request.step), request)
         return None
 
-    def _on_verification_result(self, msg: String) -> None:
+    def _on_verification_result(self, msg: interfaces.VerificationResult) -> None:
         doc = received_document(self, msg, VerificationResultDoc, "verification result")
         if doc is None:
             return

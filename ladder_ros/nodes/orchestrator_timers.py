@@ -11,7 +11,7 @@ import time
 from ladder_ros.messages import RUNNING
 from ladder_ros.nodes import stall_watch
 from ladder_ros.nodes.orchestrator_steps import PRIVILEGED
-from ladder_ros.ros_conversions import document_to_msg
+from ladder_ros.interface_conversions import document_to_msg
 
 
 class EpisodeTimers:

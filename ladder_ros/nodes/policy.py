@@ -19,8 +19,8 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
+from ladder_ros_interfaces import msg as interfaces
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError, LadderError
 from ladder_ros.core.presets import get_preset
@@ -33,8 +33,9 @@ from ladder_ros.nodes.policy_lockstep import LockstepActing
 from ladder_ros.nodes.policy_reporting import PolicyReporting
 from ladder_ros.nodes.policy_status import PolicyStatusPublisher
 from ladder_ros.nodes.runtime import (
-    EpisodeFollower,
     declare_parameters,
+    EpisodeFollower,
+    message_class,
     publisher,
     received_document,
     run_node,
@@ -53,14 +54,8 @@ from ladder_ros.policies.executor import (
 from ladder_ros.policies.factory import PolicyProvider
 from ladder_ros.policies.observation import ObservationBundle
 from ladder_ros.policies.warmup import WarmUp
-from ladder_ros.ros_conversions import (
-    ACTION_AXES,
-    action_to_msg,
-    document_to_msg,
-    image_from_msg,
-    observation_from_msgs,
-    stamp_to_ns,
-)
+from ladder_ros.interface_conversions import document_to_msg
+from ladder_ros.ros_conversions import ACTION_AXES, action_to_msg, image_from_msg, observation_from_msgs, stamp_to_ns
 
 RETRY_PERIOD_S = 0.5  # lockstep: how often a step whose policy call failed (no server) is tried again
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -136,7 +131,7 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
         self.observed = frozenset({JOINTS, POSE, *self.image_inputs.values()})
         self.reasons = ReasonLog(lambda text: self.get_logger().warning(text))
         self._action_pub = publisher(self, JointTrajectory, topics.ACTION)
-        self._tag_pub = publisher(self, String, topics.ACTION_TAG)
+        self._tag_pub = publisher(self, message_class(topics.ACTION_TAG), topics.ACTION_TAG)
         self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
         subscription(self, JointState, topics.JOINT_STATES, lambda m: self._on_input(JOINTS, m.header.stamp, m))
         subscription(self, PoseStamped, topics.EE_POSE, lambda m: self._on_input(POSE, m.header.stamp, m))
@@ -145,8 +140,8 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
             spec = replace(topics.IMAGE, name=camera.topic) if camera else topics.IMAGE
             subscription(self, Image, spec, lambda m, n=name: self._on_input(n, m.header.stamp, m))
         if privileged:
-            subscription(self, String, topics.PRIVILEGED, self._on_privileged)
-        subscription(self, String, topics.DECISION, self._on_decision)
+            subscription(self, message_class(topics.PRIVILEGED), topics.PRIVILEGED, self._on_privileged)
+        subscription(self, message_class(topics.DECISION), topics.DECISION, self._on_decision)
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end,
                                         lost_on_restart="the policy's state (its attempt, chunk and random state)")
         self.episode: EpisodeStatus | None = None
@@ -254,12 +249,12 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
         else:
             self.latest.put(name, stamp_ns, msg)
 
-    def _on_privileged(self, msg: String) -> None:
+    def _on_privileged(self, msg: interfaces.PrivilegedState) -> None:
         doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
         if doc is not None:
             self._on_input(PRIVILEGED, doc.stamp_ns, doc)
 
-    def _on_decision(self, msg: String) -> None:
+    def _on_decision(self, msg: interfaces.Decision) -> None:
         doc = received_document(self, msg, DecisionDoc, "decision")
         if doc is None:
             return

@@ -22,11 +22,11 @@ import time
 from typing import Callable
 
 from rclpy.node import Node
-from std_msgs.msg import String
+from ladder_ros_interfaces import msg as interfaces
 
 from ladder_ros.messages import EpisodeCommand
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import received_document, subscription
+from ladder_ros.nodes.runtime import message_class, received_document, subscription
 from ladder_ros.policies.status import SERVER_ERROR, WARMING_UP, PolicyStatusDoc
 
 REPORTS_KEPT = 8  # episodes whose latest policy report is kept
@@ -46,7 +46,7 @@ class PolicyGate:
         self.deferred: tuple[EpisodeCommand, float] | None = None
         self._reports: dict[str, PolicyStatusDoc] = {}
         self._topic = node.resolve_topic_name(topics.POLICY_STATUS.name)
-        subscription(node, String, topics.POLICY_STATUS, self._on_status)
+        subscription(node, message_class(topics.POLICY_STATUS), topics.POLICY_STATUS, self._on_status)
 
     # ------------------------------------------------------------------ starts
     def _reporting(self) -> bool:
@@ -101,7 +101,7 @@ class PolicyGate:
         return self.status.line if self.status is not None else "no status from the policy node yet"
 
     # ------------------------------------------------------------------ status
-    def _on_status(self, msg: String) -> None:
+    def _on_status(self, msg: interfaces.PolicyStatus) -> None:
         doc = received_document(self._node, msg, PolicyStatusDoc, "policy status")
         if doc is None:
             return

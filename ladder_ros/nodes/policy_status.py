@@ -12,14 +12,13 @@ from __future__ import annotations
 import time
 
 from rclpy.node import Node
-from std_msgs.msg import String
 
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import publisher
+from ladder_ros.nodes.runtime import message_class, publisher
 from ladder_ros.policies.config import PolicyConfig
 from ladder_ros.policies.status import WARMING_UP, PolicyStatusDoc
 from ladder_ros.policies.warmup import WarmUp
-from ladder_ros.ros_conversions import document_to_msg
+from ladder_ros.interface_conversions import document_to_msg
 
 PROGRESS_LOG_S = 10.0  # project choice: a warm-up of minutes says where it is this often
 REPORT_PERIOD_S = 0.25  # project choice: the episode report goes out at most this often before its final one
@@ -32,7 +31,7 @@ class PolicyStatusPublisher:
         self._node = node
         self._config = config
         self._warmup = warmup
-        self._pub = publisher(node, String, topics.POLICY_STATUS)
+        self._pub = publisher(node, message_class(topics.POLICY_STATUS), topics.POLICY_STATUS)
         self._last: tuple[str, str] | None = None
         self._last_sent = 0.0
         self._last_progress_log = time.monotonic()

@@ -6,17 +6,24 @@ from typing import Sequence
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
+from ladder_ros_interfaces import msg as interfaces
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.task import Task
 from ladder_ros.messages import EpisodeStatus, PrivilegedStateDoc, SchemaError
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.robot_parameters import REHEARSAL_SERVER
-from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publisher, received_document, run_node, \
-    subscription
+from ladder_ros.nodes.runtime import (
+    EpisodeFollower,
+    declare_parameters,
+    message_class,
+    publisher,
+    received_document,
+    run_node,
+    subscription,
+)
 from ladder_ros.policies.factory import load_policy
 from ladder_ros.policies.rehearsal_server import RehearsalPolicy, serve
 from ladder_ros.policies.scripted_expert import expert_noise
@@ -49,7 +56,7 @@ class RehearsalServerNode(Node):
         self.server = serve(self.policy, metadata={"inference_delay_ms": p["inference_delay_ms"],
                                                    "jitter_ms": p["jitter_ms"]})
         self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
-        subscription(self, String, topics.PRIVILEGED, self._on_privileged)
+        subscription(self, message_class(topics.PRIVILEGED), topics.PRIVILEGED, self._on_privileged)
         self._chain = None
         if not self.policy.sweeps and self.config.embodiment.startswith("widowx"):
             # The driver's applied commands, for the expert's target (RehearsalPolicy.set_commanded_target).
@@ -70,7 +77,7 @@ class RehearsalServerNode(Node):
     def _on_episode_end(self, status: EpisodeStatus) -> None:
         self.policy.set_episode(None)
 
-    def _on_privileged(self, msg: String) -> None:
+    def _on_privileged(self, msg: interfaces.PrivilegedState) -> None:
         doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
         if doc is None:
             return

@@ -19,6 +19,8 @@ Only rclpy APIs that ROS 2 Humble has are used here and in the nodes.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import signal
 import sys
 import time
@@ -43,22 +45,33 @@ except ImportError:  # rclpy 3 (Humble)
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
-from std_msgs.msg import String
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.messages import ABORT, RUNNING, WALL_CLOCK, EpisodeCommand, EpisodeStatus, SchemaError
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.param_spec import BOOL, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec
 from ladder_ros.nodes.supervision import die_with_supervisor
-from ladder_ros.ros_conversions import document_from_msg, document_to_msg
+from ladder_ros.interface_conversions import document_from_msg, document_to_msg
 
 _PARAM_TYPES = {BOOL: ParameterType.PARAMETER_BOOL, INT: ParameterType.PARAMETER_INTEGER,
                 FLOAT: ParameterType.PARAMETER_DOUBLE, STR: ParameterType.PARAMETER_STRING,
                 STR_LIST: ParameterType.PARAMETER_STRING_ARRAY, FLOAT_LIST: ParameterType.PARAMETER_DOUBLE_ARRAY}
 
 
-def received_document(node: Node, msg: String, cls: type, what: str):
-    """The JSON document in ``msg``, or None after logging why it was ignored.
+def message_class(topic: topics.TopicSpec | str):
+    """The rclpy message class of a topic (its :class:`~ladder_ros.nodes.topics.TopicSpec`) or of a type
+    name such as ``sensor_msgs/msg/Image``; ImportError when its package is not installed."""
+    return _message_class(topic if isinstance(topic, str) else topic.type)
+
+
+@functools.lru_cache(maxsize=None)
+def _message_class(type_name: str):
+    package, kind, name = type_name.split("/")
+    return getattr(importlib.import_module(f"{package}.{kind}"), name)
+
+
+def received_document(node: Node, msg: Any, cls: type, what: str):
+    """The document in ``msg`` (a typed message of the graph), or None after logging why it was ignored.
 
     A malformed message never reaches a callback's logic and never takes the node down: it is
     reported with the schema's own reason and dropped (the sender's next message is read as usual).
@@ -208,8 +221,9 @@ class EpisodeFollower:
         self.joined_late = False
         self._abort: tuple[str, str] | None = None  # (episode id, reason) asked for until it ends
         self._created_ns = time.time_ns()  # the wall clock, as the orchestrator stamps step 0 on the wall clock
-        self._command_pub = publisher(node, String, topics.EPISODE_COMMAND)
-        subscription(node, String, topics.EPISODE_STATUS, self._on_status, callback_group=callback_group)
+        self._command_pub = publisher(node, message_class(topics.EPISODE_COMMAND), topics.EPISODE_COMMAND)
+        subscription(node, message_class(topics.EPISODE_STATUS), topics.EPISODE_STATUS, self._on_status,
+                     callback_group=callback_group)
         node.create_timer(self.ABORT_RESEND_S, self._resend_abort, callback_group=callback_group)
 
     def _came_up_after(self, status: EpisodeStatus) -> bool:
@@ -239,7 +253,7 @@ class EpisodeFollower:
         self._command_pub.publish(document_to_msg(EpisodeCommand(command=ABORT, episode_id=episode_id,
                                                                  reason=reason)))
 
-    def _on_status(self, msg: String) -> None:
+    def _on_status(self, msg: Any) -> None:
         try:
             status = document_from_msg(msg, EpisodeStatus)
         except SchemaError as exc:

@@ -9,8 +9,8 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
-from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
+from ladder_ros_interfaces import msg as interfaces
 
 from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.core.goals import GoalTracker
@@ -39,8 +39,9 @@ from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import SIM_BRIDGE
 from ladder_ros.nodes.runtime import (
     ActionSource,
-    EpisodeFollower,
     declare_parameters,
+    EpisodeFollower,
+    message_class,
     publisher,
     received_document,
     run_node,
@@ -48,10 +49,10 @@ from ladder_ros.nodes.runtime import (
 )
 from ladder_ros.nodes.sim_scoring import privileged_score
 from ladder_ros.paths import resolve_share_file
+from ladder_ros.interface_conversions import document_to_msg
 from ladder_ros.ros_conversions import (
     camera_info_to_msg,
     depth_to_msg,
-    document_to_msg,
     image_to_msg,
     joint_state_to_msg,
     ns_to_stamp,
@@ -95,8 +96,8 @@ class SimBridgeNode(Node):
       intrinsics, with every image), ``joint_states`` (sensor_msgs/JointState: arm joints in rad/m
       plus ``gripper_aperture`` in [0, 1]), ``ee_pose`` (geometry_msgs/PoseStamped: position (m) and
       true orientation in the base frame), ``sim/privileged_state``, ``sim/episode_score``,
-      ``safety/interventions`` (std_msgs/String JSON) and ``episode/command`` (only to end an episode
-      it cannot serve), and with ``publish_depth`` the simulator's exact depth on
+      ``safety/interventions`` (ladder_ros_interfaces/SafetyIntervention) and ``episode/command``
+      (only to end an episode it cannot serve), and with ``publish_depth`` the simulator's exact depth on
       ``camera/aligned_depth_to_color/image_raw`` (32FC1, m), where a camera's measured depth goes on
       a robot, so estimated depth can be scored against the truth.
       subscribes ``policy/action`` (trajectory_msgs/JointTrajectory, the 7-D action),
@@ -135,11 +136,11 @@ class SimBridgeNode(Node):
         self._intrinsics = None  # the simulator camera's, read at each episode's reset
         self._joint_pub = publisher(self, JointState, topics.JOINT_STATES)
         self._pose_pub = publisher(self, PoseStamped, topics.EE_POSE)
-        self._privileged_pub = publisher(self, String, topics.PRIVILEGED)
-        self._score_pub = publisher(self, String, topics.SCORE)
-        self._safety_pub = publisher(self, String, topics.SAFETY)
+        self._privileged_pub = publisher(self, message_class(topics.PRIVILEGED), topics.PRIVILEGED)
+        self._score_pub = publisher(self, message_class(topics.SCORE), topics.SCORE)
+        self._safety_pub = publisher(self, message_class(topics.SAFETY), topics.SAFETY)
         subscription(self, JointTrajectory, topics.ACTION, self._on_action)
-        subscription(self, String, topics.DECISION, self._on_decision)
+        subscription(self, message_class(topics.DECISION), topics.DECISION, self._on_decision)
         self.action_source = ActionSource(self, self.params["action_source"])
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end,
                                         lost_on_restart="the simulator's state")
@@ -226,7 +227,7 @@ class SimBridgeNode(Node):
             kind=str(result.kind), reason=result.reason, axis=result.axis, value=result.value, limit=result.limit,
             counts=dict(self.safety.counts))))
 
-    def _on_decision(self, msg: String) -> None:
+    def _on_decision(self, msg: interfaces.Decision) -> None:
         if self._done or self.episode is None or self.observation is None:
             return
         doc = received_document(self, msg, DecisionDoc, "decision")

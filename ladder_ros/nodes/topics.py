@@ -3,7 +3,8 @@
 Names are relative, so a graph's namespace (``/widowx``) prefixes them all. The QoS kinds
 (docs/graph.md, "QoS"): images and their camera info best-effort sensor data; commands, per-step
 streams and events reliable; latched state (episode status, current subgoal) reliable +
-transient-local depth 1, so a node that starts late or restarts gets it at once. The README's topic
+transient-local depth 1, so a node that starts late or restarts gets it at once. The graph's own
+messages are those of ``ladder_ros_interfaces`` (:func:`interface`; docs/graph.md, "Interfaces"). The README's topic
 table is generated from this module (``python -m ladder_ros.nodes.topics``). No rclpy here: QoS
 objects are built in :mod:`ladder_ros.nodes.runtime`.
 """
@@ -25,7 +26,12 @@ QOS_TEXT = {
 }
 QOS_DEPTH = {SENSOR: 5, STREAM: 50, EVENTS: 200, LATCHED: 1}
 
-STRING = "std_msgs/msg/String"
+INTERFACES = "ladder_ros_interfaces"  # the graph's own messages (interfaces/ladder_ros_interfaces)
+
+
+def interface(name: str) -> str:
+    """The type name of one of the graph's own messages."""
+    return f"{INTERFACES}/msg/{name}"
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,6 @@ class TopicSpec:
     publisher: str
     subscribers: tuple[str, ...]
     description: str
-    document: str = ""  # the JSON document (ladder_ros.messages) a String carries
     external: bool = False  # shared with nodes of other packages on a robot (drivers, cameras)
 
 
@@ -66,50 +71,46 @@ JOINT_STATES = TopicSpec("joint_states", "sensor_msgs/msg/JointState", STREAM, "
 EE_POSE = TopicSpec("ee_pose", "geometry_msgs/msg/PoseStamped", STREAM, "control rate",
                     "sim_bridge (robot: driver)", ("gripper_trigger", "policy", "vlm_verifier", "episode_recorder"),
                     "End-effector pose in the robot base frame (m, quaternion)", external=True)
-PRIVILEGED = TopicSpec("sim/privileged_state", STRING, STREAM, "control rate", "sim_bridge",
+PRIVILEGED = TopicSpec("sim/privileged_state", interface("PrivilegedState"), STREAM, "control rate", "sim_bridge",
                        ("orchestrator", "policy", "vlm_verifier", "episode_recorder"),
-                       "Simulation only: object poses, per-destination counts, per-subgoal predicates",
-                       document="PrivilegedStateDoc")
-SCORE = TopicSpec("sim/episode_score", STRING, EVENTS, "once per episode", "sim_bridge",
+                       "Simulation only: object poses, per-destination counts, per-subgoal predicates")
+SCORE = TopicSpec("sim/episode_score", interface("EpisodeScore"), EVENTS, "once per episode", "sim_bridge",
                   ("orchestrator", "episode_recorder"),
-                  "Simulation only: the privileged score of a finished episode", document="EpisodeScoreDoc")
-GRIPPER_EVENTS = TopicSpec("gripper/events", STRING, STREAM, "control rate", "gripper_trigger",
+                  "Simulation only: the privileged score of a finished episode")
+GRIPPER_EVENTS = TopicSpec("gripper/events", interface("GripperEvents"), STREAM, "control rate", "gripper_trigger",
                            ("orchestrator", "episode_recorder"),
                            "Per-step gripper monitor output: attempt ends (trigger), releases (verifier's "
-                           "detector), open or not", document="GripperEventsDoc")
-DECISION = TopicSpec("orchestrator/decision", STRING, STREAM, "control rate", "orchestrator",
+                           "detector), open or not")
+DECISION = TopicSpec("orchestrator/decision", interface("Decision"), STREAM, "control rate", "orchestrator",
                      ("policy", "sim_bridge", "episode_recorder"),
-                     "The step's final instruction (after any verification of that step); lockstep token",
-                     document="DecisionDoc")
+                     "The step's final instruction (after any verification of that step); lockstep token")
 CURRENT_SUBGOAL = TopicSpec("orchestrator/current_subgoal", "std_msgs/msg/String", LATCHED, "on change",
                             "orchestrator", ("operator panel", "episode_recorder"),
                             "The instruction the low-level policy follows now (empty: hold still)")
-EVENTS_TOPIC = TopicSpec("orchestrator/events", STRING, EVENTS, "on event", "orchestrator",
+EVENTS_TOPIC = TopicSpec("orchestrator/events", interface("EpisodeEvent"), EVENTS, "on event", "orchestrator",
                          ("operator panel", "episode_recorder"),
                          "Episode events: subgoal started/completed/advanced, attempts, queries, queue "
-                         "changes, finish", document="EpisodeEventDoc")
-VERIFY_REQUEST = TopicSpec("verifier/request", STRING, EVENTS, "on query", "orchestrator",
-                           ("vlm_verifier", "episode_recorder"), "Count query about one step's observation",
-                           document="VerificationRequestDoc")
-VERIFY_RESULT = TopicSpec("verifier/result", STRING, EVENTS, "on answer", "vlm_verifier",
-                          ("orchestrator", "episode_recorder"), "Count answer with its source and latency",
-                          document="VerificationResultDoc")
-PLAN_REQUEST = TopicSpec("planner/request", STRING, EVENTS, "once per episode", "orchestrator",
+                         "changes, finish")
+VERIFY_REQUEST = TopicSpec("verifier/request", interface("VerificationRequest"), EVENTS, "on query", "orchestrator",
+                           ("vlm_verifier", "episode_recorder"), "Count query about one step's observation")
+VERIFY_RESULT = TopicSpec("verifier/result", interface("VerificationResult"), EVENTS, "on answer", "vlm_verifier",
+                          ("orchestrator", "episode_recorder"), "Count answer with its source and latency")
+PLAN_REQUEST = TopicSpec("planner/request", interface("PlanRequest"), EVENTS, "once per episode", "orchestrator",
                          ("vlm_verifier", "episode_recorder"),
-                         "Plan the episode's subgoals from its first frame (orchestrator plan_source: planner)",
-                         document="PlanRequestDoc")
-PLAN_RESULT = TopicSpec("planner/result", STRING, EVENTS, "once per episode", "vlm_verifier",
+                         "Plan the episode's subgoals from its first frame (orchestrator plan_source: planner)")
+PLAN_RESULT = TopicSpec("planner/result", interface("PlanResult"), EVENTS, "once per episode", "vlm_verifier",
                         ("orchestrator", "episode_recorder"), "The planner's subgoals, or why there are none, "
-                        "with the raw reply", document="PlanResultDoc")
+                        "with the raw reply")
 ACTION = TopicSpec("policy/action", "trajectory_msgs/msg/JointTrajectory", STREAM, "control rate", "policy",
                    ("sim_bridge (robot: driver)", "episode_recorder"),
                    "7-D action as one trajectory point over the axes ee_dx, ee_dy, ee_dz (m), ee_droll, "
                    "ee_dpitch, ee_dyaw (rad, Euler XYZ), gripper (+1 open, -1 closed); stamp = the step it "
                    "answers (robot: when it was published); a joint-position policy publishes its config's axes "
                    "instead", external=True)
-ACTION_TAG = TopicSpec("policy/action_tag", STRING, STREAM, "control rate", "policy", ("episode_recorder",),
+ACTION_TAG = TopicSpec("policy/action_tag", interface("ActionTag"), STREAM, "control rate", "policy",
+                       ("episode_recorder",),
                        "Per action: its subgoal, the stamp of the observation its chunk came from, the chunk id "
-                       "and the index in the chunk, the chunk's inference latency", document="ActionTagDoc")
+                       "and the index in the chunk, the chunk's inference latency")
 # One diagnostics topic, absolute as ROS tools expect it (rqt_robot_monitor, diagnostic_aggregator);
 # each status names its node and hardware.
 DIAGNOSTICS = TopicSpec("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", STREAM, "1 Hz",
@@ -121,32 +122,31 @@ DIAGNOSTICS = TopicSpec("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", S
                         "period and jitter, action age, inverse kinematics or gripper read times, commands held "
                         "and why)",
                         external=True)
-EPISODE_COMMAND = TopicSpec("episode/command", STRING, EVENTS, "on command",
+EPISODE_COMMAND = TopicSpec("episode/command", interface("EpisodeCommand"), EVENTS, "on command",
                             "operator panel / CLI; a node that lost its episode state (abort)",
-                            ("orchestrator", "episode_recorder"), "Start, stop or abort an episode",
-                            document="EpisodeCommand")
-COMMAND_REPLY = TopicSpec("episode/command_reply", STRING, EVENTS, "on command", "orchestrator",
+                            ("orchestrator", "episode_recorder"), "Start, stop or abort an episode")
+COMMAND_REPLY = TopicSpec("episode/command_reply", interface("EpisodeCommandReply"), EVENTS, "on command",
+                          "orchestrator",
                           ("operator panel / CLI", "episode_recorder"),
                           "Each command accepted or refused, with the reason; a refused start never touches the "
-                          "episode status", document="EpisodeCommandReply")
-SAFETY = TopicSpec("safety/interventions", STRING, EVENTS, "on intervention", "sim_bridge (robot: driver)",
+                          "episode status")
+SAFETY = TopicSpec("safety/interventions", interface("SafetyIntervention"), EVENTS, "on intervention",
+                   "sim_bridge (robot: driver)",
                    ("orchestrator", "operator panel", "episode_recorder"),
                    "A safety intervention: an action refused (held still instead) or clipped into the workspace, "
                    "a watchdog stop, an e-stop, a robot error; kind, axis, value, limit, and the episode's counts",
-                   document="SafetyInterventionDoc", external=True)
+                   external=True)
 CLOCK = TopicSpec("/clock", "rosgraph_msgs/msg/Clock", STREAM, "control rate", "sim_bridge",
                   ("episode_recorder", "nodes with use_sim_time"),
                   "Simulation only: the simulated time of the current step (the stamps of every message)")
-EPISODE_STATUS = TopicSpec("episode/status", STRING, LATCHED, "on change", "orchestrator",
+EPISODE_STATUS = TopicSpec("episode/status", interface("EpisodeStatus"), LATCHED, "on change", "orchestrator",
                            ("all nodes", "operator panel", "episode_recorder"),
-                           "The episode: id, task, plan, clock origin, state; its result once over",
-                           document="EpisodeStatus")
+                           "The episode: id, task, plan, clock origin, state; its result once over")
 
-LABELS = TopicSpec("operator/labels", STRING, LATCHED, "on every label", "operator panel",
+LABELS = TopicSpec("operator/labels", interface("EpisodeLabels"), LATCHED, "on every label", "operator panel",
                    ("episode_recorder",),
                    "The operator's labels of an episode (each subgoal done / not done, the episode success / "
-                   "failure / partial, a note), the whole set with its revision on every change",
-                   document="EpisodeLabels")
+                   "failure / partial, a note), the whole set with its revision on every change")
 # The robot driver's safety state. Standard type, so a driver of another package can publish it: level
 # OK (armed), WARN (disarmed: dry run) or ERROR (e-stop latched); values (key: value strings) `armed`
 # and `estop` ("true"/"false"), `interventions` (safety-filter interventions so far, an integer) and
@@ -168,12 +168,13 @@ TF_STATIC = TopicSpec("/tf_static", "tf2_msgs/msg/TFMessage", LATCHED, "once, at
                       "calibration/<robot>_<camera>.yaml)", ("episode_recorder (into every bag)", "tf2 listeners"),
                       "The calibrated camera pose: the robot base frame (extrinsics parent_frame) to the optical "
                       "frame the images and depth name", external=True)
-POLICY_STATUS = TopicSpec("policy/status", STRING, LATCHED, "on change (1 Hz while warming up)", "policy",
+POLICY_STATUS = TopicSpec("policy/status", interface("PolicyStatus"), LATCHED, "on change (1 Hz while warming up)",
+                          "policy",
                           ("orchestrator", "operator panel", "episode_recorder"),
                           "Whether the policy can act: warming up (what it waits for), ready, or server error (why); "
                           "the orchestrator starts episodes only on a ready policy. Also the current episode's "
                           "policy report (held steps, refused chunks by reason, inference latency, seam jumps, "
-                          "out-of-distribution counts), final once the episode is over", document="PolicyStatusDoc")
+                          "out-of-distribution counts), final once the episode is over")
 
 TOPICS: tuple[TopicSpec, ...] = (IMAGE, CAMERA_INFO, SENSOR_DEPTH, DEPTH, DIAGNOSTICS,
                                  JOINT_STATES, EE_POSE, PRIVILEGED, SCORE, GRIPPER_EVENTS, DECISION,
@@ -212,8 +213,7 @@ def markdown_table() -> str:
     rows = ["| topic | type | QoS | rate | publisher | subscribers | what |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     for t in TOPICS:
-        kind = t.type + (f" ({t.document})" if t.document else "")
-        rows.append(f"| `{t.name}` | {kind} | {QOS_TEXT[t.qos]} | {t.rate} | {t.publisher} | "
+        rows.append(f"| `{t.name}` | {t.type} | {QOS_TEXT[t.qos]} | {t.rate} | {t.publisher} | "
                     f"{', '.join(t.subscribers)} | {t.description} |")
     for name, kind, server, what in SERVICES:
         rows.append(f"| `{name}` (service) | {kind} | services | on call | {server} | operator panel / CLI | {what} |")

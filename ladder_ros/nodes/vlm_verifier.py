@@ -11,7 +11,7 @@ from typing import Sequence
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import String
+from ladder_ros_interfaces import msg as interfaces
 
 from ladder_ros.core.verification import VerificationRequest, VerificationResult
 from ladder_ros.messages import (
@@ -24,8 +24,16 @@ from ladder_ros.messages import (
 )
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import VLM_VERIFIER
-from ladder_ros.nodes.runtime import declare_parameters, publisher, received_document, run_node, subscription
-from ladder_ros.ros_conversions import document_to_msg, observation_from_msgs, stamp_to_ns
+from ladder_ros.nodes.runtime import (
+    declare_parameters,
+    message_class,
+    publisher,
+    received_document,
+    run_node,
+    subscription,
+)
+from ladder_ros.interface_conversions import document_to_msg
+from ladder_ros.ros_conversions import observation_from_msgs, stamp_to_ns
 
 JOINTS, POSE, IMAGE, PRIVILEGED = "joint_states", "ee_pose", "image", "privileged"
 OBSERVATIONS_KEPT = 64  # stamps of recent steps kept for queries (lockstep needs one; wall clock a few)
@@ -33,7 +41,7 @@ ANSWERS_KEPT = 64  # recent answers kept, so a resent query is answered again wi
 
 
 class VerifierNode(Node):
-    """Answers :class:`VerificationRequest` documents with the configured count backend, and plans.
+    """Answers ``verifier/request`` queries with the configured count backend, and plans.
 
     A query names the step it is about; the node answers from that step's observation (the oracle reads
     its privileged goal state, a VLM its camera image), waiting up to ``observation_wait_s`` for it to
@@ -48,14 +56,14 @@ class VerifierNode(Node):
     repeat is dropped, and once answered the same answer is published again. Every failure of the
     worker, whatever it raises, is published as a result with its reason (count None).
 
-    At the start of an episode whose plan comes from the planner, a :class:`PlanRequestDoc` names
+    At the start of an episode whose plan comes from the planner, a plan request names
     the first step; the planner component (same backend and ledger) plans from that step's camera
     image and the answer goes out on ``planner/result`` with its raw reply, or with the reason
     there is no plan (the oracle backend counts only; it cannot plan).
 
     Topics: subscribes ``verifier/request``, ``planner/request``, ``joint_states``, ``ee_pose``,
     ``camera/image_raw`` (sensor QoS), ``sim/privileged_state``; publishes ``verifier/result`` and
-    ``planner/result`` (std_msgs/String JSON).
+    ``planner/result`` (ladder_ros_interfaces/VerificationResult and PlanResult).
     Parameters: preset, clock_mode, backend (oracle, gemini, local, replay), model, robot,
     replay_path, record_path, aperture_joint, observation_wait_s (s), call_deadline_s (s).
     """
@@ -93,10 +101,10 @@ class VerifierNode(Node):
         self._in_flight: set[tuple[str, int]] = set()  # queries handed to the worker, not yet answered
         self._answers: OrderedDict[tuple[str, int], VerificationResultDoc] = OrderedDict()  # recent answers
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verifier")
-        self._result_pub = publisher(self, String, topics.VERIFY_RESULT)
-        self._plan_pub = publisher(self, String, topics.PLAN_RESULT)
-        subscription(self, String, topics.VERIFY_REQUEST, self._on_request)
-        subscription(self, String, topics.PLAN_REQUEST, self._on_plan_request)
+        self._result_pub = publisher(self, message_class(topics.VERIFY_RESULT), topics.VERIFY_RESULT)
+        self._plan_pub = publisher(self, message_class(topics.PLAN_RESULT), topics.PLAN_RESULT)
+        subscription(self, message_class(topics.VERIFY_REQUEST), topics.VERIFY_REQUEST, self._on_request)
+        subscription(self, message_class(topics.PLAN_REQUEST), topics.PLAN_REQUEST, self._on_plan_request)
         subscription(self, JointState, topics.JOINT_STATES,
                      lambda m: self._on_input(JOINTS, stamp_to_ns(m.header.stamp), m))
         subscription(self, PoseStamped, topics.EE_POSE,
@@ -104,11 +112,11 @@ class VerifierNode(Node):
         if IMAGE in self.needs:
             subscription(self, Image, topics.IMAGE,
                          lambda m: self._on_input(IMAGE, stamp_to_ns(m.header.stamp), m))
-        subscription(self, String, topics.PRIVILEGED, self._on_privileged)
+        subscription(self, message_class(topics.PRIVILEGED), topics.PRIVILEGED, self._on_privileged)
         self.create_timer(0.1, self._expire_waiting)
         self.answered = 0
 
-    def _on_privileged(self, msg: String) -> None:
+    def _on_privileged(self, msg: interfaces.PrivilegedState) -> None:
         doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
         if doc is None:
             return
@@ -120,7 +128,7 @@ class VerifierNode(Node):
             del self._observations[min(self._observations)]
         self._dispatch_ready()
 
-    def _on_request(self, msg: String) -> None:
+    def _on_request(self, msg: interfaces.VerificationRequest) -> None:
         doc = received_document(self, msg, VerificationRequestDoc, "verification request")
         if doc is None:
             return
@@ -136,7 +144,7 @@ class VerifierNode(Node):
         self._pending[key] = (doc, time.monotonic())
         self._dispatch_ready()
 
-    def _on_plan_request(self, msg: String) -> None:
+    def _on_plan_request(self, msg: interfaces.PlanRequest) -> None:
         doc = received_document(self, msg, PlanRequestDoc, "plan request")
         if doc is None:
             return

@@ -11,8 +11,8 @@ import time
 from typing import Sequence
 
 from diagnostic_msgs.msg import DiagnosticArray
+from ladder_ros_interfaces import msg as interfaces
 from rclpy.node import Node
-from std_msgs.msg import String
 
 from ladder_ros.camera.shared_frame import default_channel
 from ladder_ros.core.errors import ConfigError, LadderError
@@ -23,11 +23,19 @@ from ladder_ros.core.task import Task
 from ladder_ros.messages import WALL_CLOCK, DecisionDoc, EpisodeScoreDoc, EpisodeStatus, PrivilegedStateDoc
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.robot_parameters import WIDOWX_TWIN
-from ladder_ros.nodes.runtime import EpisodeFollower, declare_parameters, publisher, received_document, run_node, \
-    subscription
+from ladder_ros.nodes.runtime import (
+    EpisodeFollower,
+    declare_parameters,
+    message_class,
+    publisher,
+    received_document,
+    run_node,
+    subscription,
+)
 from ladder_ros.nodes.sim_scoring import privileged_score
 from ladder_ros.paths import resolve_share_file
-from ladder_ros.ros_conversions import diagnostics_to_msg, document_to_msg
+from ladder_ros.interface_conversions import document_to_msg
+from ladder_ros.ros_conversions import diagnostics_to_msg
 from ladder_ros.sim.widowx_twin.motors import WidowXMotors
 from ladder_ros.sim.widowx_twin.ros_server import XsSdkRosServer
 from ladder_ros.sim.widowx_twin.scene_camera import SceneCamera
@@ -77,10 +85,10 @@ class WidowXTwinNode(Node):
         self.camera = SceneCamera(self.world, channel, width=p["camera_width"], height=p["camera_height"],
                                   fps=p["camera_fps"], depth=p["render_depth"])
         self.xs = XsSdkRosServer(self, self.sdk, p["robot_name"])
-        self._privileged_pub = publisher(self, String, topics.PRIVILEGED)
-        self._score_pub = publisher(self, String, topics.SCORE)
+        self._privileged_pub = publisher(self, message_class(topics.PRIVILEGED), topics.PRIVILEGED)
+        self._score_pub = publisher(self, message_class(topics.SCORE), topics.SCORE)
         self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
-        subscription(self, String, topics.DECISION, self._on_decision)
+        subscription(self, message_class(topics.DECISION), topics.DECISION, self._on_decision)
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end,
                                         lost_on_restart="the scene's state")
         self.episode: EpisodeStatus | None = None
@@ -127,7 +135,7 @@ class WidowXTwinNode(Node):
         self._privileged_pub.publish(document_to_msg(PrivilegedStateDoc.of(
             episode.episode_id, step, now_ns, privileged, goal_states, target_position=self.world.target_position())))
 
-    def _on_decision(self, msg: String) -> None:
+    def _on_decision(self, msg: interfaces.Decision) -> None:
         doc = received_document(self, msg, DecisionDoc, "decision")
         episode, task, tracker = self.episode, self.task, self.tracker
         if doc is None or not doc.finished or episode is None or task is None or tracker is None:

@@ -19,7 +19,6 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.node import Node
 from sensor_msgs.msg import Image
-from std_msgs.msg import String
 from std_srvs.srv import SetBool, Trigger
 
 from ladder_ros.core.errors import InvalidInputError
@@ -32,9 +31,10 @@ from ladder_ros.messages import (
     VerificationResultDoc,
 )
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import publisher, subscription
+from ladder_ros.nodes.runtime import message_class, publisher, subscription
 from ladder_ros.panel.model import SafetyState
-from ladder_ros.ros_conversions import depth_from_msg, document_from_msg, document_to_msg, image_from_msg, stamp_to_ns
+from ladder_ros.interface_conversions import document_from_msg, document_to_msg
+from ladder_ros.ros_conversions import depth_from_msg, image_from_msg, stamp_to_ns
 
 DEPTH_TOPIC = "camera/depth/image_raw"  # sensor_msgs/Image, 16UC1 (mm) or 32FC1 (m), when a depth camera publishes
 DEPTH = topics.TopicSpec(DEPTH_TOPIC, "sensor_msgs/msg/Image", topics.SENSOR, "camera rate", "depth camera",
@@ -68,14 +68,17 @@ class PanelBridge:
         def spec(s: topics.TopicSpec) -> topics.TopicSpec:
             return replace(s, name=_under(namespace, s.name))
 
-        self._command_pub = publisher(node, String, spec(topics.EPISODE_COMMAND))
-        self._labels_pub = publisher(node, String, spec(topics.LABELS))
+        def typed(s: topics.TopicSpec) -> tuple[Any, topics.TopicSpec]:  # its message class, and it under the namespace
+            return message_class(s), spec(s)
+
+        self._command_pub = publisher(node, *typed(topics.EPISODE_COMMAND))
+        self._labels_pub = publisher(node, *typed(topics.LABELS))
         self._subscriptions = [
-            subscription(node, String, spec(topics.EPISODE_STATUS), self._document(EpisodeStatus, "status")),
-            subscription(node, String, spec(topics.EVENTS_TOPIC), self._document(EpisodeEventDoc, "event")),
-            subscription(node, String, spec(topics.VERIFY_RESULT), self._document(VerificationResultDoc, "verdict")),
-            subscription(node, String, spec(topics.LABELS), self._document(EpisodeLabels, "labels")),
-            subscription(node, String, spec(topics.CURRENT_SUBGOAL),
+            subscription(node, *typed(topics.EPISODE_STATUS), self._document(EpisodeStatus, "status")),
+            subscription(node, *typed(topics.EVENTS_TOPIC), self._document(EpisodeEventDoc, "event")),
+            subscription(node, *typed(topics.VERIFY_RESULT), self._document(VerificationResultDoc, "verdict")),
+            subscription(node, *typed(topics.LABELS), self._document(EpisodeLabels, "labels")),
+            subscription(node, *typed(topics.CURRENT_SUBGOAL),
                          lambda msg: self.inbox.put(("current_subgoal", msg.data))),
             subscription(node, DiagnosticStatus, spec(topics.SAFETY_STATE), self._on_safety),
             subscription(node, Image, spec(topics.IMAGE), self._on_image),
@@ -86,7 +89,7 @@ class PanelBridge:
 
     # ------------------------------------------------------------------ inbound (any thread)
     def _document(self, cls, kind: str):
-        def on_message(msg: String) -> None:
+        def on_message(msg: Any) -> None:
             try:
                 self.inbox.put((kind, document_from_msg(msg, cls)))
             except SchemaError as exc:

@@ -26,12 +26,14 @@ import functools
 import json
 import platform
 import struct
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ladder_ros import __version__
 from ladder_ros.core.errors import ConfigError
+from ladder_ros.paths import SOURCE_ROOT
 
 BAG_VERSION = 9  # rosbag2 metadata version rosbags writes (ROS 2 Jazzy and newer read it)
 CUSTOM_DATA_FILE = "custom_data.json"  # the custom data of a bag still being written (for recover_bag)
@@ -39,12 +41,38 @@ _MAGIC = b"\x89MCAP0\r\n"
 _OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK = 0x03, 0x04, 0x05, 0x06  # MCAP spec opcodes
 
 
+INTERFACES = "ladder_ros_interfaces"  # the graph's own message package (interfaces/ladder_ros_interfaces)
+
+
+def interface_definitions_dir() -> Path | None:
+    """The ``msg`` folder of the graph's own messages: the installed package's (what the nodes speak), or else
+    the source checkout's; None when neither is there."""
+    candidates = []
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        candidates.append(Path(get_package_share_directory(INTERFACES)) / "msg")
+    except Exception:  # not in an ament index, or ament_index_python missing
+        pass
+    candidates.append(Path(sys.prefix) / "share" / INTERFACES / "msg")  # a virtual environment, not on the prefix path
+    candidates.append(SOURCE_ROOT / "interfaces" / INTERFACES / "msg")
+    return next((c for c in candidates if any(c.glob("*.msg"))), None)
+
+
 @functools.lru_cache(maxsize=1)
 def typestore():
-    """The rosbags type store of the recordings' messages (ROS 2 Kilted, what the recorder writes)."""
-    from rosbags.typesys import Stores, get_typestore
+    """The rosbags type store of the recordings' messages: ROS 2 Kilted's (what the recorder writes) and the
+    graph's own, whose definitions the recorder writes into every bag, so a bag reads without them."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-    return get_typestore(Stores.ROS2_KILTED)
+    store = get_typestore(Stores.ROS2_KILTED)
+    folder = interface_definitions_dir()
+    if folder is not None:
+        types = {}
+        for path in sorted(folder.glob("*.msg")):
+            types.update(get_types_from_msg(path.read_text(encoding="utf-8"), f"{INTERFACES}/msg/{path.stem}"))
+        store.register(types)
+    return store
 
 
 def warm_up() -> None:
@@ -191,28 +219,6 @@ def bag_custom_data(path: Path) -> dict[str, str]:
     except (OSError, ValueError):
         return {}
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
-
-
-def episode_record(path: str | Path) -> dict | None:
-    """The episode record a bag holds: the result of its final episode status, or, for an episode that
-    could not end by its rules, the record its recorder wrote into ``custom_data`` (marked interrupted)."""
-    from ladder_ros.messages import EpisodeStatus, SchemaError, decode
-
-    custom = bag_custom_data(Path(path))
-    if "episode_record" in custom:
-        return json.loads(custom["episode_record"])
-    summary, _ = read_bag(path)
-    status_topics = [t for t in summary.topics if t.endswith("/episode/status")]
-    _, decoded = read_bag(path, status_topics)
-    for topic in status_topics:
-        for msg in reversed(decoded[topic]):
-            try:
-                status = decode(msg.data, EpisodeStatus)
-            except SchemaError:
-                continue
-            if status.result is not None and status.episode_id == custom.get("episode_id", status.episode_id):
-                return status.result
-    return None
 
 
 # ------------------------------------------------------------------------------ recovery

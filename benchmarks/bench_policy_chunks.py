@@ -5,7 +5,7 @@ a real server is) answers after a fixed latency (50, 150, 400 ms); the same clie
 (the shipped Bridge and DROID configs' cameras and state, 640x480 images resized per request) drive either
 
 * the chunk executor (``ladder_ros.policies.executor``: control thread on absolute deadlines, inference
-  thread requesting the next chunk before the queue runs dry), or
+  thread requesting the next chunk: ahead for absolute actions, once the queue is empty for deltas), or
 * a synchronous loop like openpi's DROID example client: every k actions it asks for a chunk and waits,
   sends one action per iteration and sleeps out the rest of the period.
 

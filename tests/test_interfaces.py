@@ -27,7 +27,6 @@ pytest.importorskip("ladder_ros_interfaces", reason="needs the interface package
 import rclpy  # noqa: E402
 from ladder_ros_interfaces.msg import Subgoal  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
-from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
 
 from ladder_ros.core.events import EVENT_KINDS  # noqa: E402
@@ -263,23 +262,14 @@ def typed_recording(tmp_path_factory):
     episode recorder, with the operator's labels."""
     pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
     from ladder_ros.bringup.client import EpisodeClient
-    from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode
-    from ladder_ros.nodes.gripper_trigger import GripperTriggerNode
-    from ladder_ros.nodes.orchestrator import OrchestratorNode
-    from ladder_ros.nodes.policy import PolicyNode
     from ladder_ros.nodes.runtime import message_class, publisher
-    from ladder_ros.nodes.sim_bridge import SimBridgeNode
-    from ladder_ros.nodes.vlm_verifier import VerifierNode
     from ladder_ros.panel import labels as label_ops
+    from tests.recording_graph import recording_graph_nodes
 
     out = tmp_path_factory.mktemp("typed")
     rclpy.init()
     ns = "typed"
-    nodes = [SimBridgeNode(namespace=ns, parameter_overrides=[Parameter("render", value=True),
-                                                              Parameter("image_size", value=16)]),
-             GripperTriggerNode(namespace=ns), OrchestratorNode(namespace=ns), PolicyNode(namespace=ns),
-             VerifierNode(namespace=ns),
-             EpisodeRecorderNode(namespace=ns, parameter_overrides=[Parameter("output_dir", value=str(out))])]
+    nodes = recording_graph_nodes(ns, out, image_size=16)
     client = EpisodeClient(namespace=ns)
     labels_pub = publisher(client, message_class(topics.LABELS), topics.LABELS)
     executor = SingleThreadedExecutor()

@@ -22,7 +22,6 @@ pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tableto
 
 import rclpy  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
-from rclpy.parameter import Parameter  # noqa: E402
 
 from ladder_ros.interface_conversions import recorded_document  # noqa: E402
 
@@ -33,15 +32,10 @@ from ladder_ros.evaluation.episodes import load_episodes  # noqa: E402
 from ladder_ros.evaluation.lerobot_export import export_lerobot  # noqa: E402
 from ladder_ros.evaluation.sim_eval import EvalConfig, evaluate  # noqa: E402
 from ladder_ros.messages import DecisionDoc  # noqa: E402
-from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode  # noqa: E402
-from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
-from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
-from ladder_ros.nodes.policy import PolicyNode  # noqa: E402
-from ladder_ros.nodes.sim_bridge import SimBridgeNode  # noqa: E402
-from ladder_ros.nodes.vlm_verifier import VerifierNode  # noqa: E402
 from ladder_ros.panel import labels as label_ops  # noqa: E402
 from ladder_ros.panel.records import EpisodeFile, EpisodeRecordStore  # noqa: E402
 from ladder_ros.paths import share_path  # noqa: E402
+from tests.recording_graph import recording_graph_nodes  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -58,12 +52,7 @@ def recorded(tmp_path_factory):
     out = tmp_path_factory.mktemp("recorded")
     rclpy.init()
     ns = "rec"
-    nodes = [SimBridgeNode(namespace=ns, parameter_overrides=[Parameter("render", value=True),
-                                                              Parameter("image_size", value=64)]),
-             GripperTriggerNode(namespace=ns), OrchestratorNode(namespace=ns), PolicyNode(namespace=ns),
-             VerifierNode(namespace=ns),
-             EpisodeRecorderNode(namespace=ns, parameter_overrides=[
-                 Parameter("output_dir", value=str(out / "recordings"))])]
+    nodes = recording_graph_nodes(ns, out / "recordings", image_size=64)
     client = EpisodeClient(namespace=ns)
     executor = SingleThreadedExecutor()
     for node in [*nodes, client]:

@@ -76,8 +76,11 @@ class Mutant:
 
 
 def _functions(source: str) -> dict[str, str]:
+    """Each function's source by name; lines are split once (ast.get_source_segment splits the file per call,
+    which is quadratic in a mutated file of thousands of functions)."""
     tree = ast.parse(source)
-    return {node.name: ast.get_source_segment(source, node) or "" for node in ast.walk(tree)
+    lines = source.splitlines()
+    return {node.name: "\n".join(lines[node.lineno - 1:node.end_lineno]) for node in ast.walk(tree)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 

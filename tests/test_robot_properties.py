@@ -1,4 +1,5 @@
-"""The robot drivers' pure rules with a shape, word for word: admission of stamped actions at both edges.
+"""The robot drivers' pure rules with a shape, word for word: admission of stamped actions at both edges, the
+WidowX's limits against its URDF, the Bridge target and the gripper's domains on both sides.
 
 Every refusal names its rule, its value and its bound exactly (the driver copies them into the
 intervention record), and the configuration is refused on both sides of each bound.
@@ -7,11 +8,15 @@ intervention record), and the configuration is refused on both sides of each bou
 import math
 import re
 
+import numpy as np
 import pytest
 
-from ladder_ros.core.errors import ConfigError
-from ladder_ros.core.safety import DUPLICATE, FUTURE_STAMP, STALE
+from ladder_ros.core.errors import ConfigError, InvalidInputError
+from ladder_ros.core.safety import DUPLICATE, FUTURE_STAMP, JOINT_LIMIT, STALE, JointTargetFilter, WorkspaceBox
+from ladder_ros.robots import wx250s
 from ladder_ros.robots.admission import ActionAdmission, AdmissionConfig
+from ladder_ros.robots.ee_target import BridgeTarget
+from ladder_ros.robots.gripper import DROID_AXIS, SIGNED_AXIS, ApertureRange, commanded_aperture
 
 PERIOD_NS = 200_000_000  # 5 Hz, the WidowX's control rate (config/widowx_params.yaml)
 
@@ -80,3 +85,105 @@ def test_a_reset_forgets_a_waiting_action():
     gate.reset()
     assert not gate.waiting and gate.due(10 * PERIOD_NS) is None
     assert gate.last_stamp_ns is None and gate.last_applied_ns is None
+
+
+# ------------------------------------------------------------------ the WidowX 250 6-DoF against its URDF
+# interbotix_xsarm_descriptions urdf/wx250s.urdf.xacro, in degrees as the URDF's comments give them (waist,
+# forearm roll and wrist rotate +-(pi - 1e-5) rad), and every arm joint's velocity limit pi rad/s.
+URDF_DEG = {"waist": (-180, 180), "shoulder": (-108, 114), "elbow": (-123, 92), "forearm_roll": (-180, 180),
+            "wrist_angle": (-100, 123), "wrist_rotate": (-180, 180)}
+
+
+def test_the_wx250s_limits_are_its_urdf_per_joint_and_a_step_is_pi_rad_s_over_the_period():
+    limits = wx250s.joint_limits()
+    assert limits.names == tuple(URDF_DEG)
+    for name, lo, hi in zip(limits.names, limits.lower, limits.upper):
+        assert (math.degrees(lo), math.degrees(hi)) == pytest.approx(URDF_DEG[name], abs=1e-3), name
+    assert limits.max_step == (math.pi * 0.2,) * 6 and wx250s.joint_limits(0.1).max_step == (math.pi * 0.1,) * 6
+    assert limits.source == ("interbotix_xsarm_descriptions wx250s.urdf.xacro (limits, pi rad/s) over one "
+                             "control period")
+    chain = wx250s.chain()
+    assert chain.name == "wx250s" and chain.limits == limits
+
+
+@pytest.mark.parametrize("joint", list(URDF_DEG))
+def test_every_wx250s_joint_is_held_to_its_own_urdf_bounds_on_both_sides(joint):
+    limits = wx250s.joint_limits()
+    i = limits.names.index(joint)
+    joints = JointTargetFilter(limits)
+    for bound, outside in ((limits.lower[i], -1e-6), (limits.upper[i], 1e-6)):
+        target = list(wx250s.NEUTRAL_JOINTS)
+        target[i] = bound
+        assert joints.check(target, None).applied, (joint, bound)
+        target[i] = bound + outside
+        result = joints.check(target, None)
+        assert (result.kind, result.axis, result.limit) == (JOINT_LIMIT, joint, bound)
+    assert joints.counts[JOINT_LIMIT] == 2 and joints.applied == 2
+
+
+# ------------------------------------------------------------------ the Bridge target
+BOX = WorkspaceBox((0.1, -0.2, 0.05), (0.4, 0.2, 0.3))
+
+
+def test_the_bridge_target_checks_its_arguments_and_starts_open():
+    with pytest.raises(ConfigError, match="workspace must be a WorkspaceBox, got dict"):
+        BridgeTarget({})
+    for bad in (0.0, -0.5, 1.0001, 1.5, 2.0):
+        with pytest.raises(ConfigError, match=f"speed_scale must be in \\(0, 1\\], got {bad!r}"):
+            BridgeTarget(BOX, speed_scale=bad)
+    target = BridgeTarget(BOX, speed_scale=1)
+    assert target.gripper == 1.0 and not target.seeded  # a reset leaves the gripper open
+    with pytest.raises(InvalidInputError, match="^the target has not been seeded from a measured pose$"):
+        target.propose(np.zeros(7))
+
+
+def test_a_measured_pose_must_be_a_finite_4x4_and_whole_numbers_are_metres_too():
+    target = BridgeTarget(BOX)
+    for bad, shape in ((np.eye(3), "(3, 3)"), (np.full((4, 4), np.nan), "(4, 4)"), (np.zeros((4, 3)), "(4, 3)")):
+        with pytest.raises(InvalidInputError, match=f"a measured pose is a finite 4x4 matrix, got {re.escape(shape)}"):
+            target.seed(bad)
+    target.seed(np.eye(4, dtype=int))  # at the origin, below the box: clipped onto its low corner
+    assert target.pose.dtype == np.float64 and target.pose[:3, 3].tolist() == [0.1, 0.0, 0.05]
+
+
+def test_seeding_sets_the_gripper_only_when_told_and_a_committed_pose_keeps_small_moves():
+    target = BridgeTarget(BOX)
+    pose = np.eye(4)
+    pose[:3, 3] = (0.2, 0.0, 0.1)
+    for told, expected in ((False, -1.0), (None, -1.0), (True, 1.0), (None, 1.0), (0, -1.0), (1, 1.0)):
+        target.seed(pose, told)
+        assert target.gripper == expected, told
+    target.commit(np.eye(4, dtype=int), 1)  # a pose of whole numbers: the next small move must not be lost
+    moved, clipped = target.propose(["0.01", "0", "0", "0.05", "0", "0", "1"])  # numbers as text read as numbers
+    assert clipped == ["x", "z"] and moved[:3, 3].tolist() == [0.1, 0.0, 0.05]
+    target.commit(pose, -1)
+    moved, clipped = target.propose([0.01, 0, 0, 0.05, 0, 0, 1])
+    assert clipped == [] and moved[:3, 3] == pytest.approx([0.21, 0.0, 0.1]) and moved[1, 2] == pytest.approx(
+        -math.sin(0.05)) and target.gripper == -1.0
+
+
+# ------------------------------------------------------------------ gripper ranges and command domains
+def test_a_gripper_range_is_two_finite_numbers_open_above_closed():
+    for field, kwargs in (("closed", {"closed": math.nan, "open": 0.035}), ("open", {"closed": 0.01, "open": math.inf}),
+                          ("closed", {"closed": True, "open": 0.035}), ("open", {"closed": 0.01, "open": "0.035"})):
+        with pytest.raises(ConfigError, match=f"^gripper range {field} must be a finite number, got "):
+            ApertureRange(**kwargs)
+    with pytest.raises(ConfigError, match=r"gripper range: open \(0.02\) must be above closed \(0.02\)"):
+        ApertureRange(0.02, 0.02)
+    bridge = ApertureRange(0.010, 0.035)
+    with pytest.raises(InvalidInputError, match="^gripper reading is nan$"):
+        bridge.aperture(math.nan)
+    for bad in (-0.001, 1.001, 1.5, 2.0):
+        with pytest.raises(InvalidInputError, match=f"^aperture must be in \\[0, 1\\], got {bad}$"):
+            bridge.reading(bad)
+    assert bridge.reading(0.0) == 0.010 and bridge.reading(1.0) == 0.035
+
+
+def test_each_gripper_convention_refuses_commands_past_either_end_of_its_domain():
+    for axis, low, high in ((SIGNED_AXIS, -1.0, 1.0), (DROID_AXIS, 0.0, 1.0)):
+        assert {commanded_aperture(axis, low), commanded_aperture(axis, high)} == {0.0, 1.0}
+        for bad in (low - 0.5, low - 1e-9, high + 1e-9, high + 0.5):
+            with pytest.raises(InvalidInputError, match=f"^{axis} .* is outside \\[{low:g}, {high:g}\\]"):
+                commanded_aperture(axis, bad)
+    with pytest.raises(ConfigError, match=r"unknown gripper axis 'width'; valid: gripper, gripper_position$"):
+        commanded_aperture("width", 0.5)

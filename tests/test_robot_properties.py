@@ -17,6 +17,7 @@ from ladder_ros.robots import wx250s
 from ladder_ros.robots.admission import ActionAdmission, AdmissionConfig
 from ladder_ros.robots.ee_target import BridgeTarget
 from ladder_ros.robots.gripper import DROID_AXIS, SIGNED_AXIS, ApertureRange, commanded_aperture
+from ladder_ros.robots.timing import ControlTiming
 
 PERIOD_NS = 200_000_000  # 5 Hz, the WidowX's control rate (config/widowx_params.yaml)
 
@@ -187,3 +188,48 @@ def test_each_gripper_convention_refuses_commands_past_either_end_of_its_domain(
                 commanded_aperture(axis, bad)
     with pytest.raises(ConfigError, match=r"unknown gripper axis 'width'; valid: gripper, gripper_position$"):
         commanded_aperture("width", 0.5)
+
+
+# ------------------------------------------------------------------ control timing
+def test_timing_needs_a_positive_period_and_reports_every_key_before_the_first_period():
+    for bad in (0, 0.0, -0.2):
+        with pytest.raises(ConfigError, match=f"^nominal period must be positive, got {bad!r}$"):
+            ControlTiming(bad)
+    timing = ControlTiming(0.2)
+    timing.tick(5.0)
+    assert timing.stats() == {"ticks": 1, "nominal_period_ms": 200.0, "period_mean_ms": None, "period_p50_ms": None,
+                              "period_p99_ms": None, "period_max_ms": None, "jitter_p50_ms": None,
+                              "jitter_p99_ms": None, "jitter_max_ms": None}
+
+
+def test_timing_percentiles_over_periods_of_0_to_100_ms_against_a_30_ms_nominal():
+    timing = ControlTiming(0.03)
+    now = 100.0
+    timing.tick(now)
+    for k in range(101):  # periods 0, 1, ..., 100 ms: the q-th percentile is q ms
+        now += k / 1000.0
+        timing.tick(now)
+    stats = timing.stats()
+    # jitter |k - 30| sorted: 0, then 1..30 twice each, then 31..70: index 50 is 25, index 99 is 69
+    expected = {"ticks": 102, "nominal_period_ms": 30.0, "period_mean_ms": 50.0, "period_p50_ms": 50.0,
+                "period_p99_ms": 99.0, "period_max_ms": 100.0, "jitter_p50_ms": 25.0, "jitter_p99_ms": 69.0,
+                "jitter_max_ms": 70.0}
+    assert stats.keys() == expected.keys()
+    for key, value in expected.items():
+        assert stats[key] == pytest.approx(value, abs=1e-6), key
+
+
+def test_timing_keeps_exactly_the_last_window_of_periods():
+    timing = ControlTiming(0.01)
+    now = 0.0
+    timing.tick(now)
+    for _ in range(100):
+        now += 1.0  # an old stutter ...
+        timing.tick(now)
+    for _ in range(200):
+        now += 0.01  # ... then exactly one default window (200) of steady periods
+        timing.tick(now)
+    assert timing.stats()["period_max_ms"] == pytest.approx(10.0, abs=1e-6)
+    timing.gap()
+    timing.tick(now + 50.0)  # after a hold: no period across the gap
+    assert timing.stats()["period_max_ms"] == pytest.approx(10.0, abs=1e-6) and timing.ticks == 302

@@ -66,6 +66,9 @@ def test_refusals_say_their_age_gap_and_bound_exactly():
     assert (twin.kind, twin.value, twin.limit) == (DUPLICATE, 0.04, 0.1)
     assert twin.reason == ("an action stamped 40.0 ms after the last one applied: one action per control period "
                            "(200 ms)")
+    slow = admission(period_s=0.7)  # a period whose milliseconds a wrong scale would round differently
+    slow.applied(now, now)
+    assert slow.judge(now + 40_000_000, now + PERIOD_NS).reason.endswith("one action per control period (700 ms)")
 
 
 def test_an_action_replaced_while_it_waits_is_a_duplicate_with_the_gap_and_the_spacing():

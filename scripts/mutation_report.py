@@ -23,6 +23,7 @@ import difflib
 import fnmatch
 import json
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,14 +194,20 @@ def readme_section(mutants: list[Mutant], equivalent: list[tuple[Mutant, str]]) 
              "time-outs; safety modules first):", "",
              "| module | mutants | killed | survived | no test | kill rate |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    total = collections.Counter()
+    unrun = []
     for module, c in rows(mutants):
+        if not checked(c):  # no mutant of it checked in ./mutants: left out, named below the table
+            unrun.append(module)
+            continue
         name = f"**`{short(module)}`**" if is_safety(module) else f"`{short(module)}`"
         lines.append(f"| {name} | {checked(c)} | {caught(c)} | {c['survived']} | {c['no tests']} | {rate(c)} |")
-    total = collections.Counter()
-    for _, c in rows(mutants):
         total.update(c)
     lines.append(f"| all | {checked(total)} | {caught(total)} | {total['survived']} | {total['no tests']} | "
                  f"{rate(total)} |")
+    if unrun:
+        lines += ["", *textwrap.wrap("Not run this time (no results): " + ", ".join(f"`{short(m)}`" for m in unrun)
+                                     + ".", 110)]
     lines += ["", "Survivors that are equivalent mutants (no input tells them apart from the code), by module:", ""]
     by_module: dict[str, list[tuple[Mutant, str]]] = collections.defaultdict(list)
     for m, reason in equivalent:

@@ -15,6 +15,8 @@ from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.safety import DUPLICATE, FUTURE_STAMP, JOINT_LIMIT, STALE, JointTargetFilter, WorkspaceBox
 from ladder_ros.robots import wx250s
 from ladder_ros.robots.admission import ActionAdmission, AdmissionConfig
+from ladder_ros.robots.arm_health import GripperMonitor, RestDetector, TrackingMonitor
+from ladder_ros.robots.dynamixel import ProfileRegisters
 from ladder_ros.robots.ee_target import BridgeTarget
 from ladder_ros.robots.gripper import DROID_AXIS, SIGNED_AXIS, ApertureRange, commanded_aperture
 from ladder_ros.robots.timing import ControlTiming
@@ -236,3 +238,74 @@ def test_timing_keeps_exactly_the_last_window_of_periods():
     timing.gap()
     timing.tick(now + 50.0)  # after a hold: no period across the gap
     assert timing.stats()["period_max_ms"] == pytest.approx(10.0, abs=1e-6) and timing.ticks == 302
+
+
+# ------------------------------------------------------------------ what the arm's readings show
+@pytest.mark.parametrize("make, message", [
+    (lambda: TrackingMonitor(("a", "b"), (1.0, 0.0), 0.1, 2), "a joint velocity limit must be a positive number, got 0.0"),
+    (lambda: TrackingMonitor(("a",), (1.0,), 0, 2), "tracking tolerance_rad must be a positive number, got 0"),
+    (lambda: TrackingMonitor(("a",), (1.0,), 0.1, 0), "tracking readings must be a whole number >= 1, got 0"),
+    (lambda: TrackingMonitor(("a",), (1.0,), 0.1, True), "tracking readings must be a whole number >= 1, got True"),
+    (lambda: TrackingMonitor(("a",), (1.0,), 0.1, 1.5), "tracking readings must be a whole number >= 1, got 1.5"),
+    (lambda: GripperMonitor(0.02, 0.02, 1.0), r"gripper open position \(0.02\) must be above the closed one \(0.02\)"),
+    (lambda: GripperMonitor(0.03, 0.01, 0.0), "gripper timeout_s must be a positive number, got 0.0"),
+    (lambda: GripperMonitor(0.03, 0.01, 1.0, tolerance_m=-1e-3), "gripper tolerance_m must be a positive number"),
+    (lambda: GripperMonitor(0.03, 0.01, 1.0, moved_m=math.inf), "gripper moved_m must be a positive number, got inf"),
+    (lambda: RestDetector(0.0, 0.1), "rest speed_rad_s must be a positive number, got 0.0"),
+    (lambda: RestDetector(0.1, True), "rest window_s must be a positive number, got True"),
+])
+def test_every_health_monitor_setting_is_refused_in_its_own_name(make, message):
+    with pytest.raises(ConfigError, match=f"^{message}"):
+        make()
+
+
+@pytest.mark.parametrize("readings", [1, 2, 3, 5])
+def test_a_tracking_fault_needs_exactly_its_readings_in_a_row_after_every_start(readings):
+    monitor = TrackingMonitor(("a", "b"), (math.pi, 2.0), tolerance_rad=0.1, readings=readings)
+    assert monitor.profile is None and not monitor.active
+    for start in (0.0, 100.0):  # a second start (after a recovery) counts afresh
+        monitor.start([0, 1], None, start, ProfileRegisters(250, 100))
+        assert monitor.settles_at() == start  # holding where it was measured: settled already
+        for k in range(1, readings):
+            assert monitor.check([0.0, 1.2], start + k) is None  # b off by 0.2 rad, not yet long enough
+        fault = monitor.check([0.0, 1.2], start + readings)
+        assert (fault.joint, fault.measured, fault.predicted) == ("b", 1.2, 1.0)
+        assert fault.error_rad == pytest.approx(0.2)
+    monitor.stop()
+    monitor.commanded([0.5, 0.5], 200.0)  # stopped: a goal starts no prediction
+    assert monitor.predicted(200.5) is None and monitor.check([9.0, 9.0], 201.0) is None
+
+
+def test_tracking_starts_from_the_measured_velocity():
+    monitor = TrackingMonitor(("a",), (math.pi,), tolerance_rad=0.1, readings=2)
+    monitor.start(["0.25"], [1.0], 0.0, ProfileRegisters(1000, 250))  # moving at 1 rad/s when started
+    monitor.commanded([0.25], 0.0)  # hold where it is: it brakes, passes the goal and comes back
+    assert monitor.predicted(0.125)[0] > 0.3 and monitor.predicted(1.0)[0] == 0.25
+    still = TrackingMonitor(("a",), (math.pi,), tolerance_rad=0.1, readings=2)
+    still.start([0.25], None, 0.0, ProfileRegisters(1000, 250))
+    still.commanded([0.25], 0.0)
+    assert still.predicted(0.125)[0] == 0.25
+
+
+def test_the_gripper_arrives_exactly_at_its_tolerances_and_is_late_exactly_at_its_timeout():
+    gripper = GripperMonitor(open_m=0.5, closed_m=0.25, timeout_s=1.0, tolerance_m=0.125, moved_m=0.0625)  # exact
+    assert gripper.arrived(True, 0.3, 0.375) and not gripper.arrived(True, 0.3, 0.37)
+    assert gripper.arrived(False, 0.4, 0.375) and not gripper.arrived(False, 0.4, 0.38)  # at the closed stop
+    assert gripper.arrived(False, 0.5, 0.4375) and not gripper.arrived(False, 0.5, 0.44)  # moved towards closed
+    gripper.commanded(True, 0.3, 100.0)
+    assert gripper.check(0.3, 100.5) is None and gripper.check(0.3, 100.999) is None
+    assert gripper.check(0.3, 101.0) == ("the gripper did not open within 1 s: the left finger is at 0.3000 m (it "
+                                         "was at 0.3000 m when commanded)")
+
+
+def test_rest_is_judged_over_exactly_one_window_and_motion_of_exactly_the_speed_is_motion():
+    rest = RestDetector(0.25, 1.0)
+    assert rest.at_rest is False
+    rest.update([0.0], 0.0)
+    assert rest.update([0.25], 1.0) is False  # exactly 0.25 rad/s over the window: moving
+    rest.reset()
+    assert rest.at_rest is False
+    rest.update([0.0], 0.0)
+    rest.update([1.0], 1.0)
+    assert rest.update([1.0], 2.0) is True  # the reading a whole window old is where the window starts
+    assert rest.update(["1.0"], 3.0) is True  # numbers as text read as numbers

@@ -70,17 +70,16 @@ class TrackingMonitor:
     def start(self, measured: Sequence[float], velocities: Sequence[float] | None, now: float,
               profile: ProfileRegisters) -> None:
         """Start predicting from the measured joints, with the profile the motors now hold (verified)."""
-        q = np.asarray(measured, dtype=np.float64)
-        v = np.zeros(len(q)) if velocities is None else np.asarray(velocities, dtype=np.float64)
+        q = [float(qi) for qi in measured]
+        v = [0.0] * len(q) if velocities is None else [float(vi) for vi in velocities]
         self.profile = profile
-        self._moves = [TimeProfile(now, float(qi), float(vi), float(qi), ProfileRegisters(0, 0), vm)
+        self._moves = [TimeProfile(now, qi, vi, qi, ProfileRegisters(0, 0), vm)
                        for qi, vi, vm in zip(q, v, self.max_velocity)]
         self._strikes = [0] * len(self.names)
 
     def stop(self) -> None:
         """Stop predicting (torque off, a reboot: the motors do not follow goals until started again)."""
-        self._moves = None
-        self._strikes = [0] * len(self.names)
+        self._moves = None  # the strikes start again with the next start()
 
     @property
     def active(self) -> bool:

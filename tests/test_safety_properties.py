@@ -310,6 +310,9 @@ def test_no_step_counts_as_executed_before_one_was_taken(first):
     assert gate.offer(first, "late") == DUPLICATE and gate.offer(first - 1, "older") == DUPLICATE
     gate.begin(first + 1)
     assert gate.offer(first + 1, "b") == "accepted"
+    gate.begin(first - 2)  # a step opened out of order is taken, but the executed mark never moves back
+    gate.take()
+    assert gate.offer(first, "again") == DUPLICATE
 
 
 # ------------------------------------------------------------------ the supervisor's state, word for word

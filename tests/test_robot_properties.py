@@ -276,6 +276,16 @@ def test_a_tracking_fault_needs_exactly_its_readings_in_a_row_after_every_start(
     assert monitor.predicted(200.5) is None and monitor.check([9.0, 9.0], 201.0) is None
 
 
+def test_a_joint_exactly_at_the_tolerance_still_tracks_and_of_two_equal_faults_the_first_joint_is_named():
+    monitor = TrackingMonitor(("a", "b"), (math.pi, math.pi), tolerance_rad=0.125, readings=1)  # exact in binary
+    monitor.start([0.0, 0.0], None, 0.0, ProfileRegisters(250, 100))
+    assert monitor.check([0.125, -0.125], 1.0) is None
+    fault = monitor.check([0.25, -0.25], 2.0)
+    assert (fault.joint, fault.error_rad) == ("a", 0.25)
+    with pytest.raises(TypeError):
+        monitor.check([None, 0.0], 3.0)  # a missing reading is an error, never a NaN that passes every check
+
+
 def test_tracking_starts_from_the_measured_velocity():
     monitor = TrackingMonitor(("a",), (math.pi,), tolerance_rad=0.1, readings=2)
     monitor.start(["0.25"], [1.0], 0.0, ProfileRegisters(1000, 250))  # moving at 1 rad/s when started

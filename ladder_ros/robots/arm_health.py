@@ -111,13 +111,13 @@ class TrackingMonitor:
         predicted = self.predicted(at)
         if predicted is None:
             return None
-        q = np.asarray(measured, dtype=np.float64)
+        q = [float(qi) for qi in measured]  # a missing reading (None) is an error, never a NaN that passes
         worst: TrackingFault | None = None
         for i, name in enumerate(self.names):
-            error = abs(float(q[i]) - float(predicted[i]))
+            error = abs(q[i] - float(predicted[i]))
             self._strikes[i] = self._strikes[i] + 1 if error > self.tolerance else 0
             if self._strikes[i] >= self.readings and (worst is None or error > worst.error_rad):
-                worst = TrackingFault(name, error, float(q[i]), float(predicted[i]))
+                worst = TrackingFault(name, error, q[i], float(predicted[i]))
         return worst
 
 

@@ -242,7 +242,8 @@ def test_timing_keeps_exactly_the_last_window_of_periods():
 
 # ------------------------------------------------------------------ what the arm's readings show
 @pytest.mark.parametrize("make, message", [
-    (lambda: TrackingMonitor(("a", "b"), (1.0, 0.0), 0.1, 2), "a joint velocity limit must be a positive number, got 0.0"),
+    (lambda: TrackingMonitor(("a", "b"), (1.0, 0.0), 0.1, 2),
+     "a joint velocity limit must be a positive number, got 0.0"),
     (lambda: TrackingMonitor(("a",), (1.0,), 0, 2), "tracking tolerance_rad must be a positive number, got 0"),
     (lambda: TrackingMonitor(("a",), (1.0,), 0.1, 0), "tracking readings must be a whole number >= 1, got 0"),
     (lambda: TrackingMonitor(("a",), (1.0,), 0.1, True), "tracking readings must be a whole number >= 1, got True"),

@@ -11,7 +11,7 @@ Usage: mutation_report.py                   the table and the unexplained surviv
                                             mutation section (between its markers)
        mutation_report.py --modules         the modules setup.cfg mutates, safety modules first
        mutation_report.py --survivors MODULE  each survivor of MODULE with the line it changes
-       mutation_report.py --survivor-names MODULE  their names only (scripts/mutation.sh --survivors)
+       mutation_report.py --survivor-names MODULE  their names and those no test reached (mutation.sh --survivors)
 """
 
 from __future__ import annotations
@@ -235,8 +235,10 @@ def main(argv: list[str]) -> int:
     if argv[:1] in (["--survivors"], ["--survivor-names"]):
         equivalents = load_equivalents()
         for m in load(argv[1:] or None):
-            if m.status == "survived" and (argv[0] == "--survivor-names" or m.name not in equivalents):
-                print(m.name if argv[0] == "--survivor-names" else f"{m.name}\n    {m.change}")
+            if argv[0] == "--survivor-names" and m.status in ("survived", "no tests"):  # checked again after new tests
+                print(m.name)
+            elif argv[0] == "--survivors" and m.status == "survived" and m.name not in equivalents:
+                print(f"{m.name}\n    {m.change}")
         return 0
     mutants = load()
     if not mutants:

@@ -16,7 +16,14 @@ from ladder_ros.core.safety import DUPLICATE, FUTURE_STAMP, JOINT_LIMIT, STALE, 
 from ladder_ros.robots import wx250s
 from ladder_ros.robots.admission import ActionAdmission, AdmissionConfig
 from ladder_ros.robots.arm_health import GripperMonitor, RestDetector, TrackingMonitor
-from ladder_ros.robots.dynamixel import ProfileRegisters
+from ladder_ros.robots.dynamixel import (
+    ProfileRegisters,
+    TimeProfile,
+    describe_hardware_error,
+    rad_to_ticks,
+    ticks_to_rad,
+    velocity_units_to_rad_s,
+)
 from ladder_ros.robots.ee_target import BridgeTarget
 from ladder_ros.robots.gripper import DROID_AXIS, SIGNED_AXIS, ApertureRange, commanded_aperture
 from ladder_ros.robots.timing import ControlTiming
@@ -320,3 +327,80 @@ def test_rest_is_judged_over_exactly_one_window_and_motion_of_exactly_the_speed_
     rest.update([1.0], 1.0)
     assert rest.update([1.0], 2.0) is True  # the reading a whole window old is where the window starts
     assert rest.update(["1.0"], 3.0) is True  # numbers as text read as numbers
+
+
+# ------------------------------------------------------------------ Dynamixel X-series (ROBOTIS e-manual, X-series control table)
+def test_position_ticks_are_4096_a_turn_with_2048_at_zero_and_round_to_the_nearest_tick():
+    for ticks, rad in ((2048, 0.0), (3072, math.pi / 2), (1024, -math.pi / 2), (0, -math.pi), (4095, math.pi * 2047 / 2048)):
+        assert ticks_to_rad(ticks) == pytest.approx(rad, abs=1e-12) and rad_to_ticks(rad) == ticks
+    tick = 2 * math.pi / 4096
+    assert rad_to_ticks(0.49 * tick) == 2048 and rad_to_ticks(0.51 * tick) == 2049 and rad_to_ticks(-0.51 * tick) == 2047
+    assert ticks_to_rad("3072") == pytest.approx(math.pi / 2) and rad_to_ticks("0") == 2048  # register text
+
+
+def test_a_velocity_unit_is_0_229_rpm():
+    assert velocity_units_to_rad_s(1) == pytest.approx(0.229 * 2 * math.pi / 60, rel=1e-12)
+    assert velocity_units_to_rad_s("131") == pytest.approx(3.14149, abs=1e-5)  # 131 units: 29.999 rpm
+
+
+def test_hardware_error_bits_are_named_and_unknown_bits_shown_in_hex():
+    assert describe_hardware_error(0) == ""
+    assert describe_hardware_error(1 << 5) == "overload"
+    assert describe_hardware_error(0b111101) == "input voltage, overheating, motor encoder, electrical shock, overload"
+    assert describe_hardware_error(1 << 1) == "unknown bits 0x02"  # bit 1 is not an X-series error bit
+    assert describe_hardware_error((1 << 0) | (1 << 5) | (1 << 7)) == "input voltage, overload, unknown bits 0x80"
+
+
+def test_profile_registers_are_whole_milliseconds_written_as_the_interbotix_api_truncates_them():
+    for name, kwargs in (("Profile_Velocity", {"velocity_ms": -1, "acceleration_ms": 0}),
+                         ("Profile_Acceleration", {"velocity_ms": 100, "acceleration_ms": 1.5}),
+                         ("Profile_Velocity", {"velocity_ms": True, "acceleration_ms": 0})):
+        with pytest.raises(ConfigError, match=f"^{name} must be a whole number of ms >= 0, got "):
+            ProfileRegisters(**kwargs)
+    assert ProfileRegisters(0, 0).total_s == 0.0
+    assert ProfileRegisters.from_times(2.0, 0.3) == ProfileRegisters(2000, 300)
+    assert ProfileRegisters.from_times(0.2999, 0.0999) == ProfileRegisters(299, 99)  # int(), not round()
+    assert ProfileRegisters(1000, 700).ramp_s == 0.5 and ProfileRegisters(1000, 250).ramp_s == 0.25
+
+
+def _profiles():
+    rng = np.random.default_rng(11)
+    for _ in range(60):
+        velocity_ms = int(rng.choice([0, 200, 500, 1000, 2000]))
+        registers = ProfileRegisters(velocity_ms, int(rng.integers(0, velocity_ms + 1)) if velocity_ms else 0)
+        yield TimeProfile(float(rng.uniform(0, 10)), float(rng.uniform(-2, 2)), float(rng.uniform(-1, 1)),
+                          float(rng.uniform(-2, 2)), registers, float(rng.uniform(0.5, 4.0)))
+
+
+@pytest.mark.parametrize("move", list(_profiles()), ids=lambda m: f"{m.registers.velocity_ms}ms")
+def test_every_move_starts_where_and_as_fast_as_the_joint_is_and_ends_at_rest_on_its_goal_smoothly(move):
+    assert move.state(move.t0 - 1.0) == (move.q0, move.v0) and move.state(move.t0) == (move.q0, move.v0)
+    assert move.state(move.end_time + 1e-9) == (move.q1, 0.0) and move.state(move.end_time + 5.0) == (move.q1, 0.0)
+    assert abs(move.cruise_velocity) <= move.max_velocity + 1e-12
+    if move.registers.velocity_ms:
+        assert move.duration >= move.registers.total_s - 1e-12
+        if abs(move.cruise_velocity) < move.max_velocity:
+            assert move.duration == pytest.approx(move.registers.total_s)
+    else:  # no profile: a step at the velocity limit
+        assert move.duration == pytest.approx(abs(move.q1 - move.q0) / move.max_velocity)
+    ts = np.linspace(move.t0, move.end_time, 401)
+    h = 1e-6
+    for t in ts[1:-1]:
+        q, v = move.state(t)
+        assert move.position(t) == q and move.velocity(t) == v
+        if move.registers.velocity_ms:  # a trapezoid: position and velocity continuous, velocity its slope
+            assert (move.position(t + h) - move.position(t - h)) / (2 * h) == pytest.approx(v, abs=1e-4)
+            assert abs(move.velocity(t + h) - v) < 1e-3 * max(1.0, abs(move.v0 - move.cruise_velocity)) / max(
+                move.registers.ramp_s, 1e-3) + 1e-9
+    if move.registers.velocity_ms:
+        q_end, v_end = move.state(move.end_time - 1e-9)
+        assert q_end == pytest.approx(move.q1, abs=1e-6) and v_end == pytest.approx(0.0, abs=1e-5)
+
+
+def test_a_move_needs_a_positive_velocity_limit_and_a_step_of_no_distance_takes_no_time():
+    with pytest.raises(ConfigError, match="^max_velocity must be positive, got 0$"):
+        TimeProfile(0.0, 0.0, 0.0, 1.0, ProfileRegisters(100, 0), 0)
+    still = TimeProfile(1.0, 0.5, 0.0, 0.5, ProfileRegisters(0, 0), 2.0)
+    assert still.duration == 0.0 and still.cruise_velocity == 0.0 and still.end_time == 1.0
+    step = TimeProfile(1.0, 0.5, 0.0, -0.5, ProfileRegisters(0, 0), 2.0)
+    assert step.duration == 0.5 and step.cruise_velocity == -2.0 and step.state(1.25) == (0.0, -2.0)

@@ -7,6 +7,7 @@ intervention record), and the configuration is refused on both sides of each bou
 
 import math
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -27,6 +28,7 @@ from ladder_ros.robots.dynamixel import (
 from ladder_ros.robots.ee_target import BridgeTarget
 from ladder_ros.robots.gripper import DROID_AXIS, SIGNED_AXIS, ApertureRange, commanded_aperture
 from ladder_ros.robots.timing import ControlTiming
+from ladder_ros.robots.vendor_calls import DONE, EXPIRED, LATE, VendorCallWorker
 
 PERIOD_NS = 200_000_000  # 5 Hz, the WidowX's control rate (config/widowx_params.yaml)
 
@@ -404,3 +406,59 @@ def test_a_move_needs_a_positive_velocity_limit_and_a_step_of_no_distance_takes_
     assert still.duration == 0.0 and still.cruise_velocity == 0.0 and still.end_time == 1.0
     step = TimeProfile(1.0, 0.5, 0.0, -0.5, ProfileRegisters(0, 0), 2.0)
     assert step.duration == 0.5 and step.cruise_velocity == -2.0 and step.state(1.25) == (0.0, -2.0)
+
+
+# ------------------------------------------------------------------ vendor calls with deadlines
+class Clock:
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def _thread(name):
+    return next((t for t in threading.enumerate() if t.name == name), None)
+
+
+def _wait(condition, what):
+    done = threading.Event()
+    for _ in range(5000):  # polls every 2 ms: 10 s at most, reached only when something is broken
+        if condition():
+            return
+        done.wait(0.002)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_the_worker_runs_on_a_named_daemon_thread_and_names_the_next_one_after_a_give_up():
+    clock = Clock(100.0)  # a monotonic clock far from zero: deadlines are measured from each start
+    worker = VendorCallWorker(clock=clock)
+    assert worker.name == "vendor-calls" and worker.running() is None and worker.threads_given_up == 0
+    first = _thread("vendor-calls-1")
+    assert first is not None and first.daemon
+    release, finished = threading.Event(), threading.Event()
+    stuck = worker.submit("reboot", lambda: release.wait(10.0) and "rebooted", 2.0)
+    assert stuck.submitted_at == 100.0
+    _wait(lambda: worker.running() is stuck, "the call to start")
+    clock.t = 102.0  # exactly its deadline: still within it
+    assert worker.poll() == [] and worker.running() is stuck
+    clock.t = 102.001
+    assert worker.poll() == [stuck] and stuck.state == EXPIRED and worker.running() is None
+    assert worker.threads_given_up == 1 and _thread("vendor-calls-2").daemon
+    after = worker.submit("torque", lambda: finished.set() or "on", 1.0)
+    _wait(lambda: after.state == DONE, "the next call on the fresh thread")
+    assert worker.running() is None and worker.poll() == [after]
+    release.set()  # the stuck call answers late, and its thread ends instead of serving the queue too
+    first.join(10.0)
+    assert not first.is_alive()
+    _wait(lambda: stuck.state == LATE, "the late answer")
+    assert worker.poll() == [stuck] and stuck.result == "rebooted" and worker.poll() == []
+    hold = threading.Event()
+    again = worker.submit("reboot", lambda: hold.wait(10.0), 1.0)
+    _wait(lambda: worker.running() is again, "the second stuck call to start")
+    clock.t = 110.0
+    assert worker.poll() == [again] and worker.threads_given_up == 2 and _thread("vendor-calls-3") is not None
+    hold.set()
+    worker.close()
+    with pytest.raises(ConfigError, match="^the vendor call worker is closed$"):
+        worker.submit("late", lambda: None, 1.0)

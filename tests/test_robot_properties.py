@@ -331,12 +331,14 @@ def test_rest_is_judged_over_exactly_one_window_and_motion_of_exactly_the_speed_
     assert rest.update(["1.0"], 3.0) is True  # numbers as text read as numbers
 
 
-# ------------------------------------------------------------------ Dynamixel X-series (ROBOTIS e-manual, X-series control table)
+# ------------------------------------------------------------------ Dynamixel X-series (ROBOTIS e-manual control table)
 def test_position_ticks_are_4096_a_turn_with_2048_at_zero_and_round_to_the_nearest_tick():
-    for ticks, rad in ((2048, 0.0), (3072, math.pi / 2), (1024, -math.pi / 2), (0, -math.pi), (4095, math.pi * 2047 / 2048)):
+    for ticks, rad in ((2048, 0.0), (3072, math.pi / 2), (1024, -math.pi / 2), (0, -math.pi),
+                       (4095, math.pi * 2047 / 2048)):
         assert ticks_to_rad(ticks) == pytest.approx(rad, abs=1e-12) and rad_to_ticks(rad) == ticks
     tick = 2 * math.pi / 4096
-    assert rad_to_ticks(0.49 * tick) == 2048 and rad_to_ticks(0.51 * tick) == 2049 and rad_to_ticks(-0.51 * tick) == 2047
+    assert rad_to_ticks(0.49 * tick) == 2048 and rad_to_ticks(0.51 * tick) == 2049
+    assert rad_to_ticks(-0.51 * tick) == 2047
     assert ticks_to_rad("3072") == pytest.approx(math.pi / 2) and rad_to_ticks("0") == 2048  # register text
 
 

@@ -404,6 +404,10 @@ def test_every_move_starts_where_and_as_fast_as_the_joint_is_and_ends_at_rest_on
             assert (move.position(t + h) - move.position(t - h)) / (2 * h) == pytest.approx(v, abs=1e-4)
             assert abs(move.velocity(t + h) - v) < 1e-3 * max(1.0, abs(move.v0 - move.cruise_velocity)) / max(
                 move.registers.ramp_s, 1e-3) + 1e-9
+    ramp = move.registers.ramp_s
+    if 0 < ramp and move.duration > 2 * ramp:  # no jump where the ramps meet the cruise
+        for boundary in (move.t0 + ramp, move.end_time - ramp):
+            assert move.position(boundary - 1e-9) == pytest.approx(move.position(boundary + 1e-9), abs=1e-6)
     if move.registers.ramp_s > 0:  # a ramp down: the joint comes to rest smoothly
         q_end, v_end = move.state(move.end_time - 1e-9)
         assert q_end == pytest.approx(move.q1, abs=1e-6) and v_end == pytest.approx(0.0, abs=1e-5)

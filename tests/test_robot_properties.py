@@ -477,14 +477,3 @@ def test_the_worker_runs_on_a_named_daemon_thread_and_names_the_next_one_after_a
     with pytest.raises(ConfigError, match="^the vendor call worker is closed$"):
         worker.submit("late", lambda: None, 1.0)
 
-
-def test_a_thread_given_up_on_that_wakes_with_a_call_hands_it_to_the_fresh_thread():
-    worker = VendorCallWorker(name="handback", clock=Clock(0.0))
-    _wait(lambda: _thread("handback-1") is not None, "the first thread")
-    worker._start_thread()  # as poll() does after a give-up: thread 1 still waits on the queue, first in line
-    calls = [worker.submit(f"call {k}", lambda k=k: k, 1.0) for k in range(3)]
-    _wait(lambda: all(c.state == DONE for c in calls), "every call to run on the fresh thread")
-    assert [c.result for c in calls] == [0, 1, 2]
-    _thread("handback-1").join(10.0) if _thread("handback-1") else None
-    assert _thread("handback-1") is None and _thread("handback-2") is not None
-    worker.close()

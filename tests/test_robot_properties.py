@@ -476,4 +476,3 @@ def test_the_worker_runs_on_a_named_daemon_thread_and_names_the_next_one_after_a
     worker.close()
     with pytest.raises(ConfigError, match="^the vendor call worker is closed$"):
         worker.submit("late", lambda: None, 1.0)
-

@@ -8,7 +8,7 @@
 # the results stay there, so --report and --survivors read the last run of each module.
 #
 # Usage: scripts/mutation.sh [MODULE ...]      every module, or the ones named (ladder_ros.core.safety)
-#        scripts/mutation.sh --survivors MODULE ...   only the mutants of MODULE that survived last time
+#        scripts/mutation.sh --survivors MODULE ...   only the mutants of MODULE that survived last time or no test reached
 #        scripts/mutation.sh --report          the kill rates of the last run, per module, and every survivor
 #                                              not listed as equivalent in scripts/mutation_equivalents.txt
 #        scripts/mutation.sh --readme          the same, written into README.md's mutation table

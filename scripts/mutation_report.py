@@ -11,7 +11,7 @@ Usage: mutation_report.py                   the table and the unexplained surviv
                                             mutation section (between its markers)
        mutation_report.py --modules         the modules setup.cfg mutates, safety modules first
        mutation_report.py --survivors MODULE  each survivor of MODULE with the line it changes
-       mutation_report.py --survivor-names MODULE  their names only (scripts/mutation.sh --survivors)
+       mutation_report.py --survivor-names MODULE  their names and those no test reached (mutation.sh --survivors)
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import difflib
 import fnmatch
 import json
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,8 +77,11 @@ class Mutant:
 
 
 def _functions(source: str) -> dict[str, str]:
+    """Each function's source by name; lines are split once (ast.get_source_segment splits the file per call,
+    which is quadratic in a mutated file of thousands of functions)."""
     tree = ast.parse(source)
-    return {node.name: ast.get_source_segment(source, node) or "" for node in ast.walk(tree)
+    lines = source.splitlines()
+    return {node.name: "\n".join(lines[node.lineno - 1:node.end_lineno]) for node in ast.walk(tree)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
@@ -190,14 +194,20 @@ def readme_section(mutants: list[Mutant], equivalent: list[tuple[Mutant, str]]) 
              "time-outs; safety modules first):", "",
              "| module | mutants | killed | survived | no test | kill rate |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    total = collections.Counter()
+    unrun = []
     for module, c in rows(mutants):
+        if not checked(c):  # no mutant of it checked in ./mutants: left out, named below the table
+            unrun.append(module)
+            continue
         name = f"**`{short(module)}`**" if is_safety(module) else f"`{short(module)}`"
         lines.append(f"| {name} | {checked(c)} | {caught(c)} | {c['survived']} | {c['no tests']} | {rate(c)} |")
-    total = collections.Counter()
-    for _, c in rows(mutants):
         total.update(c)
     lines.append(f"| all | {checked(total)} | {caught(total)} | {total['survived']} | {total['no tests']} | "
                  f"{rate(total)} |")
+    if unrun:
+        lines += ["", *textwrap.wrap("Not run this time (no results): " + ", ".join(f"`{short(m)}`" for m in unrun)
+                                     + ".", 110)]
     lines += ["", "Survivors that are equivalent mutants (no input tells them apart from the code), by module:", ""]
     by_module: dict[str, list[tuple[Mutant, str]]] = collections.defaultdict(list)
     for m, reason in equivalent:
@@ -225,8 +235,10 @@ def main(argv: list[str]) -> int:
     if argv[:1] in (["--survivors"], ["--survivor-names"]):
         equivalents = load_equivalents()
         for m in load(argv[1:] or None):
-            if m.status == "survived" and (argv[0] == "--survivor-names" or m.name not in equivalents):
-                print(m.name if argv[0] == "--survivor-names" else f"{m.name}\n    {m.change}")
+            if argv[0] == "--survivor-names" and m.status in ("survived", "no tests"):  # checked again after new tests
+                print(m.name)
+            elif argv[0] == "--survivors" and m.status == "survived" and m.name not in equivalents:
+                print(f"{m.name}\n    {m.change}")
         return 0
     mutants = load()
     if not mutants:

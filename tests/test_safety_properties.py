@@ -5,6 +5,7 @@ them into the intervention record), and every count must add up over many action
 """
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -81,8 +82,18 @@ def test_the_workspace_box_is_closed_every_wall_belongs_to_it():
                 assert axes == ["xyz"[axis]] and np.array_equal(clipped, on)
 
 
+def test_the_workspace_box_reads_any_numbers_and_a_position_with_an_unknown_coordinate_is_outside():
+    box = WorkspaceBox((0.1, -0.2, 0.0), (0.4, 0.2, 0.3))
+    assert box.contains(["0.3", "0", "0.1"]) and not box.contains(["0.5", "0", "0.1"])  # numbers as text
+    assert not box.contains([None, 0.0, 0.1])  # an unknown coordinate is not known to be inside
+    clipped, axes = box.clip([Fraction(1, 2), Fraction(0), Fraction(1, 10)])
+    assert clipped.dtype == np.float64 and axes == ["x"] and np.allclose(clipped, [0.4, 0.0, 0.1])
+    clipped, axes = box.clip(["0.5", "0", "0.1"])
+    assert clipped.dtype == np.float64 and axes == ["x"] and np.allclose(clipped, [0.4, 0.0, 0.1])
+
+
 def test_joint_limits_are_normalised_and_every_bound_is_checked_with_its_name():
-    limits = JointLimits(["a", "b"], np.array([-1, -2]), [1, 2], (2.0, 0.5))  # max_step the whole range: allowed
+    limits = JointLimits(["a", "b"], np.array([-1, -2]), [1, 2], np.array([2, 0.5]))  # max_step the range: allowed
     assert limits.names == ("a", "b") and limits.lower == (-1.0, -2.0) and limits.upper == (1.0, 2.0)
     assert limits.max_step == (2.0, 0.5) and hash(limits)
     assert limits.to_dict() == {"names": ["a", "b"], "lower": [-1.0, -2.0], "upper": [1.0, 2.0], "max_step": [2.0, 0.5]}
@@ -256,14 +267,17 @@ def test_every_joint_refusal_carries_kind_axis_value_limit_and_a_reason():
     for r in (result,):
         assert r.verdict is Verdict.REJECTED and np.array_equal(r.action, previous) and r.action.dtype == np.float64
     assert joints.interventions == 6 and joints.applied == 0
+    held = joints.refuse(JOINT_LIMIT, "refused by the driver", [0, 1, 1])  # whole numbers: still joint angles
+    assert held.action.dtype == np.float64 and held.action.tolist() == [0.0, 1.0, 1.0] and joints.interventions == 7
 
 
 def test_a_first_target_without_a_previous_one_is_judged_by_the_limits_alone():
     joints = JointTargetFilter(ASYMMETRIC)
     assert joints.check([0.6, 1.9, 0.85], []).applied  # no previous target yet: no step to measure
     assert joints.check([0.6, 1.9, 0.85], [math.nan] * 3).applied
+    assert joints.check([0.6, 1.9, 0.85], [None] * 3).applied  # joints not measured yet read as unknown
     assert joints.check([0.8, 1.9, 0.85], []).kind == JOINT_LIMIT
-    assert joints.applied == 2
+    assert joints.applied == 3
 
 
 def test_the_joint_filter_checks_its_arguments():
@@ -288,6 +302,19 @@ def test_a_fresh_gate_has_nothing_in_and_a_taken_step_is_no_longer_ready():
     assert gate.step is None and gate.ready is False and gate.offer(0, "again") == "other_step"
 
 
+@pytest.mark.parametrize("first", [-3, -2, -1, 0, 7])
+def test_no_step_counts_as_executed_before_one_was_taken(first):
+    gate = StepActionGate()
+    gate.begin(first)
+    assert gate.offer(first, "a") == "accepted" and gate.take() == "a"
+    assert gate.offer(first, "late") == DUPLICATE and gate.offer(first - 1, "older") == DUPLICATE
+    gate.begin(first + 1)
+    assert gate.offer(first + 1, "b") == "accepted"
+    gate.begin(first - 2)  # a step opened out of order is taken, but the executed mark never moves back
+    gate.take()
+    assert gate.offer(first, "again") == DUPLICATE
+
+
 # ------------------------------------------------------------------ the supervisor's state, word for word
 from ladder_ros.core.safety import ESTOP, STALL, WATCHDOG  # noqa: E402
 from ladder_ros.core.safety_supervisor import (  # noqa: E402
@@ -306,7 +333,7 @@ def make_supervisor(watchdog_s=0.25, hold_while_verifying=False):
 
 def test_a_fresh_supervisor_reports_a_disarmed_idle_robot_and_refuses_bad_counts():
     counts, s = make_supervisor()
-    assert s.values() == FRESH_VALUES and s.level == WARN
+    assert s.values() == FRESH_VALUES and s.level == WARN and s.last_command_at is None  # no command yet
     assert s.summary() == {**counts.summary(), "held": {"dry_run": 0, "estop": 0, "verifying": 0}, "armed": False,
                            "estop": False}
     with pytest.raises(ConfigError, match="counts must be InterventionCounts, got dict"):
@@ -345,6 +372,7 @@ def test_a_fault_forgets_how_the_last_stop_went_and_says_the_arm_is_stopping():
     s.fault(STALL, "wrist blocked")
     assert s.values()["stop"] == "" and s.values()["arm_at_rest"] == "false"
     assert s.detail == "FAULT: stall: wrist blocked; the arm is stopping"
+    assert s.armed is False and s.values()["armed"] == "false" and s.summary()["armed"] is False
 
 
 def test_not_ready_disarms_only_when_there_is_a_reason_and_says_it():

@@ -388,7 +388,7 @@ class StepActionGate:
         self._pending: Any = None
         self._offered = False
         self._conflicted = False
-        self._taken_through = -1  # steps up to this one have been executed
+        self._taken_through: int | None = None  # steps up to this one have been executed (None: no step yet)
 
     def begin(self, step: int) -> None:
         """The step now open (the observation the next action must answer)."""
@@ -399,7 +399,7 @@ class StepActionGate:
 
     def offer(self, step: int, action: Any) -> str:
         """``accepted``, ``duplicate`` (a second action for an open or executed step) or ``other_step``."""
-        if step <= self._taken_through:
+        if self._taken_through is not None and step <= self._taken_through:
             return DUPLICATE
         if step != self.step:
             return "other_step"
@@ -421,6 +421,6 @@ class StepActionGate:
     def take(self) -> Any:
         """The open step's action (None when conflicted); the step is then executed."""
         if self.step is not None:
-            self._taken_through = max(self._taken_through, self.step)
+            self._taken_through = self.step if self._taken_through is None else max(self._taken_through, self.step)
         action, self._pending, self._offered = self._pending, None, False
         return action

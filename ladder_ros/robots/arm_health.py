@@ -77,10 +77,10 @@ class TrackingMonitor:
     def start(self, measured: Sequence[float], velocities: Sequence[float] | None, now: float,
               profile: ProfileRegisters) -> None:
         """Start predicting from the measured joints, with the profile the motors now hold (verified)."""
-        q = np.asarray(measured, dtype=np.float64)
-        v = np.zeros(len(q)) if velocities is None else np.asarray(velocities, dtype=np.float64)
+        q = [float(qi) for qi in measured]
+        v = [0.0] * len(q) if velocities is None else [float(vi) for vi in velocities]
         self.profile = profile
-        self._moves = [TimeProfile(now, float(qi), float(vi), float(qi), ProfileRegisters(0, 0), vm)
+        self._moves = [TimeProfile(now, qi, vi, qi, ProfileRegisters(0, 0), vm)
                        for qi, vi, vm in zip(q, v, self.max_velocity)]
         self._history.clear()
         self._history.append((now, self._moves))
@@ -88,9 +88,8 @@ class TrackingMonitor:
 
     def stop(self) -> None:
         """Stop predicting (torque off, a reboot: the motors do not follow goals until started again)."""
-        self._moves = None
+        self._moves = None  # the strikes start again with the next start()
         self._history.clear()
-        self._strikes = [0] * len(self.names)
 
     @property
     def active(self) -> bool:
@@ -126,13 +125,13 @@ class TrackingMonitor:
         predicted = self.predicted(at)
         if predicted is None:
             return None
-        q = np.asarray(measured, dtype=np.float64)
+        q = [float(qi) for qi in measured]  # a missing reading (None) is an error, never a NaN that passes
         worst: TrackingFault | None = None
         for i, name in enumerate(self.names):
-            error = abs(float(q[i]) - float(predicted[i]))
+            error = abs(q[i] - float(predicted[i]))
             self._strikes[i] = self._strikes[i] + 1 if error > self.tolerance else 0
             if self._strikes[i] >= self.readings and (worst is None or error > worst.error_rad):
-                worst = TrackingFault(name, error, float(q[i]), float(predicted[i]))
+                worst = TrackingFault(name, error, q[i], float(predicted[i]))
         return worst
 
 

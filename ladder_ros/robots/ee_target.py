@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
-from ladder_ros.core.safety import GRIPPER, ROTATION, TRANSLATION, WorkspaceBox
+from ladder_ros.core.safety import ROTATION, TRANSLATION, WorkspaceBox
 from ladder_ros.core.rotations import euler_xyz_to_matrix
 
 
@@ -63,7 +63,3 @@ class BridgeTarget:
     def commit(self, pose: np.ndarray, gripper: float) -> None:
         self.pose = np.asarray(pose, dtype=np.float64).copy()
         self.gripper = float(gripper)
-
-    @staticmethod
-    def gripper_of(action: np.ndarray) -> float:
-        return float(np.asarray(action, dtype=np.float64)[GRIPPER])

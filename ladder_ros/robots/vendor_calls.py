@@ -151,11 +151,9 @@ class VendorCallWorker:
             with self._lock:
                 call.ended_at = self.clock()
                 call.result, call.error = result, error
-                if call.state == EXPIRED:
+                if call.state == EXPIRED:  # poll() keeps an expired call listed: it is reported again, as late
                     call.state = LATE
                     call.reported = False
-                    if call not in self._calls:
-                        self._calls.append(call)
                 else:
                     call.state = FAILED if error is not None else DONE
                 if self._current is call:

@@ -1,0 +1,478 @@
+"""The robot drivers' pure rules with a shape, word for word: admission of stamped actions at both edges, the
+WidowX's limits against its URDF, the Bridge target and the gripper's domains on both sides.
+
+Every refusal names its rule, its value and its bound exactly (the driver copies them into the
+intervention record), and the configuration is refused on both sides of each bound.
+"""
+
+import math
+import re
+import threading
+
+import numpy as np
+import pytest
+
+from ladder_ros.core.errors import ConfigError, InvalidInputError
+from ladder_ros.core.safety import DUPLICATE, FUTURE_STAMP, JOINT_LIMIT, STALE, JointTargetFilter, WorkspaceBox
+from ladder_ros.robots import wx250s
+from ladder_ros.robots.admission import ActionAdmission, AdmissionConfig
+from ladder_ros.robots.arm_health import GripperMonitor, RestDetector, TrackingMonitor
+from ladder_ros.robots.dynamixel import (
+    ProfileRegisters,
+    TimeProfile,
+    describe_hardware_error,
+    rad_to_ticks,
+    ticks_to_rad,
+    velocity_units_to_rad_s,
+)
+from ladder_ros.robots.ee_target import BridgeTarget
+from ladder_ros.robots.gripper import DROID_AXIS, SIGNED_AXIS, ApertureRange, commanded_aperture
+from ladder_ros.robots.timing import ControlTiming
+from ladder_ros.robots.vendor_calls import DONE, EXPIRED, LATE, VendorCallWorker
+
+PERIOD_NS = 200_000_000  # 5 Hz, the WidowX's control rate (config/widowx_params.yaml)
+
+
+def admission(**config):
+    return ActionAdmission(AdmissionConfig(**{"period_s": 0.2, "max_age_s": 0.5, "future_tolerance_s": 0.05,
+                                              **config}))
+
+
+# ------------------------------------------------------------------ admission
+@pytest.mark.parametrize("field", ["period_s", "max_age_s", "future_tolerance_s"])
+@pytest.mark.parametrize("bad", [True, "0.1", math.inf, -math.inf, math.nan, -0.001, None])
+def test_every_admission_bound_refuses_what_is_not_a_finite_number_of_seconds(field, bad):
+    with pytest.raises(ConfigError, match=f"admission {field} must be .*got {re.escape(repr(bad))}"):
+        admission(**{field: bad})
+
+
+def test_a_zero_clock_tolerance_is_allowed_and_a_zero_period_or_age_is_not():
+    assert admission(future_tolerance_s=0).judge(1_000, 1_000).admitted  # one clock: no tolerance needed
+    assert admission(future_tolerance_s=0).judge(1_001, 1_000).kind == FUTURE_STAMP
+    for field in ("period_s", "max_age_s"):
+        with pytest.raises(ConfigError, match=f"admission {field} must be a positive number of seconds, got 0"):
+            admission(**{field: 0})
+    with pytest.raises(ConfigError, match="config must be an AdmissionConfig, got dict"):
+        ActionAdmission({})
+
+
+def test_a_first_action_is_never_held_even_at_time_zero_of_a_simulated_clock():
+    verdict = admission().judge(0, 0)
+    assert verdict.admitted and verdict.due_ns == 0 and verdict.reason == ""
+
+
+def test_refusals_say_their_age_gap_and_bound_exactly():
+    gate = admission()
+    now = 10_000_000_000
+    stale = gate.judge(now - 2_000_000_000, now)
+    assert (stale.kind, stale.value, stale.limit) == (STALE, 2.0, 0.5)
+    assert stale.reason == ("an action stamped 2.000 s before it arrived (max_action_age_s 0.5): it answers a "
+                            "moment that has passed")
+    ahead = gate.judge(now + 100_000_000, now)
+    assert (ahead.kind, ahead.value, ahead.limit) == (FUTURE_STAMP, 0.1, 0.05)
+    assert ahead.reason == ("an action stamped 0.100 s after it arrived (future_tolerance_s 0.05): its clock is "
+                            "ahead, or it is one of a burst stamped ahead")
+    gate.applied(now, now)
+    twin = gate.judge(now + 40_000_000, now + PERIOD_NS)
+    assert (twin.kind, twin.value, twin.limit) == (DUPLICATE, 0.04, 0.1)
+    assert twin.reason == ("an action stamped 40.0 ms after the last one applied: one action per control period "
+                           "(200 ms)")
+    slow = admission(period_s=0.7)  # a period whose milliseconds a wrong scale would round differently
+    slow.applied(now, now)
+    assert slow.judge(now + 40_000_000, now + PERIOD_NS).reason.endswith("one action per control period (700 ms)")
+
+
+def test_an_action_replaced_while_it_waits_is_a_duplicate_with_the_gap_and_the_spacing():
+    gate = admission()
+    t = 20 * PERIOD_NS
+    assert gate.wait("a", t, t + PERIOD_NS) is None and gate.waiting
+    replaced = gate.wait("b", t + 30_000_000, t + PERIOD_NS)
+    assert (replaced.kind, replaced.value) == (DUPLICATE, 0.03) and replaced.limit == pytest.approx(0.15)
+    assert replaced.reason == ("an action waiting for its period was replaced by a newer one (stamped 30.0 ms "
+                               "later) before it was applied: one action per control period")
+    assert gate.due(t + PERIOD_NS) == ("b", t + 30_000_000)
+
+
+def test_a_reset_forgets_a_waiting_action():
+    gate = admission()
+    gate.wait("a", 0, PERIOD_NS)
+    gate.applied(0, 0)
+    gate.reset()
+    assert not gate.waiting and gate.due(10 * PERIOD_NS) is None
+    assert gate.last_stamp_ns is None and gate.last_applied_ns is None
+
+
+# ------------------------------------------------------------------ the WidowX 250 6-DoF against its URDF
+# interbotix_xsarm_descriptions urdf/wx250s.urdf.xacro, in degrees as the URDF's comments give them (waist,
+# forearm roll and wrist rotate +-(pi - 1e-5) rad), and every arm joint's velocity limit pi rad/s.
+URDF_DEG = {"waist": (-180, 180), "shoulder": (-108, 114), "elbow": (-123, 92), "forearm_roll": (-180, 180),
+            "wrist_angle": (-100, 123), "wrist_rotate": (-180, 180)}
+
+
+def test_the_wx250s_limits_are_its_urdf_per_joint_and_a_step_is_pi_rad_s_over_the_period():
+    limits = wx250s.joint_limits()
+    assert limits.names == tuple(URDF_DEG)
+    for name, lo, hi in zip(limits.names, limits.lower, limits.upper):
+        assert (math.degrees(lo), math.degrees(hi)) == pytest.approx(URDF_DEG[name], abs=1e-3), name
+    assert limits.max_step == (math.pi * 0.2,) * 6 and wx250s.joint_limits(0.1).max_step == (math.pi * 0.1,) * 6
+    assert limits.source == ("interbotix_xsarm_descriptions wx250s.urdf.xacro (limits, pi rad/s) over one "
+                             "control period")
+    chain = wx250s.chain()
+    assert chain.name == "wx250s" and chain.limits == limits
+
+
+@pytest.mark.parametrize("joint", list(URDF_DEG))
+def test_every_wx250s_joint_is_held_to_its_own_urdf_bounds_on_both_sides(joint):
+    limits = wx250s.joint_limits()
+    i = limits.names.index(joint)
+    joints = JointTargetFilter(limits)
+    for bound, outside in ((limits.lower[i], -1e-6), (limits.upper[i], 1e-6)):
+        target = list(wx250s.NEUTRAL_JOINTS)
+        target[i] = bound
+        assert joints.check(target, None).applied, (joint, bound)
+        target[i] = bound + outside
+        result = joints.check(target, None)
+        assert (result.kind, result.axis, result.limit) == (JOINT_LIMIT, joint, bound)
+    assert joints.counts[JOINT_LIMIT] == 2 and joints.applied == 2
+
+
+# ------------------------------------------------------------------ the Bridge target
+BOX = WorkspaceBox((0.1, -0.2, 0.05), (0.4, 0.2, 0.3))
+
+
+def test_the_bridge_target_checks_its_arguments_and_starts_open():
+    with pytest.raises(ConfigError, match="workspace must be a WorkspaceBox, got dict"):
+        BridgeTarget({})
+    for bad in (0.0, -0.5, 1.0001, 1.5, 2.0):
+        with pytest.raises(ConfigError, match=f"speed_scale must be in \\(0, 1\\], got {bad!r}"):
+            BridgeTarget(BOX, speed_scale=bad)
+    target = BridgeTarget(BOX, speed_scale=1)
+    assert target.gripper == 1.0 and not target.seeded  # a reset leaves the gripper open
+    with pytest.raises(InvalidInputError, match="^the target has not been seeded from a measured pose$"):
+        target.propose(np.zeros(7))
+
+
+def test_a_measured_pose_must_be_a_finite_4x4_and_whole_numbers_are_metres_too():
+    target = BridgeTarget(BOX)
+    for bad, shape in ((np.eye(3), "(3, 3)"), (np.full((4, 4), np.nan), "(4, 4)"), (np.zeros((4, 3)), "(4, 3)")):
+        with pytest.raises(InvalidInputError, match=f"a measured pose is a finite 4x4 matrix, got {re.escape(shape)}"):
+            target.seed(bad)
+    target.seed(np.eye(4, dtype=int))  # at the origin, below the box: clipped onto its low corner
+    assert target.pose.dtype == np.float64 and target.pose[:3, 3].tolist() == [0.1, 0.0, 0.05]
+
+
+def test_seeding_sets_the_gripper_only_when_told_and_a_committed_pose_keeps_small_moves():
+    target = BridgeTarget(BOX)
+    pose = np.eye(4)
+    pose[:3, 3] = (0.2, 0.0, 0.1)
+    for told, expected in ((False, -1.0), (None, -1.0), (True, 1.0), (None, 1.0), (0, -1.0), (1, 1.0)):
+        target.seed(pose, told)
+        assert target.gripper == expected, told
+    target.commit(np.eye(4, dtype=int), 1)  # a pose of whole numbers: the next small move must not be lost
+    moved, clipped = target.propose(["0.01", "0", "0", "0.05", "0", "0", "1"])  # numbers as text read as numbers
+    assert clipped == ["x", "z"] and moved[:3, 3].tolist() == [0.1, 0.0, 0.05]
+    target.commit(pose, -1)
+    moved, clipped = target.propose([0.01, 0, 0, 0.05, 0, 0, 1])
+    assert clipped == [] and moved[:3, 3] == pytest.approx([0.21, 0.0, 0.1]) and moved[1, 2] == pytest.approx(
+        -math.sin(0.05)) and target.gripper == -1.0
+
+
+# ------------------------------------------------------------------ gripper ranges and command domains
+def test_a_gripper_range_is_two_finite_numbers_open_above_closed():
+    for field, kwargs in (("closed", {"closed": math.nan, "open": 0.035}), ("open", {"closed": 0.01, "open": math.inf}),
+                          ("closed", {"closed": True, "open": 0.035}), ("open", {"closed": 0.01, "open": "0.035"})):
+        with pytest.raises(ConfigError, match=f"^gripper range {field} must be a finite number, got "):
+            ApertureRange(**kwargs)
+    with pytest.raises(ConfigError, match=r"gripper range: open \(0.02\) must be above closed \(0.02\)"):
+        ApertureRange(0.02, 0.02)
+    bridge = ApertureRange(0.010, 0.035)
+    with pytest.raises(InvalidInputError, match="^gripper reading is nan$"):
+        bridge.aperture(math.nan)
+    for bad in (-0.001, 1.001, 1.5, 2.0):
+        with pytest.raises(InvalidInputError, match=f"^aperture must be in \\[0, 1\\], got {bad}$"):
+            bridge.reading(bad)
+    assert bridge.reading(0.0) == 0.010 and bridge.reading(1.0) == 0.035
+
+
+def test_each_gripper_convention_refuses_commands_past_either_end_of_its_domain():
+    for axis, low, high in ((SIGNED_AXIS, -1.0, 1.0), (DROID_AXIS, 0.0, 1.0)):
+        assert {commanded_aperture(axis, low), commanded_aperture(axis, high)} == {0.0, 1.0}
+        for bad in (low - 0.5, low - 1e-9, high + 1e-9, high + 0.5):
+            with pytest.raises(InvalidInputError, match=f"^{axis} .* is outside \\[{low:g}, {high:g}\\]"):
+                commanded_aperture(axis, bad)
+    with pytest.raises(ConfigError, match=r"unknown gripper axis 'width'; valid: gripper, gripper_position$"):
+        commanded_aperture("width", 0.5)
+
+
+# ------------------------------------------------------------------ control timing
+def test_timing_needs_a_positive_period_and_reports_every_key_before_the_first_period():
+    for bad in (0, 0.0, -0.2):
+        with pytest.raises(ConfigError, match=f"^nominal period must be positive, got {bad!r}$"):
+            ControlTiming(bad)
+    timing = ControlTiming(0.2)
+    timing.tick(5.0)
+    assert timing.stats() == {"ticks": 1, "nominal_period_ms": 200.0, "period_mean_ms": None, "period_p50_ms": None,
+                              "period_p99_ms": None, "period_max_ms": None, "jitter_p50_ms": None,
+                              "jitter_p99_ms": None, "jitter_max_ms": None}
+
+
+def test_timing_percentiles_over_periods_of_0_to_100_ms_against_a_30_ms_nominal():
+    timing = ControlTiming(0.03)
+    now = 100.0
+    timing.tick(now)
+    for k in range(101):  # periods 0, 1, ..., 100 ms: the q-th percentile is q ms
+        now += k / 1000.0
+        timing.tick(now)
+    stats = timing.stats()
+    # jitter |k - 30| sorted: 0, then 1..30 twice each, then 31..70: index 50 is 25, index 99 is 69
+    expected = {"ticks": 102, "nominal_period_ms": 30.0, "period_mean_ms": 50.0, "period_p50_ms": 50.0,
+                "period_p99_ms": 99.0, "period_max_ms": 100.0, "jitter_p50_ms": 25.0, "jitter_p99_ms": 69.0,
+                "jitter_max_ms": 70.0}
+    assert stats.keys() == expected.keys()
+    for key, value in expected.items():
+        assert stats[key] == pytest.approx(value, abs=1e-6), key
+
+
+def test_timing_keeps_exactly_the_last_window_of_periods():
+    timing = ControlTiming(0.01)
+    now = 0.0
+    timing.tick(now)
+    for _ in range(100):
+        now += 1.0  # an old stutter ...
+        timing.tick(now)
+    for _ in range(200):
+        now += 0.01  # ... then exactly one default window (200) of steady periods
+        timing.tick(now)
+    assert timing.stats()["period_max_ms"] == pytest.approx(10.0, abs=1e-6)
+    timing.gap()
+    timing.tick(now + 50.0)  # after a hold: no period across the gap
+    assert timing.stats()["period_max_ms"] == pytest.approx(10.0, abs=1e-6) and timing.ticks == 302
+
+
+# ------------------------------------------------------------------ what the arm's readings show
+@pytest.mark.parametrize("make, message", [
+    (lambda: TrackingMonitor(("a", "b"), (1.0, 0.0), 0.1, 2),
+     "a joint velocity limit must be a positive number, got 0.0"),
+    (lambda: TrackingMonitor(("a",), (1.0,), 0, 2), "tracking tolerance_rad must be a positive number, got 0"),
+    (lambda: TrackingMonitor(("a",), (1.0,), 0.1, 0), "tracking readings must be a whole number >= 1, got 0"),
+    (lambda: TrackingMonitor(("a",), (1.0,), 0.1, True), "tracking readings must be a whole number >= 1, got True"),
+    (lambda: TrackingMonitor(("a",), (1.0,), 0.1, 1.5), "tracking readings must be a whole number >= 1, got 1.5"),
+    (lambda: GripperMonitor(0.02, 0.02, 1.0), r"gripper open position \(0.02\) must be above the closed one \(0.02\)"),
+    (lambda: GripperMonitor(0.03, 0.01, 0.0), "gripper timeout_s must be a positive number, got 0.0"),
+    (lambda: GripperMonitor(0.03, 0.01, 1.0, tolerance_m=-1e-3), "gripper tolerance_m must be a positive number"),
+    (lambda: GripperMonitor(0.03, 0.01, 1.0, moved_m=math.inf), "gripper moved_m must be a positive number, got inf"),
+    (lambda: RestDetector(0.0, 0.1), "rest speed_rad_s must be a positive number, got 0.0"),
+    (lambda: RestDetector(0.1, True), "rest window_s must be a positive number, got True"),
+])
+def test_every_health_monitor_setting_is_refused_in_its_own_name(make, message):
+    with pytest.raises(ConfigError, match=f"^{message}"):
+        make()
+
+
+@pytest.mark.parametrize("readings", [1, 2, 3, 5])
+def test_a_tracking_fault_needs_exactly_its_readings_in_a_row_after_every_start(readings):
+    monitor = TrackingMonitor(("a", "b"), (math.pi, 2.0), tolerance_rad=0.1, readings=readings)
+    assert monitor.profile is None and not monitor.active
+    for start in (0.0, 100.0):  # a second start (after a recovery) counts afresh
+        monitor.start([0, 1], None, start, ProfileRegisters(250, 100))
+        assert monitor.settles_at() == start  # holding where it was measured: settled already
+        for k in range(1, readings):
+            assert monitor.check([0.0, 1.2], start + k) is None  # b off by 0.2 rad, not yet long enough
+        fault = monitor.check([0.0, 1.2], start + readings)
+        assert (fault.joint, fault.measured, fault.predicted) == ("b", 1.2, 1.0)
+        assert fault.error_rad == pytest.approx(0.2)
+    monitor.stop()
+    monitor.commanded([0.5, 0.5], 200.0)  # stopped: a goal starts no prediction
+    assert monitor.predicted(200.5) is None and monitor.check([9.0, 9.0], 201.0) is None
+
+
+def test_a_joint_exactly_at_the_tolerance_still_tracks_and_of_two_equal_faults_the_first_joint_is_named():
+    monitor = TrackingMonitor(("a", "b"), (math.pi, math.pi), tolerance_rad=0.125, readings=1)  # exact in binary
+    monitor.start([0.0, 0.0], None, 0.0, ProfileRegisters(250, 100))
+    assert monitor.check([0.125, -0.125], 1.0) is None
+    fault = monitor.check([0.25, -0.25], 2.0)
+    assert (fault.joint, fault.error_rad) == ("a", 0.25)
+    with pytest.raises(TypeError):
+        monitor.check([None, 0.0], 3.0)  # a missing reading is an error, never a NaN that passes every check
+
+
+def test_tracking_starts_from_the_measured_velocity():
+    monitor = TrackingMonitor(("a",), (math.pi,), tolerance_rad=0.1, readings=2)
+    monitor.start(["0.25"], [1.0], 0.0, ProfileRegisters(1000, 250))  # moving at 1 rad/s when started
+    monitor.commanded([0.25], 0.0)  # hold where it is: it brakes, passes the goal and comes back
+    assert monitor.predicted(0.125)[0] > 0.3 and monitor.predicted(1.0)[0] == 0.25
+    still = TrackingMonitor(("a",), (math.pi,), tolerance_rad=0.1, readings=2)
+    still.start([0.25], None, 0.0, ProfileRegisters(1000, 250))
+    still.commanded([0.25], 0.0)
+    assert still.predicted(0.125)[0] == 0.25
+
+
+def test_the_gripper_arrives_exactly_at_its_tolerances_and_is_late_exactly_at_its_timeout():
+    gripper = GripperMonitor(open_m=0.5, closed_m=0.25, timeout_s=1.0, tolerance_m=0.125, moved_m=0.0625)  # exact
+    assert gripper.arrived(True, 0.3, 0.375) and not gripper.arrived(True, 0.3, 0.37)
+    assert gripper.arrived(False, 0.4, 0.375) and not gripper.arrived(False, 0.4, 0.38)  # at the closed stop
+    assert gripper.arrived(False, 0.5, 0.4375) and not gripper.arrived(False, 0.5, 0.44)  # moved towards closed
+    gripper.commanded(True, 0.3, 100.0)
+    assert gripper.check(0.3, 100.5) is None and gripper.check(0.3, 100.999) is None
+    assert gripper.check(0.3, 101.0) == ("the gripper did not open within 1 s: the left finger is at 0.3000 m (it "
+                                         "was at 0.3000 m when commanded)")
+
+
+def test_rest_is_judged_over_exactly_one_window_and_motion_of_exactly_the_speed_is_motion():
+    rest = RestDetector(0.25, 1.0)
+    assert rest.at_rest is False
+    rest.update([0.0], 0.0)
+    assert rest.update([0.25], 1.0) is False  # exactly 0.25 rad/s over the window: moving
+    rest.reset()
+    assert rest.at_rest is False
+    rest.update([0.0], 0.0)
+    rest.update([1.0], 1.0)
+    assert rest.update([1.0], 2.0) is True  # the reading a whole window old is where the window starts
+    assert rest.update(["1.0"], 3.0) is True  # numbers as text read as numbers
+
+
+# ------------------------------------------------------------------ Dynamixel X-series (ROBOTIS e-manual control table)
+def test_position_ticks_are_4096_a_turn_with_2048_at_zero_and_round_to_the_nearest_tick():
+    for ticks, rad in ((2048, 0.0), (3072, math.pi / 2), (1024, -math.pi / 2), (0, -math.pi),
+                       (4095, math.pi * 2047 / 2048)):
+        assert ticks_to_rad(ticks) == pytest.approx(rad, abs=1e-12) and rad_to_ticks(rad) == ticks
+    tick = 2 * math.pi / 4096
+    assert rad_to_ticks(0.49 * tick) == 2048 and rad_to_ticks(0.51 * tick) == 2049
+    assert rad_to_ticks(-0.51 * tick) == 2047
+    assert ticks_to_rad("3072") == pytest.approx(math.pi / 2) and rad_to_ticks("0") == 2048  # register text
+    assert all(type(rad_to_ticks(r)) is int for r in (-3.0, 0.0, 0.5, 3.0))  # a register holds whole ticks
+
+
+def test_a_velocity_unit_is_0_229_rpm():
+    assert velocity_units_to_rad_s(1) == pytest.approx(0.229 * 2 * math.pi / 60, rel=1e-12)
+    assert velocity_units_to_rad_s("131") == pytest.approx(3.14149, abs=1e-5)  # 131 units: 29.999 rpm
+
+
+def test_hardware_error_bits_are_named_and_unknown_bits_shown_in_hex():
+    assert describe_hardware_error(0) == ""
+    assert describe_hardware_error(1 << 5) == "overload"
+    assert describe_hardware_error(0b111101) == "input voltage, overheating, motor encoder, electrical shock, overload"
+    assert describe_hardware_error(1 << 1) == "unknown bits 0x02"  # bit 1 is not an X-series error bit
+    assert describe_hardware_error((1 << 0) | (1 << 5) | (1 << 7)) == "input voltage, overload, unknown bits 0x80"
+
+
+def test_profile_registers_are_whole_milliseconds_written_as_the_interbotix_api_truncates_them():
+    for name, kwargs in (("Profile_Velocity", {"velocity_ms": -1, "acceleration_ms": 0}),
+                         ("Profile_Acceleration", {"velocity_ms": 100, "acceleration_ms": 1.5}),
+                         ("Profile_Velocity", {"velocity_ms": True, "acceleration_ms": 0})):
+        with pytest.raises(ConfigError, match=f"^{name} must be a whole number of ms >= 0, got "):
+            ProfileRegisters(**kwargs)
+    assert ProfileRegisters(0, 0).total_s == 0.0
+    assert ProfileRegisters.from_times(2.0, 0.3) == ProfileRegisters(2000, 300)
+    assert ProfileRegisters.from_times(4.0, 2.0) == ProfileRegisters(4000, 2000)
+    assert ProfileRegisters.from_times(0.2999, 0.0999) == ProfileRegisters(299, 99)  # int(), not round()
+    assert ProfileRegisters(1000, 700).ramp_s == 0.5 and ProfileRegisters(1000, 250).ramp_s == 0.25
+
+
+def _profiles():
+    """Arguments of moves (built in the test, so the code under test builds them): some start at t0 = 0."""
+    rng = np.random.default_rng(11)
+    for k in range(60):
+        velocity_ms = int(rng.choice([0, 200, 500, 1000, 2000]))
+        acceleration_ms = int(rng.choice([0, velocity_ms // 8, velocity_ms // 4]))  # ramps well inside the move
+        yield (0.0 if k % 3 == 0 else float(rng.uniform(0, 10)), float(rng.uniform(-2, 2)),
+               float(rng.uniform(-1, 1)), float(rng.uniform(-2, 2)), (velocity_ms, acceleration_ms),
+               float(rng.uniform(0.5, 4.0)))
+
+
+@pytest.mark.parametrize("args", list(_profiles()), ids=lambda a: f"{a[4][0]}ms")
+def test_every_move_starts_where_and_as_fast_as_the_joint_is_and_ends_at_rest_on_its_goal_smoothly(args):
+    t0, q0, v0, q1, registers, max_velocity = args
+    move = TimeProfile(t0, q0, v0, q1, ProfileRegisters(*registers), max_velocity)
+    if t0 == 0.0:  # exactly at the end of the move: at rest on the goal
+        assert move.state(move.duration) == (move.q1, 0.0)
+    assert move.state(move.t0 - 1.0) == (move.q0, move.v0) and move.state(move.t0) == (move.q0, move.v0)
+    assert move.state(move.end_time + 1e-9) == (move.q1, 0.0) and move.state(move.end_time + 5.0) == (move.q1, 0.0)
+    assert abs(move.cruise_velocity) <= move.max_velocity + 1e-12
+    if move.registers.velocity_ms:
+        assert move.duration >= move.registers.total_s - 1e-12
+        if abs(move.cruise_velocity) < move.max_velocity:
+            assert move.duration == pytest.approx(move.registers.total_s)
+    else:  # no profile: a step at the velocity limit
+        assert move.duration == pytest.approx(abs(move.q1 - move.q0) / move.max_velocity)
+    ts = np.linspace(move.t0, move.end_time, 401)
+    h = 1e-6
+    for t in ts[1:-1]:
+        q, v = move.state(t)
+        assert move.position(t) == q and move.velocity(t) == v
+        if move.registers.velocity_ms:  # a trapezoid: position and velocity continuous, velocity its slope
+            assert (move.position(t + h) - move.position(t - h)) / (2 * h) == pytest.approx(v, abs=1e-4)
+            assert abs(move.velocity(t + h) - v) < 1e-3 * max(1.0, abs(move.v0 - move.cruise_velocity)) / max(
+                move.registers.ramp_s, 1e-3) + 1e-9
+    ramp = move.registers.ramp_s
+    if 0 < ramp and move.duration > 2 * ramp:  # no jump where the ramps meet the cruise
+        for boundary in (move.t0 + ramp, move.end_time - ramp):
+            assert move.position(boundary - 1e-9) == pytest.approx(move.position(boundary + 1e-9), abs=1e-6)
+    if move.registers.ramp_s > 0:  # a ramp down: the joint comes to rest smoothly
+        q_end, v_end = move.state(move.end_time - 1e-9)
+        assert q_end == pytest.approx(move.q1, abs=1e-6) and v_end == pytest.approx(0.0, abs=1e-5)
+
+
+def test_a_move_needs_a_positive_velocity_limit_and_a_step_of_no_distance_takes_no_time():
+    with pytest.raises(ConfigError, match="^max_velocity must be positive, got 0$"):
+        TimeProfile(0.0, 0.0, 0.0, 1.0, ProfileRegisters(100, 0), 0)
+    still = TimeProfile(1.0, 0.5, 0.0, 0.5, ProfileRegisters(0, 0), 2.0)
+    assert still.duration == 0.0 and still.cruise_velocity == 0.0 and still.end_time == 1.0
+    step = TimeProfile(1.0, 0.5, 0.0, -0.5, ProfileRegisters(0, 0), 2.0)
+    assert step.duration == 0.5 and step.cruise_velocity == -2.0 and step.state(1.25) == (0.0, -2.0)
+
+
+# ------------------------------------------------------------------ vendor calls with deadlines
+class Clock:
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def _thread(name):
+    return next((t for t in threading.enumerate() if t.name == name), None)
+
+
+def _wait(condition, what):
+    done = threading.Event()
+    for _ in range(5000):  # polls every 2 ms: 10 s at most, reached only when something is broken
+        if condition():
+            return
+        done.wait(0.002)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_the_worker_runs_on_a_named_daemon_thread_and_names_the_next_one_after_a_give_up():
+    clock = Clock(100.0)  # a monotonic clock far from zero: deadlines are measured from each start
+    worker = VendorCallWorker(clock=clock)
+    assert worker.name == "vendor-calls" and worker.running() is None and worker.threads_given_up == 0
+    first = _thread("vendor-calls-1")
+    assert first is not None and first.daemon
+    release, finished = threading.Event(), threading.Event()
+    stuck = worker.submit("reboot", lambda: release.wait(10.0) and "rebooted", 2.0)
+    assert stuck.submitted_at == 100.0
+    _wait(lambda: worker.running() is stuck, "the call to start")
+    clock.t = 102.0  # exactly its deadline: still within it
+    assert worker.poll() == [] and worker.running() is stuck
+    clock.t = 102.001
+    assert worker.poll() == [stuck] and stuck.state == EXPIRED and worker.running() is None
+    assert worker.threads_given_up == 1 and _thread("vendor-calls-2").daemon
+    after = worker.submit("torque", lambda: finished.set() or "on", 1.0)
+    _wait(lambda: after.state == DONE, "the next call on the fresh thread")
+    assert worker.running() is None and worker.poll() == [after]
+    release.set()  # the stuck call answers late, and its thread ends instead of serving the queue too
+    first.join(10.0)
+    assert not first.is_alive()
+    _wait(lambda: stuck.state == LATE, "the late answer")
+    assert worker.poll() == [stuck] and stuck.result == "rebooted" and worker.poll() == []
+    hold = threading.Event()
+    again = worker.submit("reboot", lambda: hold.wait(10.0), 1.0)
+    _wait(lambda: worker.running() is again, "the second stuck call to start")
+    clock.t = 110.0
+    assert worker.poll() == [again] and worker.threads_given_up == 2 and _thread("vendor-calls-3") is not None
+    hold.set()
+    worker.close()
+    with pytest.raises(ConfigError, match="^the vendor call worker is closed$"):
+        worker.submit("late", lambda: None, 1.0)

@@ -21,9 +21,9 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from ladder_ros.messages import SafetyInterventionDoc
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.runtime import message_class, qos
+from ladder_ros.interface_conversions import document_from_msg
 from ladder_ros.ros_conversions import (
     diagnostic_values,
-    document_from_msg,
     joint_state_from_msg,
     ns_to_stamp,
     pose_matrix_from_msg,

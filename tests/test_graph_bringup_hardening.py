@@ -196,9 +196,11 @@ def _node_pid(root: int, executable: str) -> int | None:
 @pytest.mark.timeout(300)  # the stdout loop ends with the run; this bounds a run that hangs
 def test_item7_ctrl_c_on_run_is_a_clean_stop_that_keeps_the_interrupted_record(tmp_path):
     out = tmp_path / "run"
-    # The policy is stopped (SIGSTOP) once it is ready and before the first episode starts: in lockstep
-    # the simulator then waits for an action that never comes, so the episode is still running when the
-    # Ctrl-C arrives, however fast the machine (the stall watchdog is set beyond the test's bounds).
+    # The policy is stopped (SIGSTOP) as soon as the first episode has started (its recording exists): in
+    # lockstep the simulator then waits for an action that never comes, so the episode is still running when
+    # the Ctrl-C arrives, however fast the machine (the stall watchdog is set beyond the test's bounds). It
+    # is not stopped earlier: the orchestrator starts an episode once the policy's status says ready, and a
+    # policy stopped right after its log said so may not have published that status yet (no episode ever).
     process = subprocess.Popen([*LADDER, "run", "widowx", "--episodes", "2", "--tasks", "kitchen_single_6",
                                 "--out", str(out), "--set", "sim_bridge.render=false",
                                 "--set", "orchestrator.stall_warn_s=500", "--set", "orchestrator.stall_abort_s=600",
@@ -214,17 +216,14 @@ def test_item7_ctrl_c_on_run_is_a_clean_stop_that_keeps_the_interrupted_record(t
         assert process.poll() is None, "".join(printed) + process.stderr.read()
         policy = _node_pid(process.pid, "policy")
         assert policy is not None, "no policy process below ladder-ros run"
-        # The orchestrator starts an episode only on a ready policy: stop the policy once it said so.
-        log, deadline = out / "logs" / "policy.log", time.monotonic() + 120
-        while not (log.is_file() and "ready after a warm-up" in log.read_text()):
-            assert process.poll() is None and time.monotonic() < deadline, "the policy never said it was ready"
-            time.sleep(0.1)
-        os.kill(policy, signal.SIGSTOP)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180  # the policy's warm-up, then the first episode's start
         recordings = out / "recordings"
         while not (recordings.is_dir() and any(recordings.iterdir())):  # the first episode has started
-            assert process.poll() is None and time.monotonic() < deadline, "no recording within 120 s"
-            time.sleep(0.2)
+            assert process.poll() is None and time.monotonic() < deadline, "no recording within 180 s"
+            time.sleep(0.02)
+        os.kill(policy, signal.SIGSTOP)
+        records = out / "episodes.jsonl"
+        assert not (records.is_file() and records.read_text().strip()), "the episode ended before the policy stopped"
         process.send_signal(signal.SIGINT)
         os.kill(policy, signal.SIGCONT)  # so that it can stop when the graph stops
         stdout, stderr = process.communicate(timeout=STOP_TIMEOUT_S + 30)

@@ -23,3 +23,14 @@ def recording_graph_nodes(namespace: str, output_dir: Path, image_size: int) -> 
             GripperTriggerNode(namespace=ns), OrchestratorNode(namespace=ns), PolicyNode(namespace=ns),
             VerifierNode(namespace=ns),
             EpisodeRecorderNode(namespace=ns, parameter_overrides=[Parameter("output_dir", value=str(output_dir))])]
+
+
+def close_graph(executor, nodes) -> None:
+    """Close, remove and destroy ``nodes`` (the recorder flushes its bag on close), then shut rclpy down."""
+    import rclpy
+
+    for node in nodes:
+        getattr(node, "close", lambda: None)()
+        executor.remove_node(node)
+        node.destroy_node()
+    rclpy.shutdown()

@@ -264,7 +264,7 @@ def typed_recording(tmp_path_factory):
     from ladder_ros.bringup.client import EpisodeClient
     from ladder_ros.nodes.runtime import message_class, publisher
     from ladder_ros.panel import labels as label_ops
-    from tests.recording_graph import recording_graph_nodes
+    from tests.recording_graph import close_graph, recording_graph_nodes
 
     out = tmp_path_factory.mktemp("typed")
     rclpy.init()
@@ -284,11 +284,7 @@ def typed_recording(tmp_path_factory):
         recorder = nodes[-1]
         client.spin_until(executor, lambda: len(recorder.closed) == 1, 60, "the recording to close")
     finally:
-        for node in [*nodes, client]:
-            getattr(node, "close", lambda: None)()
-            executor.remove_node(node)
-            node.destroy_node()
-        rclpy.shutdown()
+        close_graph(executor, [*nodes, client])
     return Path(recorder.closed[0]), outcome
 
 

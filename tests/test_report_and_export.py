@@ -35,7 +35,7 @@ from ladder_ros.messages import DecisionDoc  # noqa: E402
 from ladder_ros.panel import labels as label_ops  # noqa: E402
 from ladder_ros.panel.records import EpisodeFile, EpisodeRecordStore  # noqa: E402
 from ladder_ros.paths import share_path  # noqa: E402
-from tests.recording_graph import recording_graph_nodes  # noqa: E402
+from tests.recording_graph import close_graph, recording_graph_nodes  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -69,11 +69,7 @@ def recorded(tmp_path_factory):
         recorder = nodes[-1]
         client.spin_until(executor, lambda: len(recorder.closed) == len(outcomes), 30, "the recordings to close")
     finally:
-        for node in [*nodes, client]:
-            getattr(node, "close", lambda: None)()
-            executor.remove_node(node)
-            node.destroy_node()
-        rclpy.shutdown()
+        close_graph(executor, [*nodes, client])
     # an operator labelled the first episode (the panel's record file, as the panel writes it, in the same
     # lab folder as the recordings: the defaults of the panel and the recorder)
     first = outcomes[0]

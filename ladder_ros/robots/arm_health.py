@@ -70,7 +70,6 @@ class TrackingMonitor:
         self.tolerance = _positive("tracking tolerance_rad", tolerance_rad)
         self.readings = _count("tracking readings", readings)
         self.profile: ProfileRegisters | None = None
-        self._moves: list[TimeProfile] | None = None
         self._history: deque[tuple[float, list[TimeProfile]]] = deque(maxlen=HISTORY)  # (since, moves), oldest first
         self._strikes = [0] * len(self.names)
 
@@ -80,26 +79,29 @@ class TrackingMonitor:
         q = [float(qi) for qi in measured]
         v = [0.0] * len(q) if velocities is None else [float(vi) for vi in velocities]
         self.profile = profile
-        self._moves = [TimeProfile(now, qi, vi, qi, ProfileRegisters(0, 0), vm)
-                       for qi, vi, vm in zip(q, v, self.max_velocity)]
         self._history.clear()
-        self._history.append((now, self._moves))
+        self._history.append((now, [TimeProfile(now, qi, vi, qi, ProfileRegisters(0, 0), vm)
+                                    for qi, vi, vm in zip(q, v, self.max_velocity)]))
         self._strikes = [0] * len(self.names)
 
     def stop(self) -> None:
         """Stop predicting (torque off, a reboot: the motors do not follow goals until started again)."""
-        self._moves = None  # the strikes start again with the next start()
-        self._history.clear()
+        self._history.clear()  # the strikes start again with the next start()
+
+    @property
+    def _moves(self) -> list[TimeProfile] | None:
+        """The moves the last command started (None when not predicting)."""
+        return self._history[-1][1] if self._history else None
 
     @property
     def active(self) -> bool:
-        return self._moves is not None
+        return bool(self._history)
 
     def predicted(self, now: float) -> np.ndarray | None:
         """Where the joints are at ``now`` by the moves in force then; None when not predicting, or when
         ``now`` is older than every move kept (a reading that cannot be judged)."""
         moves = next((m for since, m in reversed(self._history) if since <= now), None)
-        if self._moves is None or moves is None:
+        if moves is None:
             return None
         return np.array([m.position(now) for m in moves])
 
@@ -117,7 +119,6 @@ class TrackingMonitor:
         for move, goal, vmax in zip(self._moves, goals, self.max_velocity):
             q, v = move.state(now)
             moves.append(TimeProfile(now, q, v, float(goal), self.profile, vmax))
-        self._moves = moves
         self._history.append((now, moves))
 
     def check(self, measured: Sequence[float], at: float) -> TrackingFault | None:

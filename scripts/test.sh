@@ -12,8 +12,9 @@ cd "$REPO"
 # machines with two cores, where a rare timing race is not a broken rule. A test that passes only on its
 # rerun is listed as R in the summary (-rR), so a race stays visible; a broken rule fails both times. A skipped
 # test is listed with its reason (-rs): a missing optional venv or asset folder shows in the summary. With
-# LADDER_ROS_NO_SKIPS=1 (CI) such a skip fails instead; only tests marked gpu may skip.
-PYTEST=(.venv/bin/python -m pytest -p no:cacheprovider --reruns 1 -rsR "$@")
+# LADDER_ROS_NO_SKIPS=1 (CI) such a skip fails instead; only tests marked gpu may skip. The 25 slowest tests are
+# listed at the end (--durations), so a run that grows shows where its time went.
+PYTEST=(.venv/bin/python -m pytest -p no:cacheprovider --reruns 1 -rsR --durations=25 "$@")
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 # Interface packages without a wheel (tf2_msgs, built by scripts/setup.sh) keep their typesupport libraries in
 # .venv/lib; ROS loads them by bare name through the loader's path as it was when the process started.

@@ -69,7 +69,26 @@ def pytest_collectreport(report):
         _SKIPPED_MODULES.append(f"{report.nodeid}: {_skip_reason(report)}")
 
 
+# A test that passes on its rerun (scripts/test.sh: --reruns 1) is listed as RERUN by pytest-rerunfailures,
+# without the failure that caused it; the end of each such failure is kept here and printed in the summary,
+# so the cause of every rerun is on record, not only its name.
+_RERUN_CAUSES: list[tuple[str, str]] = []
+RERUN_CAUSE_LINES = 12
+
+
+def pytest_runtest_logreport(report):
+    if report.outcome == "rerun":
+        text = report.longreprtext.rstrip().splitlines()
+        _RERUN_CAUSES.append((report.nodeid, "\n".join(text[-RERUN_CAUSE_LINES:])))
+
+
 def pytest_terminal_summary(terminalreporter):
+    if _RERUN_CAUSES:
+        terminalreporter.section("why each rerun test failed the first time")
+        for nodeid, cause in _RERUN_CAUSES:
+            terminalreporter.write_line(f"{nodeid}:", yellow=True)
+            for line in cause.splitlines():
+                terminalreporter.write_line(f"    {line}")
     if _SKIPPED_MODULES:
         terminalreporter.write_line("modules skipped where every prerequisite must be present (LADDER_ROS_NO_SKIPS=1):",
                                     red=True)

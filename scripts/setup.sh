@@ -45,6 +45,54 @@ if [[ ${#missing_libs[@]} -gt 0 ]] && command -v apt-get >/dev/null; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing_libs[@]}"
 fi
 
+# The LeRobot reader's venvs (.venv-lerobot, .venv-pi0) share nothing with .venv: they are built in a background job
+# beside .venv's installs (pip is mostly one core; the machine has at least two), their output kept in
+# .venv-lerobot.log and printed when the job is waited for at the end; a failure there fails the setup.
+lerobot_venvs() {
+  if [[ $WITH_LEROBOT -eq 1 ]]; then
+    # The LeRobot dataset reader needs Python >= 3.12 and pins that clash with .venv (see requirements/lerobot.txt).
+    PY312="$(command -v python3.12 || true)"
+    if [[ -z "$PY312" || ! -x "$PY312" ]] || ! "$PY312" --version >/dev/null 2>&1; then
+      PY312="$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 2>/dev/null | tail -1 || true)"
+    fi
+    if [[ -z "$PY312" ]]; then
+      echo "[setup] python3.12 not found: skipping .venv-lerobot (the LeRobot export round-trip test will skip)"
+    elif [[ -f .venv-lerobot/.ready ]] && cmp -s requirements/lerobot.txt .venv-lerobot/.ready; then
+      echo "[setup] .venv-lerobot is up to date"
+    else
+      echo "[setup] .venv-lerobot: the LeRobot dataset reader on $("$PY312" --version) (several GB, a few minutes)"
+      rm -rf .venv-lerobot
+      "$PY312" -m venv .venv-lerobot
+      .venv-lerobot/bin/python -m pip install -q --upgrade pip
+      .venv-lerobot/bin/python -m pip install -q -r requirements/lerobot.txt
+      .venv-lerobot/bin/python -m pip check
+      cp requirements/lerobot.txt .venv-lerobot/.ready
+    fi
+  fi
+  if [[ -x .venv-lerobot/bin/python ]]; then
+    if [[ -f .venv-pi0/.ready ]] && cmp -s requirements/pi0_processor.txt .venv-pi0/.ready; then
+      echo "[setup] .venv-pi0 is up to date"
+    else
+      echo "[setup] .venv-pi0: transformers over .venv-lerobot's torch and torchvision (the real PI0 image processor)"
+      rm -rf .venv-pi0
+      "$(.venv-lerobot/bin/python -c 'import sys; print(sys._base_executable)')" -m venv .venv-pi0
+      LEROBOT_SITE="$(.venv-lerobot/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+      PI0_SITE="$(.venv-pi0/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+      echo "$LEROBOT_SITE" > "$PI0_SITE/lerobot_torch.pth"
+      .venv-pi0/bin/python -m pip install -q --no-deps -r requirements/pi0_processor.txt
+      .venv-pi0/bin/python -c "import torchvision, transformers; from transformers import PI0ImageProcessor"
+      cp requirements/pi0_processor.txt .venv-pi0/.ready
+    fi
+  else
+    echo "[setup] no .venv-lerobot: skipping .venv-pi0 (the real PI0 image processor test will skip)"
+  fi
+}
+lerobot_venvs > .venv-lerobot.log 2>&1 &
+LEROBOT_JOB=$!
+# A setup that stops early (a failed install above) stops the background job too, rather than leave it running.
+stop_lerobot_job() { if kill -0 "$LEROBOT_JOB" 2>/dev/null; then pkill -P "$LEROBOT_JOB" || true; kill "$LEROBOT_JOB" || true; fi; }
+trap stop_lerobot_job EXIT
+
 PYTHON_BIN="${PYTHON_BIN:-python3}"
 if [[ ! -x .venv/bin/python ]]; then
   echo "[setup] creating .venv with $($PYTHON_BIN --version)"
@@ -169,26 +217,6 @@ fi
 echo "[setup] MoGe-2 (--no-deps: see requirements/moge.txt)"
 "$PY" -m pip install -q --no-deps -r requirements/moge.txt
 scripts/pip_check.sh "$PY"
-if [[ $WITH_LEROBOT -eq 1 ]]; then
-  # The LeRobot dataset reader needs Python >= 3.12 and pins that clash with .venv (see requirements/lerobot.txt).
-  PY312="$(command -v python3.12 || true)"
-  if [[ -z "$PY312" || ! -x "$PY312" ]] || ! "$PY312" --version >/dev/null 2>&1; then
-    PY312="$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 2>/dev/null | tail -1 || true)"
-  fi
-  if [[ -z "$PY312" ]]; then
-    echo "[setup] python3.12 not found: skipping .venv-lerobot (the LeRobot export round-trip test will skip)"
-  elif [[ -f .venv-lerobot/.ready ]] && cmp -s requirements/lerobot.txt .venv-lerobot/.ready; then
-    echo "[setup] .venv-lerobot is up to date"
-  else
-    echo "[setup] .venv-lerobot: the LeRobot dataset reader on $("$PY312" --version) (several GB, a few minutes)"
-    rm -rf .venv-lerobot
-    "$PY312" -m venv .venv-lerobot
-    .venv-lerobot/bin/python -m pip install -q --upgrade pip
-    .venv-lerobot/bin/python -m pip install -q -r requirements/lerobot.txt
-    .venv-lerobot/bin/python -m pip check
-    cp requirements/lerobot.txt .venv-lerobot/.ready
-  fi
-fi
 # torchvision for a local PI0 checkpoint's image processor: PyPI's wheel is a CUDA build, so it goes into .venv
 # only next to a CUDA torch (a robot's GPU machine); with the CPU torch the tests run the real class in
 # .venv-pi0, a small layer over .venv-lerobot's matched torch/torchvision (requirements/pi0_processor.txt).
@@ -196,22 +224,14 @@ if "$PY" -c "import sys, torch; sys.exit(0 if torch.version.cuda else 1)" 2>/dev
   echo "[setup] torchvision for the local PI0 processor (CUDA torch)"
   "$PY" -m pip install -q --no-deps -r requirements/policy_gpu.txt
 fi
-if [[ -x .venv-lerobot/bin/python ]]; then
-  if [[ -f .venv-pi0/.ready ]] && cmp -s requirements/pi0_processor.txt .venv-pi0/.ready; then
-    echo "[setup] .venv-pi0 is up to date"
-  else
-    echo "[setup] .venv-pi0: transformers over .venv-lerobot's torch and torchvision (the real PI0 image processor)"
-    rm -rf .venv-pi0
-    "$(.venv-lerobot/bin/python -c 'import sys; print(sys._base_executable)')" -m venv .venv-pi0
-    LEROBOT_SITE="$(.venv-lerobot/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-    PI0_SITE="$(.venv-pi0/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-    echo "$LEROBOT_SITE" > "$PI0_SITE/lerobot_torch.pth"
-    .venv-pi0/bin/python -m pip install -q --no-deps -r requirements/pi0_processor.txt
-    .venv-pi0/bin/python -c "import torchvision, transformers; from transformers import PI0ImageProcessor"
-    cp requirements/pi0_processor.txt .venv-pi0/.ready
+if [[ -n "${LEROBOT_JOB:-}" ]]; then
+  lerobot_status=0
+  wait "$LEROBOT_JOB" || lerobot_status=$?
+  cat .venv-lerobot.log
+  if [[ $lerobot_status -ne 0 ]]; then
+    echo "[setup] the LeRobot reader's venvs failed (exit $lerobot_status): see the lines above" >&2
+    exit "$lerobot_status"
   fi
-else
-  echo "[setup] no .venv-lerobot: skipping .venv-pi0 (the real PI0 image processor test will skip)"
 fi
 echo "[setup] done: activate with '. .venv/bin/activate'; try 'ladder-ros --help' or" \
      "'ros2 launch ladder_ros sim_orchestrator.launch.py'"

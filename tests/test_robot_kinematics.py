@@ -1,5 +1,8 @@
 """WX250s kinematics against modern_robotics (the library Interbotix's own API uses), and the pure helpers."""
 
+import json
+from decimal import Decimal
+
 import numpy as np
 import pytest
 from scipy.linalg import expm
@@ -350,3 +353,31 @@ def test_a_joint_path_needs_matching_shapes_and_a_positive_step_for_every_joint(
         joint_path(np.zeros(2), np.ones(2), np.ones(3))
     with pytest.raises(ConfigError, match=r"^joint path: start \(3,\), goal \(2,\) and positive max_step \(2,\) must"):
         joint_path(np.zeros(3), np.ones(2), np.ones(2))
+
+
+def test_a_start_exactly_on_the_target_meets_even_zero_tolerances():
+    # At all joints zero the pose is M exactly and M^-1 M is exactly the identity: both errors are 0.0.
+    result = CHAIN.inverse(wx250s.M, np.zeros(6), position_tol_m=0.0, rotation_tol_rad=0.0)
+    assert result.success and result.iterations == 0
+    assert (result.position_error_m, result.rotation_error_rad) == (0.0, 0.0)
+
+
+def test_numbers_of_any_type_are_read_as_floats_exact_decimals_from_a_file_included():
+    # A JSON file read with parse_float=Decimal gives Decimal values; numpy keeps them as Python objects
+    # unless told to convert, and float arithmetic then refuses them.
+    def exact(values):
+        return json.loads(json.dumps(np.asarray(values).tolist()), parse_float=Decimal)
+
+    chain = ScrewChain(wx250s.MODEL, exact(wx250s.M), exact(wx250s.SLIST), wx250s.joint_limits())
+    q = np.array(wx250s.NEUTRAL_JOINTS)
+    assert np.allclose(chain.forward(q), CHAIN.forward(q), atol=1e-12)
+    assert chain.within_limits(exact(q)) and not chain.within_limits(exact(q + [0, 0, 0, 0, 1.0, 0]))
+    assert np.allclose(CHAIN.wrap(exact(q + TWO_PI)), q) and CHAIN.wrap(exact(q)).dtype == np.float64
+    target = CHAIN.forward(q + 0.02)
+    result = CHAIN.inverse(exact(target), exact(q))
+    assert result.success and np.allclose(result.joints, q + 0.02, atol=1e-3) and result.joints.dtype == np.float64
+    for start in ([0, 0, 0, 0, 0, 0], exact(q)):  # a refused target gives the start back, as floats
+        refused = CHAIN.inverse(np.eye(3), start)
+        assert refused.joints.dtype == np.float64 and np.allclose(refused.joints, np.asarray(start, dtype=float))
+    path = joint_path(exact([0.0, 0.0]), exact([0.3, -0.15]), exact([0.1, 0.1]))
+    assert len(path) == 3 and np.allclose(path[-1], [0.3, -0.15]) and path[-1].dtype == np.float64

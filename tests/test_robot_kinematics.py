@@ -225,7 +225,8 @@ def test_a_solution_on_its_bounds_is_accepted_and_one_past_them_is_refused_namin
             q = np.where(np.arange(6) % 2 == 0, lower, upper)  # every other joint on one of its bounds
             q[i] = bound[i] + past
             result = chain.inverse(chain.forward(q), q)
-            assert not result.success and result.reason == f"the solution leaves the joint limits of {name}", (i, side)
+            assert result.success is False and result.reason == f"the solution leaves the joint limits of {name}"
+            assert (result.position_error_m, result.rotation_error_rad) == (0.0, 0.0)  # the pose itself is reached
             assert np.allclose(np.cos(result.joints - q), 1.0) and result.iterations == 0  # q, up to whole turns
     q = lower - 0.1
     every = ", ".join(wx250s.JOINT_NAMES)
@@ -279,13 +280,30 @@ def test_a_solution_is_within_the_tolerances_it_reports_and_its_errors_are_the_r
     assert tight.success and tight.position_error_m <= 1e-9 and tight.rotation_error_rad <= 1e-9
 
 
+def test_a_target_that_only_turns_the_gripper_in_place_is_turned_to():
+    rng = np.random.default_rng(17)
+    solved = 0
+    for q in random_joints(rng, 20):
+        axis = rng.normal(size=3)
+        turn = screw_exp(np.concatenate([axis / np.linalg.norm(axis), np.zeros(3)]), 0.2)
+        target = CHAIN.forward(q) @ turn  # the same point, the gripper turned 0.2 rad about it
+        result = CHAIN.inverse(target, q)
+        if not result.success:
+            continue  # the turn may need a joint past its limit
+        solved += 1
+        reached = CHAIN.forward(result.joints)
+        assert result.iterations >= 1 and result.rotation_error_rad <= 1e-3
+        assert np.linalg.norm(transform_log(transform_inverse(reached) @ target)[:3]) <= 1e-3
+    assert solved >= 10
+
+
 def test_a_target_out_of_reach_stops_after_the_iterations_allowed_and_says_how_far_it_got():
     far = np.eye(4)
     far[:3, 3] = [2.0, 0.0, 0.3]
     start = np.array(wx250s.NEUTRAL_JOINTS)
     for kwargs, count in (({}, 20), ({"max_iterations": 3}, 3), ({"max_iterations": 0}, 0)):
         result = CHAIN.inverse(far, start, **kwargs)
-        assert not result.success and result.iterations == count
+        assert result.success is False and result.iterations == count
         assert result.reason == (f"no convergence in {count} iterations (error {result.position_error_m * 1000:.1f} "
                                  f"mm, {result.rotation_error_rad:.3f} rad)")
         reached = CHAIN.forward(result.joints)  # the errors are those of the joints returned
@@ -371,7 +389,11 @@ def test_numbers_of_any_type_are_read_as_floats_exact_decimals_from_a_file_inclu
     chain = ScrewChain(wx250s.MODEL, exact(wx250s.M), exact(wx250s.SLIST), wx250s.joint_limits())
     q = np.array(wx250s.NEUTRAL_JOINTS)
     assert np.allclose(chain.forward(q), CHAIN.forward(q), atol=1e-12)
+    assert np.allclose(CHAIN.forward(exact(q)), CHAIN.forward(q))
+    assert np.allclose(CHAIN.jacobian(exact(q)), CHAIN.jacobian(q))
     assert chain.within_limits(exact(q)) and not chain.within_limits(exact(q + [0, 0, 0, 0, 1.0, 0]))
+    # A joint written exactly at its bound is within it: the decimal a file holds is read as the bound's float.
+    assert chain.within_limits(exact(wx250s.LOWER)) and chain.within_limits(exact(wx250s.UPPER))
     assert np.allclose(CHAIN.wrap(exact(q + TWO_PI)), q) and CHAIN.wrap(exact(q)).dtype == np.float64
     target = CHAIN.forward(q + 0.02)
     result = CHAIN.inverse(exact(target), exact(q))

@@ -344,9 +344,10 @@ def test_readings_and_commanded_joints_are_float_arrays_whatever_number_type_the
     reading = arm.read()
     assert reading.joints.dtype == np.float64 and reading.joints.tolist() == [0.0, 1.0, -1.0, 0.0, 2.0, 0.0]
     assert reading.velocities.dtype == np.float64 and reading.velocities.tolist() == [0.5] * 6
-    arm.bot.arm.joint_commands = [0, 1, np.float32(0.1), 0, 0, 0]
-    commanded = arm.commanded()
-    assert commanded.dtype == np.float64 and commanded.tolist() == [0.0, 1.0, float(np.float32(0.1)), 0.0, 0.0, 0.0]
+    for commands in ([0, 1, -1, 0, 0, 0], [np.float32(0.1)] * 6):
+        arm.bot.arm.joint_commands = commands
+        commanded = arm.commanded()
+        assert commanded.dtype == np.float64 and commanded.tolist() == [float(v) for v in commands]
 
 
 def test_a_recovery_reports_how_long_it_took(monkeypatch):

@@ -126,8 +126,12 @@ def load_equivalents() -> dict[str, tuple[str, str]]:
     for number, line in enumerate(EQUIVALENTS.read_text().splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
-        parts = [p.strip() for p in line.split(" | ")]
-        if len(parts) != 3 or not all(parts):
+        # The name has no " | " and the reason is written without one; the changed line may hold one
+        # (an annotation such as "bool | None").
+        name, _, rest = line.partition(" | ")
+        changed, _, reason = rest.rpartition(" | ")
+        parts = [name.strip(), changed.strip(), reason.strip()]
+        if not all(parts):
             raise SystemExit(f"{EQUIVALENTS.name}:{number}: expected 'NAME | changed line | reason', got {line!r}")
         out[parts[0]] = (parts[1], parts[2])
     return out

@@ -5,6 +5,7 @@ report motor faults by motor, and recover; the Franka wrapper must take franky's
 two-waypoint motions, stop, report errors once and run the gripper off the control thread.
 """
 
+import array
 import math
 import sys
 import threading
@@ -19,6 +20,7 @@ from ladder_ros.core.rotations import quaternion_to_matrix
 from ladder_ros.robots import dynamixel as dxl
 from ladder_ros.robots import franka, wx250s
 from ladder_ros.robots.gripper import ApertureRange
+from ladder_ros.robots import interbotix_arm
 from ladder_ros.robots.interbotix_arm import (
     MISSING_INTERBOTIX,
     BackendUnavailable,
@@ -280,6 +282,80 @@ def test_a_failed_blocking_call_still_cleans_up_and_leaves_no_call_in_flight():
     with pytest.raises(RuntimeError, match="service gone"):
         arm.torque_off()
     assert arm._in_flight == 0 and arm.node.timers == []
+
+
+# ------------------------------------------------------------------ what the wrapper keeps and reports
+def test_the_driver_can_name_the_api_the_arm_runs_on():
+    fake = FakeInterbotix()
+    api = fake.api()
+    arm = InterbotixArm(api, robot_model="wx250s", robot_name="wx", moving_time_s=0.2, accel_time_s=0.1,
+                        gripper_pressure=0.6, finger_range=FINGERS, connect_timeout_s=5.0,
+                        node_name="widowx_driver_interbotix", namespace="/widowx")
+    assert arm.api is api and arm.api.name == "fake"  # the driver reports it in its status
+
+
+def test_a_connection_given_up_on_is_left_to_a_named_daemon_thread_that_cannot_keep_the_process_alive():
+    hang = threading.Event()
+    try:
+        with pytest.raises(BackendUnavailable, match="^no Interbotix arm under /wx within 0.05 s"):
+            connect(FakeInterbotix(hang=hang), connect_timeout_s=0.05)
+        waiting = [t for t in threading.enumerate() if t.name == "interbotix-connect" and t.is_alive()]
+        assert waiting and all(t.daemon for t in waiting)  # still waiting on xs_sdk, and the process may exit
+    finally:
+        hang.set()
+    for thread in waiting:
+        thread.join(10.0)
+        assert not thread.is_alive(), "the connect thread did not end once the API answered"
+
+
+def test_an_arm_group_in_the_wrong_mode_is_refused_with_where_the_mode_is_set():
+    with pytest.raises(BackendUnavailable, match=r"^the arm group runs mode 'pwm' with a 'time' profile; the driver "
+                                                 r"needs position mode with a time-based profile \(modes\.yaml of the "
+                                                 r"Interbotix launch\)$"):
+        connect(FakeInterbotix(info=GroupInfo(mode="pwm")))
+
+
+def test_the_apis_float32_limits_are_widened_before_the_hold_margin_is_added():
+    # Interbotix/interbotix_ros_core, commit 3e87890bf9bdfbd3d1083b2b59c61a35f6c0a3c3,
+    # interbotix_xs_msgs/srv/RobotInfo.srv: the limits are float32[] fields, which rclpy delivers as
+    # array('f'); the 2 mrad margin is added in double precision.
+    info = GroupInfo(joint_lower_limits=array.array("f", wx250s.LOWER),
+                     joint_upper_limits=array.array("f", wx250s.UPPER),
+                     joint_velocity_limits=array.array("f", [math.pi] * 6))
+    _, arm = connect(FakeInterbotix(info=info))
+    for values, reported in ((arm.lower, info.joint_lower_limits), (arm.upper, info.joint_upper_limits),
+                             (arm.velocity_limits, info.joint_velocity_limits)):
+        assert values.dtype == np.float64 and values.tolist() == list(reported)
+    core = arm.bot.core
+    lower32, upper32 = np.array(info.joint_lower_limits, np.float64), np.array(info.joint_upper_limits, np.float64)
+    measured = np.array([0.0, lower32[1] - 0.01, 0.1, 0.0, upper32[4] + 0.01, 0.0])  # sagged past two limits
+    for name, value in zip(wx250s.JOINT_NAMES, measured):
+        core.position[core.js_index_map[name]] = value
+    outcome = arm.hold()
+    assert outcome.held and outcome.refused
+    assert outcome.joints[1] == lower32[1] + 2e-3 and outcome.joints[4] == upper32[4] - 2e-3
+
+
+def test_readings_and_commanded_joints_are_float_arrays_whatever_number_type_the_api_hands_back():
+    _, arm = connect()
+    core = arm.bot.core
+    core.position = [0, 1, -1, 0, 2, 0, 0, 0]  # integers, and numpy float32 below
+    core.velocity = [np.float32(0.5)] * 8
+    reading = arm.read()
+    assert reading.joints.dtype == np.float64 and reading.joints.tolist() == [0.0, 1.0, -1.0, 0.0, 2.0, 0.0]
+    assert reading.velocities.dtype == np.float64 and reading.velocities.tolist() == [0.5] * 6
+    for commands in ([0, 1, -1, 0, 0, 0], [np.float32(0.1)] * 6):
+        arm.bot.arm.joint_commands = commands
+        commanded = arm.commanded()
+        assert commanded.dtype == np.float64 and commanded.tolist() == [float(v) for v in commands]
+
+
+def test_a_recovery_reports_how_long_it_took(monkeypatch):
+    _, arm = connect()
+    ticks = iter([100.0, 101.25])
+    monkeypatch.setattr(interbotix_arm, "time", SimpleNamespace(monotonic=lambda: next(ticks)))
+    assert arm.recover() == ("arm motors rebooted and torqued on, profile 200/100 ms written and read back, "
+                             "in 1.25 s")
 
 
 # ------------------------------------------------------------------ franky

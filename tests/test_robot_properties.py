@@ -1,5 +1,6 @@
 """The robot drivers' pure rules with a shape, word for word: admission of stamped actions at both edges, the
-WidowX's limits against its URDF, the Bridge target and the gripper's domains on both sides.
+WidowX's limits against its URDF, the Franka's against Franka's datasheets and the URDF it reports, the
+Bridge target and the gripper's domains on both sides.
 
 Every refusal names its rule, its value and its bound exactly (the driver copies them into the
 intervention record), and the configuration is refused on both sides of each bound.
@@ -14,7 +15,7 @@ import pytest
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.safety import DUPLICATE, FUTURE_STAMP, JOINT_LIMIT, STALE, JointTargetFilter, WorkspaceBox
-from ladder_ros.robots import wx250s
+from ladder_ros.robots import franka, wx250s
 from ladder_ros.robots.admission import ActionAdmission, AdmissionConfig
 from ladder_ros.robots.arm_health import GripperMonitor, RestDetector, TrackingMonitor
 from ladder_ros.robots.dynamixel import (
@@ -476,3 +477,184 @@ def test_the_worker_runs_on_a_named_daemon_thread_and_names_the_next_one_after_a
     worker.close()
     with pytest.raises(ConfigError, match="^the vendor call worker is closed$"):
         worker.submit("late", lambda: None, 1.0)
+
+
+# ------------------------------------------------------------------ the Franka's limits against Franka's datasheets
+# Franka Control Interface documentation, "Robot and interface specifications" (frankaemika/docs
+# source/control-parameters-joint-panda.csv @cda9283a and control-parameters-joint-fr3.csv @1b6fed8c):
+# q_min, q_max (rad), dq_max (rad/s), ddq_max (rad/s^2), dddq_max (rad/s^3), joints 1-7.
+FCI = {
+    "panda": {"q_min": (-2.8973, -1.7628, -2.8973, -3.0718, -2.8973, -0.0175, -2.8973),
+              "q_max": (2.8973, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973),
+              "dq_max": (2.1750, 2.1750, 2.1750, 2.1750, 2.6100, 2.6100, 2.6100),
+              "ddq_max": (15, 7.5, 10, 12.5, 15, 20, 20),
+              "dddq_max": (7500, 3750, 5000, 6250, 7500, 10000, 10000)},
+    "fr3": {"q_min": (-2.7437, -1.7837, -2.9007, -3.0421, -2.8065, 0.5445, -3.0159),
+            "q_max": (2.7437, 1.7837, 2.9007, -0.1518, 2.8065, 4.5169, 3.0159),
+            "dq_max": (2.62, 2.62, 2.62, 2.62, 5.26, 4.18, 5.26),
+            "ddq_max": (10, 10, 10, 10, 10, 10, 10)},
+}
+
+
+@pytest.mark.parametrize("name", sorted(FCI))
+def test_each_franka_model_is_its_datasheet_joint_by_joint(name):
+    model, sheet = franka.get_model(name), FCI[name]
+    assert model.name == name
+    assert model.lower == sheet["q_min"] and model.upper == sheet["q_max"]
+    assert model.max_velocity == sheet["dq_max"] and model.max_acceleration == sheet["ddq_max"]
+
+
+def test_the_limits_franky_reports_are_the_panda_s_fci_limits():
+    # What franky-control 2.0.0 reports for a connected arm: the Panda's FCI velocity, acceleration and jerk
+    # limits (libfranka include/franka/rate_limiting.h @1ba89c29, kMaxJoint* before their safety margins).
+    panda = FCI["panda"]
+    assert franka.FRANKY_VELOCITY_LIMITS == panda["dq_max"]
+    assert franka.FRANKY_ACCELERATION_LIMITS == panda["ddq_max"]
+    assert franka.FRANKY_JERK_LIMITS == panda["dddq_max"]
+
+
+def test_an_unknown_franka_model_is_refused_listing_the_known_ones():
+    with pytest.raises(ConfigError, match=r"^unknown Franka model 'ur5'; valid: fr3, panda$"):
+        franka.get_model("ur5")
+    assert franka.get_model("fr3") is franka.MODELS["fr3"] and franka.get_model("panda") is franka.MODELS["panda"]
+
+
+def _urdf_joint(name: str, kind: str, limits: tuple[float, float] | None) -> str:
+    """One joint as franka_description writes it: one element per line, the limit among them."""
+    limit = "" if limits is None else (f'    <limit effort="87.0" lower="{limits[0]}" upper="{limits[1]}" '
+                                       f'velocity="2.62"/>\n')
+    return (f'  <joint name="{name}" type="{kind}">\n    <origin rpy="0 0 0" xyz="0 0 0.333"/>\n'
+            f'    <parent link="{name}_parent"/>\n    <child link="{name}_child"/>\n    <axis xyz="0 0 1"/>\n'
+            f'{limit}  </joint>\n')
+
+
+def _fr3_urdf(skip: int | None = None) -> str:
+    joints = [_urdf_joint(f"fr3_joint{i}", "revolute", (lo, hi))
+              for i, (lo, hi) in enumerate(zip(FCI["fr3"]["q_min"], FCI["fr3"]["q_max"]), start=1) if i != skip]
+    joints.insert(3, _urdf_joint("fr3_finger_joint1", "prismatic", (0.0, 0.04)))  # the hand's: not an arm joint
+    joints.append(_urdf_joint("fr3_joint8", "fixed", None))
+    return '<?xml version="1.0" ?>\n<robot name="fr3">\n' + "".join(joints) + "</robot>\n"
+
+
+def test_the_urdf_limits_are_read_from_the_revolute_arm_joints_of_a_multi_line_urdf():
+    lower, upper = franka.urdf_joint_limits(_fr3_urdf())
+    assert lower.tolist() == list(FCI["fr3"]["q_min"]) and upper.tolist() == list(FCI["fr3"]["q_max"])
+    assert franka.urdf_joint_limits(_fr3_urdf(), count=3)[1].tolist() == list(FCI["fr3"]["q_max"][:3])
+    joint8 = _fr3_urdf() + _urdf_joint("fr3_joint8", "revolute", (-1.0, 1.0))
+    assert franka.urdf_joint_limits(joint8, count=8)[0].tolist() == [*FCI["fr3"]["q_min"], -1.0]
+
+
+@pytest.mark.parametrize("joint", range(1, 8))
+def test_a_urdf_without_one_arm_joint_is_refused_naming_it(joint):
+    with pytest.raises(ConfigError, match=rf"^the arm's URDF has no position limits for joints \[{joint}\]$"):
+        franka.urdf_joint_limits(_fr3_urdf(skip=joint))
+    with pytest.raises(ConfigError, match=r"joints \[8\]$"):
+        franka.urdf_joint_limits(_fr3_urdf(), count=8)
+
+
+STREAM_FIELDS = ("velocity", "acceleration", "jerk")
+
+
+def _stream(**fields):
+    fr3 = franka.get_model("fr3")
+    values = dict(lower=fr3.lower, upper=fr3.upper, velocity=franka.FRANKY_VELOCITY_LIMITS,
+                  acceleration=franka.FRANKY_ACCELERATION_LIMITS, jerk=franka.FRANKY_JERK_LIMITS)
+    values.update(fields)
+    return franka.StreamLimits(**values)
+
+
+@pytest.mark.parametrize("field", STREAM_FIELDS)
+@pytest.mark.parametrize("joint", [0, 6])
+@pytest.mark.parametrize("bad", [0.0, -0.5, math.inf, math.nan])
+def test_every_dynamics_limit_of_every_joint_must_be_a_positive_finite_number(field, joint, bad):
+    values = list(getattr(_stream(), field))
+    values[joint] = bad
+    with pytest.raises(ConfigError, match=rf"^stream limits: every {field} limit must be positive, got "
+                                          rf"{re.escape(str(values))}$"):
+        _stream(**{field: tuple(values)})
+    values[joint] = 0.25  # small, below one, is fine
+    assert getattr(_stream(**{field: tuple(values)}), field)[joint] == 0.25
+
+
+@pytest.mark.parametrize("field", ("lower", "upper", *STREAM_FIELDS))
+def test_stream_limits_need_one_value_per_joint_in_every_field(field):
+    short = getattr(_stream(), field)[:6]
+    with pytest.raises(ConfigError, match=r"^stream limits need one value per joint in every field, got sizes "
+                                          r"\[6, 7\]$"):
+        _stream(**{field: short})
+
+
+@pytest.mark.parametrize("joint", range(7))
+def test_a_joint_whose_lower_limit_is_not_below_its_upper_is_refused(joint):
+    fr3 = franka.get_model("fr3")
+    for lower in (fr3.upper[joint], fr3.upper[joint] + 0.1):
+        bad = list(fr3.lower)
+        bad[joint] = lower
+        with pytest.raises(ConfigError, match=rf"^stream limits: lower must be below upper, got "
+                                              rf"{re.escape(str(bad))} / {re.escape(str(list(fr3.upper)))}$"):
+            _stream(lower=tuple(bad))
+
+
+def _from_robot(factor=1.0, **options):
+    return franka.StreamLimits.from_robot(franka.get_model("fr3"), franka.FRANKY_VELOCITY_LIMITS,
+                                          franka.FRANKY_ACCELERATION_LIMITS, franka.FRANKY_JERK_LIMITS, factor,
+                                          **options)
+
+
+@pytest.mark.parametrize("factor", [0.0, -0.1, 1.0 + 1e-9, 1.5, 2.0, math.nan])
+def test_a_dynamics_factor_outside_zero_to_one_is_refused(factor):
+    with pytest.raises(ConfigError, match=rf"^dynamics factor must be in \(0, 1\], got {re.escape(repr(factor))}$"):
+        _from_robot(factor)
+
+
+@pytest.mark.parametrize("factor", [1e-3, 0.3, 1.0])
+def test_every_dynamics_limit_is_franky_s_times_the_dynamics_factor_joint_by_joint(factor):
+    rng = np.random.default_rng(int(factor * 1000))
+    asked = np.array(franka.FRANKY_VELOCITY_LIMITS) * rng.uniform(0.1, 1.0, 7)
+    for requested, velocity in ((None, franka.FRANKY_VELOCITY_LIMITS), (asked, asked)):
+        limits = _from_robot(factor, requested_velocity=requested)
+        assert limits.velocity == pytest.approx(tuple(np.array(velocity) * factor), rel=1e-12)
+        assert limits.acceleration == pytest.approx(tuple(np.array(franka.FRANKY_ACCELERATION_LIMITS) * factor))
+        assert limits.jerk == pytest.approx(tuple(np.array(franka.FRANKY_JERK_LIMITS) * factor), rel=1e-12)
+    mixed = np.array(franka.FRANKY_VELOCITY_LIMITS)
+    mixed[::2] = 0.5  # lower on some joints, franky's own on the others
+    assert _from_robot(factor, requested_velocity=mixed).velocity == pytest.approx(tuple(mixed * factor))
+
+
+def test_a_velocity_request_may_equal_franky_s_limit_up_to_rounding_but_not_exceed_it():
+    reported = np.array(franka.FRANKY_VELOCITY_LIMITS)
+    assert _from_robot(requested_velocity=reported).velocity == franka.FRANKY_VELOCITY_LIMITS
+    assert _from_robot(requested_velocity=reported + 1e-9).velocity == franka.FRANKY_VELOCITY_LIMITS
+    for over in (2e-9, 0.5):
+        with pytest.raises(ConfigError, match=r"^max_joint_velocity asks for more than franky reports for the "
+                                              r"connected fr3 \(joint 1 .*, joint 7 .* rad/s\): its planner "
+                                              r"would refuse such waypoints$"):
+            _from_robot(requested_velocity=reported + over)
+    asked = reported.copy()
+    asked[[1, 5]] += 0.5
+    with pytest.raises(ConfigError, match=r"\(joint 2 2\.675 > 2\.175, joint 6 3\.11 > 2\.61 rad/s\)"):
+        _from_robot(requested_velocity=asked)
+    with pytest.raises(ConfigError, match=r"^max_joint_velocity has 6 values for 7 joints$"):
+        _from_robot(requested_velocity=reported[:6])
+
+
+def test_urdf_limits_narrow_the_model_only_when_both_sides_are_reported():
+    fr3 = franka.get_model("fr3")
+    urdf_lower, urdf_upper = np.array(fr3.lower) + 0.1, np.array(fr3.upper) - 0.1
+    for one_side in (dict(urdf_lower=urdf_lower), dict(urdf_upper=urdf_upper)):
+        limits = _from_robot(**one_side)
+        assert (limits.lower, limits.upper) == (fr3.lower, fr3.upper)
+    both = _from_robot(urdf_lower=urdf_lower, urdf_upper=urdf_upper)
+    assert both.lower == pytest.approx(tuple(urdf_lower)) and both.upper == pytest.approx(tuple(urdf_upper))
+
+
+def test_the_safety_filter_s_limits_are_the_stream_s_over_one_15_hz_period_named_as_the_panda_joints():
+    limits = _from_robot(0.5)
+    joints = limits.joint_limits()
+    assert joints.names == tuple(f"panda_joint{i}" for i in range(1, 8))
+    assert (joints.lower, joints.upper) == (franka.get_model("fr3").lower, franka.get_model("fr3").upper)
+    assert joints.max_step == pytest.approx(tuple(0.5 * v / 15.0 for v in franka.FRANKY_VELOCITY_LIMITS))
+    assert joints.source == "Franka joint limits; velocity limits over one control period"
+    assert _from_robot(source="franky at 10.0.0.2").joint_limits(period_s=0.1).source == "franky at 10.0.0.2"
+    assert _from_robot().joint_limits(("a", "b", "c", "d", "e", "f", "g"), 0.1).max_step == pytest.approx(
+        tuple(0.1 * v for v in franka.FRANKY_VELOCITY_LIMITS))

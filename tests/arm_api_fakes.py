@@ -235,6 +235,7 @@ class FakeFrankyState:
     stop_error: BaseException | None = None
     width_m: float = 0.08
     width_error: BaseException | None = None
+    width_hang: threading.Event | None = None  # a width read waits on it (a connection that went quiet)
     reach: bool = True  # the hand reaches its commands
     robots: list = field(default_factory=list)
     grippers: list = field(default_factory=list)
@@ -301,6 +302,8 @@ class FakeFranky:
             def width(self):
                 time.sleep(0.001)  # a network round trip (about 100 ms on the real hand): never a busy loop
                 self.reads += 1
+                if module.state.width_hang is not None:
+                    module.state.width_hang.wait(30.0)
                 if module.state.width_error is not None:
                     raise module.state.width_error
                 return module.state.width_m

@@ -7,6 +7,7 @@ two-waypoint motions, stop, report errors once and run the gripper off the contr
 
 import array
 import math
+import re
 import sys
 import threading
 import time
@@ -549,3 +550,178 @@ def test_a_failing_width_read_is_reported_and_the_worker_keeps_reading(franky):
     wait_for(lambda: arm.gripper.error == "gripper: RuntimeError('usb')", "the read error")
     fake.state.width_error = None
     wait_for(lambda: arm.gripper.latest() is not None, "a read after the error")
+
+
+def test_a_refusing_franka_is_tried_every_half_second_up_to_and_at_its_deadline(franky):
+    from ladder_ros.robots.franky_arm import CONNECT_RETRY_S, connect_franky_arm
+
+    fake, _ = franky
+    fake.state.connect_error = RuntimeError("connection refused")
+    now, naps, refused = [10.0], [], []
+
+    def sleep(seconds):
+        naps.append(seconds)
+        now[0] += seconds
+
+    kwargs = dict(host="172.16.0.2", model=franka.get_model("panda"), dynamics_factor=0.5, gripper_speed_m_s=0.05,
+                  gripper_force_n=20.0, max_width_m=0.08, realtime=False)
+    with pytest.raises(BackendUnavailable) as given_up:
+        connect_franky_arm(3.0, sleep=sleep, clock=lambda: now[0], on_retry=refused.append, **kwargs)
+    # tries at 10.0, 10.5, ... 13.0: the last one exactly at the deadline, none after it
+    assert now[0] == 13.0 and naps == [CONNECT_RETRY_S] * 6 and CONNECT_RETRY_S == 0.5
+    assert len(refused) == 6 and all(type(e) is BackendUnavailable for e in refused)
+    assert [str(e) for e in refused] == [str(given_up.value)] * 6 == [
+        "cannot connect to the Franka at 172.16.0.2: RuntimeError('connection refused')"] * 6
+
+
+def test_franky_missing_is_refused_at_once_not_retried_until_the_connect_timeout(monkeypatch):
+    from ladder_ros.robots.franky_arm import MISSING_FRANKY, connect_franky_arm
+
+    monkeypatch.setitem(sys.modules, "franky", None)
+    naps, refused = [], []
+    with pytest.raises(BackendUnavailable, match=f"^{re.escape(MISSING_FRANKY)}"):
+        connect_franky_arm(30.0, sleep=naps.append, clock=lambda: 0.0, on_retry=refused.append, host="h",
+                           model=franka.get_model("fr3"), dynamics_factor=1.0, gripper_speed_m_s=0.05,
+                           gripper_force_n=20.0, max_width_m=0.08, realtime=False)
+    assert naps == [] and refused == []
+
+
+def test_the_hand_is_reached_at_the_arm_s_host_and_its_width_range_names_its_source(franky):
+    fake, _ = franky
+    arm = franky_arm(franky, host="10.0.0.7", max_width_m=0.07)
+    assert fake.state.grippers[-1].host == "10.0.0.7" and arm.gripper.gripper is fake.state.grippers[-1]
+    assert arm.gripper.range == ApertureRange(0.0, 0.07, source="Franka Hand opening width")
+
+
+@pytest.mark.parametrize("period_s, ms", [(1.0, 1000), (0.2, 200), (1 / 15, 67), (0.0666, 67), (0.0004, 1)])
+def test_the_via_point_s_minimum_time_is_the_period_in_whole_milliseconds_at_least_one(franky, period_s, ms):
+    fake, _ = franky
+    arm = franky_arm(franky)
+    arm.send_joints(np.zeros(7), np.zeros(7), np.zeros(7), period_s)
+    assert fake.state.robots[-1].moves[-1][0].waypoints[0].minimum_time == ("ms", ms)
+
+
+def _worker(fake, tolerance=0.05):
+    from ladder_ros.robots.franky_arm import GripperWorker
+
+    return GripperWorker(fake.Gripper("172.16.0.2"), ApertureRange(0.0, 0.08), 0.05, 20.0, tolerance=tolerance)
+
+
+def _reads_after(hand, count):
+    """Wait until the worker has read the width ``count`` more times (each read is followed by its command check)."""
+    start = hand.reads
+    wait_for(lambda: hand.reads >= start + count, f"{count} more width reads")
+
+
+def test_a_fresh_gripper_worker_reads_on_a_named_daemon_thread_and_moves_nothing_until_told(franky):
+    fake, _ = franky
+    worker = _worker(fake)
+    try:
+        assert worker.error is None and worker.moves == 0
+        _reads_after(fake.state.grippers[-1], 3)
+        assert fake.state.grippers[-1].calls == [] and worker.error is None and worker.moves == 0
+        assert worker._thread.name == "franky-gripper" and worker._thread.daemon  # never holds the process up
+        assert worker.latest()[0] == 0.08
+    finally:
+        worker.close()
+
+
+def test_a_command_exactly_the_tolerance_from_the_last_is_not_sent_again_and_each_move_is_counted(franky):
+    fake, _ = franky
+    worker = _worker(fake, tolerance=0.25)  # 0.25 and the apertures below are exact in binary
+    hand = fake.state.grippers[-1]
+    try:
+        wait_for(lambda: worker.latest() is not None, "a gripper width read")
+        worker.command(0.5)
+        wait_for(lambda: worker.moves == 1, "the first move")
+        worker.command(0.75)  # exactly the tolerance away: not sent
+        _reads_after(hand, 2)
+        worker.command(0.25)  # exactly the tolerance away on the other side: not sent either
+        _reads_after(hand, 2)
+        assert hand.calls == [("move", 0.04, 0.05)] and worker.moves == 1
+        worker.command(0.2)  # past it, below the fingers' width: a grasp
+        wait_for(lambda: worker.moves == 2, "the second command")
+        assert hand.calls[-1] == ("grasp", 0.2 * 0.08, 0.05, 20.0, 1.0, 1.0) and worker.error is None
+    finally:
+        worker.close()
+
+
+def test_a_grasp_that_does_not_reach_its_command_is_reported_as_a_grasp(franky):
+    fake, _ = franky
+    fake.state.reach = False
+    worker = _worker(fake)
+    try:
+        wait_for(lambda: worker.latest() is not None, "a gripper width read")
+        worker.command(0.0)
+        wait_for(lambda: worker.error is not None, "the gripper's error")
+        assert worker.error == "gripper: the grasp to 0.0000 m did not reach its command" and worker.moves == 1
+    finally:
+        worker.close()
+
+
+def test_the_worker_keeps_the_last_200_read_times_each_the_duration_of_one_read(franky):
+    fake, _ = franky
+    began = time.monotonic()
+    worker = _worker(fake)
+    try:
+        hand = fake.state.grippers[-1]
+        wait_for(lambda: hand.reads >= 5, "five width reads")
+        assert 1 <= len(worker.read_times) <= hand.reads
+        wait_for(lambda: hand.reads >= 250, "250 width reads")
+        times, elapsed = list(worker.read_times), time.monotonic() - began
+        assert len(times) == 200 and all(0.0 < t <= elapsed for t in times)
+    finally:
+        worker.close()
+
+
+class _RecordingStop(threading.Event):
+    """The worker's stop event, remembering how long each wait was for."""
+
+    def __init__(self):
+        super().__init__()
+        self.waits = []
+
+    def wait(self, timeout=None):
+        self.waits.append(timeout)
+        return super().wait(timeout)
+
+
+def test_a_failed_width_read_is_tried_again_after_a_tenth_of_a_second(franky):
+    fake, _ = franky
+    fake.state.width_error = RuntimeError("usb")
+    worker = _worker(fake)
+    try:
+        stop = _RecordingStop()
+        worker._stop = stop  # the loop reads it on every turn
+        wait_for(lambda: len(stop.waits) >= 2, "two pauses after failed reads")
+        assert set(stop.waits) == {0.1} and worker.error == "gripper: RuntimeError('usb')"
+    finally:
+        worker.close()
+
+
+def test_closing_returns_while_a_width_read_hangs_after_waiting_two_seconds_for_it(franky):
+    fake, _ = franky
+    hang = threading.Event()
+    worker = _worker(fake)
+    thread, joins = worker._thread, []
+
+    class RecordingThread:
+        def join(self, timeout=None):
+            joins.append(timeout)
+            thread.join(timeout)
+
+    try:
+        wait_for(lambda: worker.latest() is not None, "a gripper width read")
+        fake.state.width_hang = hang
+        reads = fake.state.grippers[-1].reads
+        wait_for(lambda: fake.state.grippers[-1].reads > reads, "a read that hangs")
+        worker._thread = RecordingThread()
+        closed = threading.Thread(target=worker.close, daemon=True)
+        closed.start()
+        closed.join(30.0)
+        assert not closed.is_alive(), "close() did not return while the width read hung"
+        assert joins == [2.0] and thread.is_alive()  # the hung read is left behind, on a daemon thread
+    finally:
+        hang.set()
+        thread.join(10.0)
+    assert not thread.is_alive()

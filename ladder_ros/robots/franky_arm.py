@@ -100,7 +100,7 @@ class GripperWorker:
                     self._send(target)
             except Exception as exc:  # keep reading: the driver reports the error and holds the arm
                 self.error = f"gripper: {exc!r}"
-                self._stop.wait(0.1)
+                self._stop.wait(0.1)  # project choice: retry ten times a second, without spinning on a dead link
 
     def _send(self, aperture: float) -> None:
         """Blocking move or grasp (this thread only); opening moves, closing grasps with wide tolerances."""
@@ -118,6 +118,7 @@ class GripperWorker:
             self.error = f"gripper: the {what} to {width:.4f} m did not reach its command"
 
     def close(self) -> None:
+        """Stop the worker; wait for it at most 2 s (project choice), as a read on a dead connection may hang."""
         self._stop.set()
         self._thread.join(timeout=2.0)
 
@@ -155,7 +156,6 @@ class FrankyArm:
                                                      f"{self.dynamics_factor:g}), {model.name} positions")
         width_range = ApertureRange(0.0, max_width_m, source="Franka Hand opening width")
         self.gripper = GripperWorker(gripper, width_range, gripper_speed_m_s, gripper_force_n)
-        self.error: str | None = None
 
     def read(self) -> FrankaReading:
         state = self.robot.current_joint_state

@@ -658,3 +658,67 @@ def test_the_safety_filter_s_limits_are_the_stream_s_over_one_15_hz_period_named
     assert _from_robot(source="franky at 10.0.0.2").joint_limits(period_s=0.1).source == "franky at 10.0.0.2"
     assert _from_robot().joint_limits(("a", "b", "c", "d", "e", "f", "g"), 0.1).max_step == pytest.approx(
         tuple(0.1 * v for v in franka.FRANKY_VELOCITY_LIMITS))
+
+
+# ------------------------------------------------------------------ the Franka's hand and the workspace box
+READY = np.array(franka.READY_JOINTS)
+HAND = franka.forward_kinematics(READY)[:3, 3]
+LIFT = np.array([0.0, -0.15, 0.0, 0.15, 0.0, 0.0, 0.0])  # lifts the hand by several centimetres at the ready pose
+
+
+def _hand(q):
+    return franka.forward_kinematics(q)[:3, 3]
+
+
+def _around(z_low, z_high):
+    """A box wide in x and y around the ready hand, its floor and ceiling ``z_low`` / ``z_high`` above the hand."""
+    return WorkspaceBox((HAND[0] - 1.0, HAND[1] - 1.0, HAND[2] + z_low), (HAND[0] + 1.0, HAND[1] + 1.0, HAND[2] + z_high))
+
+
+def test_a_hand_outside_the_box_takes_each_step_that_brings_it_closer_on_either_side():
+    lifted = _hand(READY + LIFT)[2] - HAND[2]
+    assert 0.02 < lifted < 0.2
+    below = _around(lifted + 0.05, 0.6)  # the hand under the floor, lifted towards it and still under it
+    assert not below.contains(_hand(READY + LIFT))
+    assert np.array_equal(franka.clip_step_into_box(READY, READY + LIFT, below)[0], READY + LIFT)
+    assert np.array_equal(franka.clip_step_into_box(READY + LIFT, READY, below)[0], READY + LIFT)  # away: stays
+    above = _around(-0.6, -0.05)  # the hand over the ceiling, lowered towards it and still over it
+    assert np.array_equal(franka.clip_step_into_box(READY + LIFT, READY, above)[0], READY)
+    assert np.array_equal(franka.clip_step_into_box(READY, READY + LIFT, above)[0], READY)
+    assert franka.clip_step_into_box(READY, READY + LIFT, above)[1] == ["z"]
+
+
+def test_a_step_that_keeps_an_outside_hand_exactly_as_far_from_the_box_stays_put():
+    turned = READY + np.array([0.3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # about the base's vertical axis: same height
+    assert _hand(turned)[2] == HAND[2] and not np.allclose(_hand(turned)[:2], HAND[:2])
+    for box in (_around(0.05, 0.5), _around(-0.5, -0.05)):
+        joints, axes = franka.clip_step_into_box(READY, turned, box)
+        assert np.array_equal(joints, READY) and axes == ["z"]
+
+
+def test_the_hand_stops_at_the_wall_to_a_4096th_of_the_step_on_every_step_tried():
+    rng = np.random.default_rng(7)
+    box = _around(-0.3, 0.03)  # the ceiling 3 cm above the ready hand
+    stopped = 0
+    for _ in range(40):
+        step = rng.uniform(-0.25, 0.25, 7)
+        if box.contains(_hand(READY + step)):
+            continue
+        joints, axes = franka.clip_step_into_box(READY, READY + step, box)
+        fraction = float(np.dot(joints - READY, step) / np.dot(step, step))
+        assert np.allclose(joints, READY + fraction * step, atol=1e-12)  # along the step's own line
+        assert abs(fraction * 4096 - round(fraction * 4096)) < 1e-6 and 0 <= fraction < 1  # on the 4096th grid
+        assert box.contains(_hand(joints)) and axes
+        assert not box.contains(_hand(READY + (fraction + 1 / 4096) * step))  # and the next 4096th is past the wall
+        stopped += 1
+    assert stopped >= 10
+
+
+def test_joints_given_as_whole_numbers_come_back_as_floats():
+    box = WorkspaceBox((-2.0, -2.0, -2.0), (2.0, 2.0, 2.0))
+    target = np.zeros(7, dtype=int)
+    joints, axes = franka.clip_step_into_box(target, target, box)
+    assert joints.dtype == np.float64 and axes == [] and np.array_equal(joints, np.zeros(7))
+    away = WorkspaceBox((5.0, 5.0, 5.0), (6.0, 6.0, 6.0))  # the hand outside, a step that does not bring it closer
+    joints, axes = franka.clip_step_into_box(target, target, away)
+    assert joints.dtype == np.float64 and axes == ["x", "y", "z"]

@@ -722,3 +722,51 @@ def test_joints_given_as_whole_numbers_come_back_as_floats():
     away = WorkspaceBox((5.0, 5.0, 5.0), (6.0, 6.0, 6.0))  # the hand outside, a step that does not bring it closer
     joints, axes = franka.clip_step_into_box(target, target, away)
     assert joints.dtype == np.float64 and axes == ["x", "y", "z"]
+
+
+def test_single_precision_inputs_are_computed_in_double_precision_exactly_as_their_values():
+    """A float32 array (a message or a recording may carry one) gives bit for bit the result of its float64 copy."""
+    rng = np.random.default_rng(11)
+    limits = franka.StreamLimits.from_robot(franka.get_model("fr3"), franka.FRANKY_VELOCITY_LIMITS,
+                                            franka.FRANKY_ACCELERATION_LIMITS, franka.FRANKY_JERK_LIMITS, 0.7)
+    a32, j32 = (np.array(x, dtype=np.float32) for x in (limits.acceleration, limits.jerk))
+
+    def same(function, *args, **kwargs):
+        single = function(*args, **kwargs)
+        double = function(*(np.asarray(x, dtype=np.float64) if isinstance(x, np.ndarray) else x for x in args),
+                          **kwargs)
+        for s, d in zip(single if isinstance(single, tuple) else (single,),
+                        double if isinstance(double, tuple) else (double,)):
+            if isinstance(d, list):  # the walls met
+                assert s == d, function.__name__
+            else:
+                assert s.dtype == np.float64 and np.array_equal(s, d), function.__name__
+
+    for _ in range(20):
+        speeds, other = (rng.uniform(0.0, 1.5, 7).astype(np.float32) for _ in range(2))
+        same(franka.stopping_distance, speeds, a32, j32)
+        same(franka.speed_to_stop_within, rng.uniform(0.0, 0.2, 7).astype(np.float32), a32, j32)
+        same(franka.speed_change_distance, speeds, other, a32, j32)
+        q0 = (READY + rng.uniform(-0.3, 0.3, 7)).astype(np.float32)
+        q1 = (q0 + rng.uniform(-0.1, 0.1, 7)).astype(np.float32)
+        qm = (q0 + rng.uniform(-0.05, 0.05, 7)).astype(np.float32)
+        same(franka.stream_waypoints, q0, q1, qm, 1 / 15, limits)
+        same(franka.stream_waypoints, q0, q1, qm, 1 / 15, limits, measured_velocity=other - 0.75)
+        same(franka.clip_step_into_box, q0, q1, _around(-0.3, 0.03))
+
+
+def test_speeding_up_from_rest_takes_the_distance_of_braking_to_rest_in_both_jerk_regimes():
+    a, j = np.array(franka.FRANKY_ACCELERATION_LIMITS), np.array(franka.FRANKY_JERK_LIMITS)
+    knee = a * a / j  # below it the acceleration limit is never reached (0.015 to 0.04 rad/s here, per joint)
+    for scale in (0.01, 0.3, 0.9, 1.0, 1.1, 3.0, 50.0):
+        v = knee * scale
+        assert np.allclose(franka.speed_change_distance(np.zeros(7), v, a, j), franka.stopping_distance(v, a, j),
+                           rtol=1e-12, atol=0)
+        assert np.allclose(franka.speed_change_distance(v, np.zeros(7), a, j), franka.stopping_distance(v, a, j),
+                           rtol=1e-12, atol=0)
+        # from u to u + dv: the mean speed over 2 sqrt(dv/j) below the knee, over dv/a + a/j above it
+        u = np.full(7, 0.4)
+        duration = np.where(v >= knee, v / a + a / j, 2.0 * np.sqrt(v / j))
+        assert np.allclose(franka.speed_change_distance(u, u + v, a, j), (u + v / 2.0) * duration, rtol=1e-12, atol=0)
+        assert np.allclose(franka.speed_change_distance(-u, -(u + v), a, j), (u + v / 2.0) * duration, rtol=1e-12,
+                           atol=0)  # speeds are magnitudes

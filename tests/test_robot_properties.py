@@ -770,3 +770,81 @@ def test_speeding_up_from_rest_takes_the_distance_of_braking_to_rest_in_both_jer
         assert np.allclose(franka.speed_change_distance(u, u + v, a, j), (u + v / 2.0) * duration, rtol=1e-12, atol=0)
         assert np.allclose(franka.speed_change_distance(-u, -(u + v), a, j), (u + v / 2.0) * duration, rtol=1e-12,
                            atol=0)  # speeds are magnitudes
+
+
+# ------------------------------------------------------------------ the Franka's joint stream
+STREAM = franka.StreamLimits.from_robot(franka.get_model("fr3"), franka.FRANKY_VELOCITY_LIMITS,
+                                        franka.FRANKY_ACCELERATION_LIMITS, franka.FRANKY_JERK_LIMITS, 1.0)
+A, J, VMAX = np.array(STREAM.acceleration), np.array(STREAM.jerk), np.array(STREAM.velocity)
+PERIOD = 1.0 / 15.0
+
+
+def _room_used(now, speed):
+    """What a via speed needs (module docstring): reach it from ``now``, then brake onto the target with the margin."""
+    return (franka.speed_change_distance(now, speed, A, J)
+            + franka.BRAKE_MARGIN * franka.stopping_distance(speed, A, J))
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_the_via_velocity_is_capped_at_each_joint_s_own_limit_in_either_direction(sign):
+    far = READY - sign * 5.0  # the arm far behind the target: room is no constraint
+    for size in (0.5, 1.0, 3.0):  # steps of 7.5 to 45 rad/s
+        via, v = franka.stream_waypoints(READY, READY + sign * size, far, PERIOD, STREAM)
+        assert np.array_equal(v, sign * VMAX)  # 2.175 rad/s for joints 1-4, 2.61 for 5-7
+        assert np.allclose(via, READY + sign * size - sign * franka.BRAKE_MARGIN
+                           * franka.stopping_distance(VMAX, A, J), atol=1e-12)
+
+
+def test_a_step_with_room_to_spare_is_streamed_at_exactly_its_own_average_velocity():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        step = rng.uniform(-0.1, 0.1, 7)
+        behind = READY - np.sign(step) * 2.0  # room to spare in the direction of the step
+        target = READY + step
+        _, v = franka.stream_waypoints(READY, target, behind, PERIOD, STREAM)
+        assert np.array_equal(v, (target - READY) / PERIOD)
+
+
+def test_a_via_speed_held_back_by_the_room_is_the_largest_that_fits_to_a_2_30th_of_the_step_s_velocity():
+    rng, held_back = np.random.default_rng(5), 0
+    for _ in range(20):
+        step = rng.uniform(0.02, 0.1, 7) * rng.choice([-1.0, 1.0], 7)
+        measured = READY + step * rng.uniform(0.3, 0.9, 7)  # the arm most of the way to the target already
+        coasting = np.sign(step) * rng.uniform(0.0, 0.5, 7)  # and moving towards it
+        _, v = franka.stream_waypoints(READY, READY + step, measured, PERIOD, STREAM, measured_velocity=coasting)
+        target = READY + step
+        full, speed = np.abs(target - READY) / PERIOD, np.abs(v)
+        room = (target - measured) * np.sign(step)
+        bisected = speed < full  # the rest fit at their full speed, which is then taken as it is
+        assert np.array_equal(speed[~bisected], full[~bisected])
+        moving = bisected & (speed > 0.0)  # zero where even braking from the arm's own speed overruns the target
+        assert np.all(_room_used(np.abs(coasting), speed)[moving] <= room[moving])
+        held_back += int(np.sum(moving))
+        grid = speed[bisected] / full[bisected] * 2 ** 30
+        assert np.allclose(grid, np.round(grid), rtol=0, atol=1e-3)
+        more = _room_used(np.abs(coasting), speed + full / 2 ** 30)
+        assert np.all(more[bisected] > room[bisected])  # a 2^-30 more does not fit
+    assert held_back >= 100
+
+
+def test_an_arm_moving_away_from_its_target_loses_the_distance_it_needs_to_brake_from_that_motion():
+    rng = np.random.default_rng(9)
+    for speed_away in (0.005, 0.02, 0.3, 1.0):  # both sides of every joint's jerk knee (0.015 to 0.04 rad/s)
+        step = rng.uniform(0.05, 0.1, 7) * rng.choice([-1.0, 1.0], 7)
+        measured = READY - np.sign(step) * 0.05
+        away = -np.sign(step) * speed_away
+        _, moving = franka.stream_waypoints(READY, READY + step, measured, PERIOD, STREAM, measured_velocity=away)
+        # the same as an arm at rest, that much closer to the target
+        closer = measured + np.sign(step) * franka.stopping_distance(np.full(7, speed_away), A, J)
+        _, resting = franka.stream_waypoints(READY, READY + step, closer, PERIOD, STREAM)
+        assert np.allclose(moving, resting, rtol=1e-6, atol=1e-9)
+
+
+def test_a_joint_that_holds_still_while_the_arm_coasts_streams_without_a_floating_point_error():
+    step = np.array([0.05, 0.0, -0.03, 0.0, 0.02, 0.0, 0.0])
+    coasting = np.array([0.2, -0.3, 0.1, 0.4, 0.0, -0.1, 0.0])  # still joints moving either way, or not at all
+    with np.errstate(all="raise"):  # numpy would otherwise warn at 15 Hz about a division by zero
+        via, v = franka.stream_waypoints(READY, READY + step, READY + 0.01 * step, PERIOD, STREAM,
+                                         measured_velocity=coasting)
+    still = step == 0.0
+    assert np.all(v[still] == 0.0) and np.array_equal(via[still], READY[still])

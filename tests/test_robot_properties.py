@@ -672,7 +672,8 @@ def _hand(q):
 
 def _around(z_low, z_high):
     """A box wide in x and y around the ready hand, its floor and ceiling ``z_low`` / ``z_high`` above the hand."""
-    return WorkspaceBox((HAND[0] - 1.0, HAND[1] - 1.0, HAND[2] + z_low), (HAND[0] + 1.0, HAND[1] + 1.0, HAND[2] + z_high))
+    return WorkspaceBox((HAND[0] - 1.0, HAND[1] - 1.0, HAND[2] + z_low),
+                        (HAND[0] + 1.0, HAND[1] + 1.0, HAND[2] + z_high))
 
 
 def test_a_hand_outside_the_box_takes_each_step_that_brings_it_closer_on_either_side():

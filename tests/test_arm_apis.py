@@ -628,6 +628,7 @@ def test_a_fresh_gripper_worker_reads_on_a_named_daemon_thread_and_moves_nothing
 
 def test_a_command_exactly_the_tolerance_from_the_last_is_not_sent_again_and_each_move_is_counted(franky):
     fake, _ = franky
+    fake.state.width_m = 0.02  # the fingers at a quarter open
     worker = _worker(fake, tolerance=0.25)  # 0.25 and the apertures below are exact in binary
     hand = fake.state.grippers[-1]
     try:

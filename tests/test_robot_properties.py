@@ -849,3 +849,25 @@ def test_a_joint_that_holds_still_while_the_arm_coasts_streams_without_a_floatin
                                          measured_velocity=coasting)
     still = step == 0.0
     assert np.all(v[still] == 0.0) and np.array_equal(via[still], READY[still])
+
+
+def test_a_step_that_needs_exactly_the_room_there_is_is_streamed_at_its_full_speed():
+    rng, exact = np.random.default_rng(13), 0
+    for _ in range(50):
+        target = rng.uniform(0.002, 0.009, 7)  # from 0: 0.03 to 0.135 rad/s, within every joint's limit
+        full = (target - 0.0) / PERIOD
+        measured = target - _room_used(np.zeros(7), full)  # the arm at rest exactly that far from the target
+        fits = (target - measured) == _room_used(np.zeros(7), full)  # where the subtraction gives it back exactly
+        _, v = franka.stream_waypoints(np.zeros(7), target, measured, PERIOD, STREAM)
+        assert np.array_equal(v[fits], full[fits])
+        exact += int(np.sum(fits))
+    assert exact >= 20
+
+
+def test_stream_limits_reported_in_single_precision_are_scaled_in_double_precision():
+    fr3 = franka.get_model("fr3")
+    single = [np.array(x, dtype=np.float32) for x in (franka.FRANKY_VELOCITY_LIMITS, franka.FRANKY_ACCELERATION_LIMITS,
+                                                      franka.FRANKY_JERK_LIMITS)]
+    got = franka.StreamLimits.from_robot(fr3, *single, 0.3)
+    want = franka.StreamLimits.from_robot(fr3, *(x.astype(np.float64) for x in single), 0.3)
+    assert got == want and all(type(v) is np.float64 for v in got.velocity)

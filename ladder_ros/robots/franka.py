@@ -155,8 +155,8 @@ class StreamLimits:
         if urdf_lower is not None and urdf_upper is not None:
             lower, upper = np.maximum(lower, urdf_lower), np.minimum(upper, urdf_upper)
         f = float(dynamics_factor)
-        return cls(tuple(lower), tuple(upper), tuple(v * f), tuple(np.asarray(acceleration) * f),
-                   tuple(np.asarray(jerk) * f), source)
+        return cls(tuple(lower), tuple(upper), tuple(v * f), tuple(np.asarray(acceleration, dtype=np.float64) * f),
+                   tuple(np.asarray(jerk, dtype=np.float64) * f), source)
 
     def joint_limits(self, names: tuple[str, ...] = JOINT_NAMES, period_s: float = CONTROL_PERIOD_S) -> JointLimits:
         """For the safety filter: a joint may move at most its velocity limit times one period per step."""

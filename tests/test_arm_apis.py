@@ -405,6 +405,7 @@ def test_franky_limits_are_taken_from_the_connected_arm_times_the_dynamics_facto
     assert np.allclose(arm.limits.acceleration, np.array(fake.state.acceleration_limits) * 0.5)
     assert np.allclose(arm.limits.jerk, np.array(fake.state.jerk_limits) * 0.5)
     panda = franka.get_model("panda")
+    assert arm.model is panda and arm.dynamics_factor == 0.5
     assert arm.limits.lower == panda.lower and arm.limits.upper == panda.upper  # no URDF limits: the model's
     assert arm.limits.source == "franky's limits for the Franka at 172.16.0.2 (x 0.5), panda positions"
     assert arm.gripper.range.open == 0.08 and arm.gripper.speed == 0.05 and arm.gripper.force == 20.0

@@ -730,7 +730,7 @@ def test_single_precision_inputs_are_computed_in_double_precision_exactly_as_the
     rng = np.random.default_rng(11)
     limits = franka.StreamLimits.from_robot(franka.get_model("fr3"), franka.FRANKY_VELOCITY_LIMITS,
                                             franka.FRANKY_ACCELERATION_LIMITS, franka.FRANKY_JERK_LIMITS, 0.7)
-    a32, j32 = (np.array(x, dtype=np.float32) for x in (limits.acceleration, limits.jerk))
+    a32, j32 = rng.uniform(5.0, 20.0, 7).astype(np.float32), rng.uniform(2000.0, 10000.0, 7).astype(np.float32)
 
     def same(function, *args, **kwargs):
         single = function(*args, **kwargs)
@@ -746,7 +746,8 @@ def test_single_precision_inputs_are_computed_in_double_precision_exactly_as_the
     for _ in range(20):
         speeds, other = (rng.uniform(0.0, 1.5, 7).astype(np.float32) for _ in range(2))
         same(franka.stopping_distance, speeds, a32, j32)
-        same(franka.speed_to_stop_within, rng.uniform(0.0, 0.2, 7).astype(np.float32), a32, j32)
+        for longest in (1e-5, 0.2):  # below and above the distance at the knee (5e-6 to 1.3e-3 rad here)
+            same(franka.speed_to_stop_within, rng.uniform(0.0, longest, 7).astype(np.float32), a32, j32)
         same(franka.speed_change_distance, speeds, other, a32, j32)
         q0 = (READY + rng.uniform(-0.3, 0.3, 7)).astype(np.float32)
         q1 = (q0 + rng.uniform(-0.1, 0.1, 7)).astype(np.float32)

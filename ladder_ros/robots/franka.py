@@ -171,9 +171,8 @@ def stopping_distance(speed: np.ndarray, acceleration: np.ndarray, jerk: np.ndar
     acceleration limit, ramps down; the time is ``v/a + a/j`` and the mean speed ``v/2``. Below
     ``a^2/j`` the acceleration limit is never reached and the distance is ``v * sqrt(v/j)``.
     """
-    v = np.abs(np.asarray(speed, dtype=np.float64))
-    a = np.asarray(acceleration, dtype=np.float64)
-    j = np.asarray(jerk, dtype=np.float64)
+    v, a, j = (np.asarray(x, dtype=np.float64) for x in (speed, acceleration, jerk))
+    v = np.abs(v)
     full = v / 2.0 * (v / a + a / j)
     short = v * np.sqrt(v / j)
     return np.where(v >= a * a / j, full, short)
@@ -181,9 +180,8 @@ def stopping_distance(speed: np.ndarray, acceleration: np.ndarray, jerk: np.ndar
 
 def speed_to_stop_within(distance: np.ndarray, acceleration: np.ndarray, jerk: np.ndarray) -> np.ndarray:
     """The largest speed from which a joint can brake to rest within ``distance`` (>= 0): the inverse of the above."""
-    d = np.maximum(np.asarray(distance, dtype=np.float64), 0.0)
-    a = np.asarray(acceleration, dtype=np.float64)
-    j = np.asarray(jerk, dtype=np.float64)
+    d, a, j = (np.asarray(x, dtype=np.float64) for x in (distance, acceleration, jerk))
+    d = np.maximum(d, 0.0)
     full = -a * a / (2.0 * j) + np.sqrt(a ** 4 / (4.0 * j * j) + 2.0 * a * d)
     short = np.cbrt(d * d * j)
     return np.where(full >= a * a / j, full, short)
@@ -195,10 +193,8 @@ def speed_change_distance(start: np.ndarray, end: np.ndarray, acceleration: np.n
     The same jerk-limited ramp as :func:`stopping_distance` (which is the change from ``v`` to 0):
     the time is ``dv/a + a/j`` (or ``2 sqrt(dv/j)`` below ``a^2/j``) at the mean speed of the two.
     """
-    u = np.abs(np.asarray(start, dtype=np.float64))
-    v = np.abs(np.asarray(end, dtype=np.float64))
-    a = np.asarray(acceleration, dtype=np.float64)
-    j = np.asarray(jerk, dtype=np.float64)
+    u, v, a, j = (np.asarray(x, dtype=np.float64) for x in (start, end, acceleration, jerk))
+    u, v = np.abs(u), np.abs(v)
     dv = np.abs(v - u)
     duration = np.where(dv >= a * a / j, dv / a + a / j, 2.0 * np.sqrt(dv / j))
     return (u + v) / 2.0 * duration
@@ -216,9 +212,7 @@ def stream_waypoints(previous: np.ndarray, target: np.ndarray, measured: np.ndar
     """
     if not period_s > 0:
         raise ConfigError(f"period must be positive, got {period_s!r}")
-    q0 = np.asarray(previous, dtype=np.float64)
-    q1 = np.asarray(target, dtype=np.float64)
-    qm = np.asarray(measured, dtype=np.float64)
+    q0, q1, qm = (np.asarray(x, dtype=np.float64) for x in (previous, target, measured))
     vm = np.zeros(len(q1)) if measured_velocity is None else np.asarray(measured_velocity, dtype=np.float64)
     a, j = np.array(limits.acceleration), np.array(limits.jerk)
     v = np.clip((q1 - q0) / period_s, -np.array(limits.velocity), np.array(limits.velocity))

@@ -6,6 +6,7 @@ two-waypoint motions, stop, report errors once and run the gripper off the contr
 """
 
 import array
+import contextlib
 import math
 import re
 import sys
@@ -602,10 +603,20 @@ def test_the_via_point_s_minimum_time_is_the_period_in_whole_milliseconds_at_lea
     assert fake.state.robots[-1].moves[-1][0].waypoints[0].minimum_time == ("ms", ms)
 
 
-def _worker(fake, tolerance=0.05):
+def _new_worker(fake, tolerance=0.05):
     from ladder_ros.robots.franky_arm import GripperWorker
 
     return GripperWorker(fake.Gripper("172.16.0.2"), ApertureRange(0.0, 0.08), 0.05, 20.0, tolerance=tolerance)
+
+
+@contextlib.contextmanager
+def _worker(fake, tolerance=0.05):
+    """A gripper worker on the fake's hand, closed when the test is done with it."""
+    worker = _new_worker(fake, tolerance)
+    try:
+        yield worker
+    finally:
+        worker.close()
 
 
 def _reads_after(hand, count):
@@ -616,23 +627,19 @@ def _reads_after(hand, count):
 
 def test_a_fresh_gripper_worker_reads_on_a_named_daemon_thread_and_moves_nothing_until_told(franky):
     fake, _ = franky
-    worker = _worker(fake)
-    try:
+    with _worker(fake) as worker:
         assert worker.error is None and worker.moves == 0
         _reads_after(fake.state.grippers[-1], 3)
         assert fake.state.grippers[-1].calls == [] and worker.error is None and worker.moves == 0
         assert worker._thread.name == "franky-gripper" and worker._thread.daemon  # never holds the process up
         assert worker.latest()[0] == 0.08
-    finally:
-        worker.close()
 
 
 def test_a_command_exactly_the_tolerance_from_the_last_is_not_sent_again_and_each_move_is_counted(franky):
     fake, _ = franky
     fake.state.width_m = 0.02  # the fingers at a quarter open
-    worker = _worker(fake, tolerance=0.25)  # 0.25 and the apertures below are exact in binary
-    hand = fake.state.grippers[-1]
-    try:
+    with _worker(fake, tolerance=0.25) as worker:  # 0.25 and the apertures below are exact in binary
+        hand = fake.state.grippers[-1]
         wait_for(lambda: worker.latest() is not None, "a gripper width read")
         worker.command(0.5)
         wait_for(lambda: worker.moves == 1, "the first move")
@@ -644,36 +651,28 @@ def test_a_command_exactly_the_tolerance_from_the_last_is_not_sent_again_and_eac
         worker.command(0.2)  # past it, below the fingers' width: a grasp
         wait_for(lambda: worker.moves == 2, "the second command")
         assert hand.calls[-1] == ("grasp", 0.2 * 0.08, 0.05, 20.0, 1.0, 1.0) and worker.error is None
-    finally:
-        worker.close()
 
 
 def test_a_grasp_that_does_not_reach_its_command_is_reported_as_a_grasp(franky):
     fake, _ = franky
     fake.state.reach = False
-    worker = _worker(fake)
-    try:
+    with _worker(fake) as worker:
         wait_for(lambda: worker.latest() is not None, "a gripper width read")
         worker.command(0.0)
         wait_for(lambda: worker.error is not None, "the gripper's error")
         assert worker.error == "gripper: the grasp to 0.0000 m did not reach its command" and worker.moves == 1
-    finally:
-        worker.close()
 
 
 def test_the_worker_keeps_the_last_200_read_times_each_the_duration_of_one_read(franky):
     fake, _ = franky
     began = time.monotonic()
-    worker = _worker(fake)
-    try:
+    with _worker(fake) as worker:
         hand = fake.state.grippers[-1]
         wait_for(lambda: hand.reads >= 5, "five width reads")
         assert 1 <= len(worker.read_times) <= hand.reads
         wait_for(lambda: hand.reads >= 250, "250 width reads")
         times, elapsed = list(worker.read_times), time.monotonic() - began
         assert len(times) == 200 and all(0.0 < t <= elapsed for t in times)
-    finally:
-        worker.close()
 
 
 class _RecordingStop(threading.Event):
@@ -691,20 +690,17 @@ class _RecordingStop(threading.Event):
 def test_a_failed_width_read_is_tried_again_after_a_tenth_of_a_second(franky):
     fake, _ = franky
     fake.state.width_error = RuntimeError("usb")
-    worker = _worker(fake)
-    try:
+    with _worker(fake) as worker:
         stop = _RecordingStop()
         worker._stop = stop  # the loop reads it on every turn
         wait_for(lambda: len(stop.waits) >= 2, "two pauses after failed reads")
         assert set(stop.waits) == {0.1} and worker.error == "gripper: RuntimeError('usb')"
-    finally:
-        worker.close()
 
 
 def test_closing_returns_while_a_width_read_hangs_after_waiting_two_seconds_for_it(franky):
     fake, _ = franky
     hang = threading.Event()
-    worker = _worker(fake)
+    worker = _new_worker(fake)
     thread, joins = worker._thread, []
 
     class RecordingThread:

@@ -237,6 +237,9 @@ class FakeFrankyState:
     width_error: BaseException | None = None
     width_hang: threading.Event | None = None  # a width read waits on it (a connection that went quiet)
     reach: bool = True  # the hand reaches its commands
+    # Called in the connecting thread by Robot(): libfranka sets that thread's scheduling there (see
+    # ladder_ros/robots/thread_scheduling.py); a test passes what it does.
+    on_connect: Any = None
     robots: list = field(default_factory=list)
     grippers: list = field(default_factory=list)
 
@@ -252,6 +255,8 @@ class FakeFranky:
 
         class Robot:
             def __init__(self, host, realtime_config=None):
+                if module.state.on_connect is not None:
+                    module.state.on_connect()
                 if module.state.connect_error is not None:
                     raise module.state.connect_error
                 self.host, self.realtime_config = host, realtime_config
@@ -279,6 +284,10 @@ class FakeFranky:
 
             def move(self, motion, asynchronous=False):
                 self.moves.append((motion, asynchronous))
+                self.move_hook(motion)
+
+            def move_hook(self, motion):  # a test sees each move as it starts (franky's control thread starts here)
+                pass
 
             def poll_motion(self):
                 error, module.state.motion_error = module.state.motion_error, None

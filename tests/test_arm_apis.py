@@ -8,6 +8,7 @@ two-waypoint motions, stop, report errors once and run the gripper off the contr
 import array
 import contextlib
 import math
+import os
 import re
 import sys
 import threading
@@ -723,3 +724,135 @@ def test_closing_returns_while_a_width_read_hangs_after_waiting_two_seconds_for_
         hang.set()
         thread.join(10.0)
     assert not thread.is_alive()
+
+
+# ------------------------------------------------------------------ thread scheduling around franky
+class ThreadSchedulers:
+    """Each thread's scheduling as the kernel keeps it (per thread), for the fake franky to change."""
+
+    def __init__(self, monkeypatch):
+        from ladder_ros.robots import thread_scheduling as ts
+
+        self.ts = ts
+        self.normal = ts.Scheduling(os.SCHED_OTHER, 0)
+        self.by_thread: dict[int, object] = {}
+        self.refuse = False
+        monkeypatch.setattr(ts, "current", lambda: self.by_thread.get(threading.get_ident(), self.normal))
+        monkeypatch.setattr(ts, "apply", self.apply)
+
+    def apply(self, scheduling):
+        if self.refuse:
+            raise PermissionError(1, "Operation not permitted")
+        self.by_thread[threading.get_ident()] = scheduling
+
+    def here(self):
+        return self.ts.current()
+
+
+def libfranka_realtime(schedulers, priority=99):
+    """What libfranka's Robot constructor does to the thread that calls it (SCHED_FIFO at the highest priority)."""
+    return lambda: schedulers.by_thread.__setitem__(threading.get_ident(),
+                                                    schedulers.ts.Scheduling(os.SCHED_FIFO, priority))
+
+
+def test_the_connecting_thread_keeps_its_scheduling_and_each_motion_start_lends_libfrankas_to_the_control_thread(
+        franky, monkeypatch):
+    fake, _ = franky
+    schedulers = ThreadSchedulers(monkeypatch)
+    fake.state.on_connect = libfranka_realtime(schedulers)
+    arm = franky_arm(franky)
+    fifo99 = schedulers.ts.Scheduling(os.SCHED_FIFO, 99)
+    assert schedulers.here() == schedulers.normal  # the driver's thread is back to what it was
+    assert arm.control_scheduling == fifo99
+    assert arm.scheduling == ("franky's control thread: SCHED_FIFO priority 99 (libfranka's choice); the driver's "
+                              "thread kept SCHED_OTHER")
+    seen = []
+    robot = fake.state.robots[-1]
+    robot.move_hook = lambda motion: seen.append(schedulers.here())
+    arm.send_joints(np.zeros(7), np.zeros(7), np.zeros(7), 1 / 15)
+    arm.stop()
+    assert seen == [fifo99, fifo99]  # the thread franky starts for the motion inherits this
+    assert schedulers.here() == schedulers.normal
+    # The gripper's worker thread was started after the connecting thread was put back.
+    assert arm.gripper._thread.is_alive()
+
+
+def test_a_connection_that_changes_no_scheduling_lends_nothing(franky, monkeypatch):
+    fake, _ = franky
+    schedulers = ThreadSchedulers(monkeypatch)
+    arm = franky_arm(franky)
+    assert arm.control_scheduling is None
+    assert arm.scheduling == "franky's control thread: scheduled as the driver's thread (libfranka changed nothing)"
+    seen = []
+    fake.state.robots[-1].move_hook = lambda motion: seen.append(schedulers.here())
+    arm.send_joints(np.zeros(7), np.zeros(7), np.zeros(7), 1 / 15)
+    assert seen == [schedulers.normal] and schedulers.by_thread == {}
+
+
+def test_a_refused_connection_also_puts_the_thread_back(franky, monkeypatch):
+    fake, _ = franky
+    schedulers = ThreadSchedulers(monkeypatch)
+    fake.state.on_connect = libfranka_realtime(schedulers)
+    fake.state.connect_error = RuntimeError("Connection refused")
+    with pytest.raises(interbotix_arm.BackendUnavailable):
+        franky_arm(franky)
+    assert schedulers.here() == schedulers.normal
+
+
+def test_a_thread_that_cannot_be_put_back_is_reported_and_a_refused_lend_runs_the_call_as_the_thread_is(
+        franky, monkeypatch):
+    fake, _ = franky
+    schedulers = ThreadSchedulers(monkeypatch)
+
+    def realtime_then_refuse():
+        libfranka_realtime(schedulers, priority=80)()
+        schedulers.refuse = True
+
+    fake.state.on_connect = realtime_then_refuse
+    arm = franky_arm(franky)
+    assert arm.scheduling == ("franky's control thread: SCHED_FIFO priority 80 (libfranka's choice); the driver's "
+                              "thread kept SCHED_OTHER; could not put the thread back to SCHED_OTHER: [Errno 1] "
+                              "Operation not permitted")
+    schedulers.by_thread.clear()  # (the thread as an operator would have reset it)
+    seen = []
+    fake.state.robots[-1].move_hook = lambda motion: seen.append(schedulers.here())
+    arm.send_joints(np.zeros(7), np.zeros(7), np.zeros(7), 1 / 15)
+    assert seen == [schedulers.normal]  # the system refused the lend: the motion starts as the thread is
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="per-thread scheduling calls are Linux's")
+def test_kept_and_lent_on_this_machines_threads():
+    """The real system calls: a thread started inside ``lent`` inherits the setting; ``kept`` undoes a change."""
+    from ladder_ros.robots import thread_scheduling as ts
+
+    def in_thread(fn):
+        out = []
+        worker = threading.Thread(target=lambda: out.append(fn()))
+        worker.start()
+        worker.join(10)
+        return out[0]
+
+    def scenario():
+        before = ts.current()
+        fifo = ts.Scheduling(os.SCHED_FIFO, 1)
+        try:  # whether this machine lets the process use real-time scheduling (root, or an rtprio limit)
+            ts.apply(fifo)
+            ts.apply(before)
+            allowed = True
+        except OSError:
+            allowed = False
+        with ts.lent(fifo):
+            inherited = in_thread(ts.current)
+        after_lend = ts.current()
+        with ts.kept() as record:
+            if allowed:
+                ts.apply(fifo)
+        return before, allowed, inherited, after_lend, record, ts.current()
+
+    before, allowed, inherited, after_lend, record, after_kept = in_thread(scenario)
+    assert after_lend == before and after_kept == before
+    if allowed:
+        assert inherited == ts.Scheduling(os.SCHED_FIFO, 1)
+        assert record.set_by_call == ts.Scheduling(os.SCHED_FIFO, 1) and record.restore_error == ""
+    else:
+        assert inherited == before and record.set_by_call is None

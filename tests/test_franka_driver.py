@@ -110,6 +110,22 @@ def hold_at(probe, executor, q, gripper, until, timeout_s, what):
         stream(probe, executor, [q], gripper)
 
 
+def test_connecting_leaves_this_thread_and_the_processes_it_starts_at_normal_scheduling(connected):
+    """libfranka makes the thread that connects real-time (SCHED_FIFO 99 where the system lets it); the driver
+    connected from this thread, which must keep its own scheduling, and so must every process it starts later
+    (a test's graph, a launch): priority 99 inherited by them starved a two-core machine."""
+    import os
+    import subprocess
+    import sys
+
+    executor, driver, probe = connected
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER, driver.arm.scheduling
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"],
+                           capture_output=True, text=True, timeout=60, check=True)
+    assert int(child.stdout) == os.SCHED_OTHER
+    assert driver.arm.scheduling.startswith("franky's control thread: ")
+
+
 def test_publishes_joints_aperture_and_height_and_stays_still_in_dry_run(rig):
     executor, driver, probe = rig
     state = probe.state()

@@ -72,6 +72,7 @@ class FrankaDriverNode(RobotDriverNode):
             max_width_m=p["max_width_m"], realtime=p["realtime"], max_joint_velocity=tuple(p["max_joint_velocity"]),
             on_retry=lambda exc: self.get_logger().info(f"{exc}; trying again for up to {p['connect_timeout_s']:g} s",
                                                         throttle_duration_sec=5.0))
+        self.get_logger().info(self.arm.scheduling)
         self.limits = self.arm.limits
         self.filter = JointTargetFilter(self.limits.joint_limits(self.names, self.period))
         if not (np.all(self.ready >= self.limits.lower) and np.all(self.ready <= self.limits.upper)):

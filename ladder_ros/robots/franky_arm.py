@@ -32,6 +32,7 @@ from ladder_ros.core.errors import LadderError
 from ladder_ros.robots.franka import FrankaModel, StreamLimits, urdf_joint_limits
 from ladder_ros.robots.gripper import ApertureRange
 from ladder_ros.robots.interbotix_arm import BackendUnavailable
+from ladder_ros.robots import thread_scheduling
 from ladder_ros.core.rotations import quaternion_to_matrix
 
 CONNECT_RETRY_S = 0.5  # project choice: how often a refused connection is tried again while connect_timeout_s lasts
@@ -133,17 +134,22 @@ class FrankyArm:
         self.franky = franky
         self.model = model
         self.dynamics_factor = float(dynamics_factor)
-        try:
-            config = franky.RealtimeConfig.Enforce if realtime else franky.RealtimeConfig.Ignore
-            self.robot = franky.Robot(host, realtime_config=config)
-            self.robot.relative_dynamics_factor = self.dynamics_factor
-            self.robot.recover_from_errors()
-            gripper = franky.Gripper(host)
-            reported = (self.robot.joint_velocity_limit.get(), self.robot.joint_acceleration_limit.get(),
-                        self.robot.joint_jerk_limit.get())
-            urdf = self.robot.model_urdf
-        except Exception as exc:
-            raise BackendUnavailable(f"{CANNOT_CONNECT} {host}: {exc!r}") from None
+        with thread_scheduling.kept() as scheduling:  # libfranka makes the connecting thread real-time
+            try:
+                config = franky.RealtimeConfig.Enforce if realtime else franky.RealtimeConfig.Ignore
+                self.robot = franky.Robot(host, realtime_config=config)
+                self.robot.relative_dynamics_factor = self.dynamics_factor
+                self.robot.recover_from_errors()
+                gripper = franky.Gripper(host)
+                reported = (self.robot.joint_velocity_limit.get(), self.robot.joint_acceleration_limit.get(),
+                            self.robot.joint_jerk_limit.get())
+                urdf = self.robot.model_urdf
+            except Exception as exc:
+                raise BackendUnavailable(f"{CANNOT_CONNECT} {host}: {exc!r}") from None
+        # The setting libfranka chose goes to franky's control thread alone (lent to the call that starts it, see
+        # _move); this thread, and the threads and processes it starts, keep their own.
+        self.control_scheduling = scheduling.set_by_call
+        self.scheduling = scheduling_report(scheduling)
         try:
             urdf_lower, urdf_upper = urdf_joint_limits(urdf)
         except LadderError:
@@ -181,7 +187,12 @@ class FrankyArm:
                                              np.asarray(via_velocity, dtype=np.float64)),
                                 minimum_time=f.Duration(max(1, int(round(period_s * 1000)))))
         rest = f.JointWaypoint(f.JointState(np.asarray(target, dtype=np.float64)))
-        self.robot.move(f.JointWaypointMotion([reach, rest], return_when_finished=False), asynchronous=True)
+        self._move(f.JointWaypointMotion([reach, rest], return_when_finished=False))
+
+    def _move(self, motion) -> None:
+        """Start ``motion`` (non-blocking); franky's control thread, started here, gets the real-time setting."""
+        with thread_scheduling.lent(self.control_scheduling):
+            self.robot.move(motion, asynchronous=True)
 
     def send_gripper(self, aperture: float) -> None:
         self.gripper.command(aperture)
@@ -190,7 +201,7 @@ class FrankyArm:
         """Brake to rest as fast as the arm's limits allow (takes over the running motion); it then holds there."""
         if not self.robot.is_in_control:
             return "no motion running: the arm rests where it is"
-        self.robot.move(self.franky.JointStopMotion(), asynchronous=True)
+        self._move(self.franky.JointStopMotion())
         return "braking to rest (franky JointStopMotion)"
 
     def poll(self) -> str | None:
@@ -219,6 +230,16 @@ class FrankyArm:
             pass
         self.robot = None
         self.gripper.gripper = None
+
+
+def scheduling_report(scheduling: thread_scheduling.Kept) -> str:
+    """How franky's control thread is scheduled, for the driver's log."""
+    chosen = scheduling.set_by_call
+    if chosen is None:
+        return "franky's control thread: scheduled as the driver's thread (libfranka changed nothing)"
+    report = (f"franky's control thread: {chosen.describe()} (libfranka's choice); the driver's thread kept "
+              f"{scheduling.before.describe() if scheduling.before else 'its own'}")
+    return f"{report}; {scheduling.restore_error}" if scheduling.restore_error else report
 
 
 def connect_franky_arm(timeout_s: float, *, sleep=time.sleep, clock=time.monotonic, on_retry=None,

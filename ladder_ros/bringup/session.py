@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ladder_ros.bringup.graph import GraphDescription, NodeLaunch
+from ladder_ros.bringup.parent_guard import guarded
 from ladder_ros.bringup.up import DEFAULT_STOP_TIMEOUT_S, GraphProcesses, NodeDied
 from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.ros_env import apply_network_safe_environment
@@ -163,8 +164,9 @@ class LaunchedGraph:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(self.command, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        # guarded: the graph stops (launch's SIGINT) if this program is killed without stopping it
+        self.process = subprocess.Popen(guarded(self.command), env=self.env, stdout=self._log,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
     def check_alive(self) -> None:
         assert self.process is not None

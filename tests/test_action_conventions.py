@@ -241,3 +241,61 @@ def test_quaternions_match_matrices(trial):
                                other @ matrix, atol=1e-12)
     with pytest.raises(ValueError):
         quaternion_to_matrix(np.zeros(4))
+
+
+# ------------------------------------------------------------------ gimbal lock and its neighbourhood
+# bridge_data_robot's DEFAULT_ROTATION (docs/conventions.md): the WidowX gripper pointing straight down, its approach
+# axis along -z of the base. Its base-frame Euler XYZ reading sits exactly at gimbal lock (pitch +pi/2).
+WIDOWX_TOP_DOWN = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])
+
+
+READINGS = [("euler_xyz", matrix_to_euler_xyz, euler_xyz_to_matrix), ("sxyz", matrix_to_sxyz, sxyz_to_matrix)]
+
+
+@pytest.mark.parametrize("name,to_angles,to_matrix", READINGS)
+@pytest.mark.parametrize("middle_sign", [1.0, -1.0])
+@pytest.mark.parametrize("offset", [0.0, 1e-12, 1e-9, 1e-7, 1e-6, 1e-5, 3e-5, 1e-4, 1e-3, 1e-2, 0.1])
+def test_angles_round_trip_at_and_near_gimbal_lock(name, to_angles, to_matrix, middle_sign, offset):
+    # Near a middle angle of +/- pi/2 the first and last angles turn about (almost) the same axis; the reading
+    # must still give angles that turn as the matrix does, on both sides of the lock, at every distance from it.
+    # The worst case is 1e-8 rad where the reading switches to the lock formula (rotations.GIMBAL_LOCK_COS).
+    rng = np.random.default_rng(int(offset * 1e12) + (7 if middle_sign > 0 else 11))
+    for _ in range(20):
+        first, last = rng.uniform(-math.pi, math.pi, 2)
+        middle = middle_sign * (math.pi / 2 - offset)
+        matrix = to_matrix([first, middle, last])
+        angles = to_angles(matrix)
+        assert abs(angles[1]) <= math.pi / 2
+        assert math.copysign(1.0, angles[1]) == middle_sign
+        assert rotation_angle_between(to_matrix(angles), matrix) < 2e-8, (name, offset, angles)
+
+
+@pytest.mark.parametrize("yaw", [-3.0, -1.2, -0.4, 0.0, 0.25, 0.7, 1.9, math.pi])
+def test_a_top_down_gripper_turned_about_its_approach_axis_reads_back_exactly(yaw):
+    # Exact zeros in the matrix (no rounding left to steer atan2): only the lock formula can recover the yaw.
+    for matrix in (WIDOWX_TOP_DOWN @ _elementary(2, yaw), _elementary(2, yaw) @ WIDOWX_TOP_DOWN.T,
+                   _elementary(0, yaw) @ WIDOWX_TOP_DOWN, WIDOWX_TOP_DOWN.T @ _elementary(0, yaw)):
+        for to_angles, to_matrix in ((matrix_to_euler_xyz, euler_xyz_to_matrix), (matrix_to_sxyz, sxyz_to_matrix)):
+            angles = to_angles(matrix)
+            assert rotation_angle_between(to_matrix(angles), matrix) < 1e-12
+            if abs(abs(angles[1]) - math.pi / 2) < 1e-12:
+                assert angles[2] == 0.0  # at the lock the whole turn is put into the first angle
+
+
+@pytest.mark.parametrize("middle_sign", [1.0, -1.0])
+def test_a_locked_orientation_that_came_as_a_quaternion_reads_back(middle_sign):
+    # ee_pose carries a quaternion: its matrix at the lock has a lock entry a hair past +/-1 in about half the
+    # cases (1.0000000000000002) and rounding noise where the cosine should be 0. The reading must neither fail
+    # (asin of 1 + 2e-16) nor let that noise pick the angles.
+    rng = np.random.default_rng(42 if middle_sign > 0 else 43)
+    past_one = 0
+    for _ in range(40):
+        first, last = rng.uniform(-math.pi, math.pi, 2)
+        for to_angles, to_matrix, (i, j) in ((matrix_to_euler_xyz, euler_xyz_to_matrix, (0, 2)),
+                                             (matrix_to_sxyz, sxyz_to_matrix, (2, 0))):
+            matrix = quaternion_to_matrix(matrix_to_quaternion(to_matrix([first, middle_sign * math.pi / 2, last])))
+            past_one += abs(matrix[i, j]) > 1.0
+            angles = to_angles(matrix)
+            assert angles[1] == pytest.approx(middle_sign * math.pi / 2, abs=1e-12)
+            assert rotation_angle_between(to_matrix(angles), matrix) < 1e-12
+    assert past_one > 10  # the case this guards against did occur

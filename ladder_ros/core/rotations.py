@@ -37,6 +37,12 @@ def _rot_z(angle: float) -> np.ndarray:
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
+# Below this cosine of the middle angle the first and last angles are read as one turn (gimbal lock). Dropping the
+# last angle there costs about cos(middle) rad; reading both from matrix entries of size cos(middle) that carry
+# rounding noise of ~1e-16 costs about 1e-16 / cos(middle). They balance at sqrt(1e-16) = 1e-8.
+GIMBAL_LOCK_COS = 1e-8
+
+
 def _three(angles) -> tuple[float, float, float]:
     a, b, c = (float(v) for v in np.asarray(angles, dtype=np.float64).reshape(3))
     return a, b, c
@@ -52,8 +58,9 @@ def euler_xyz_to_matrix(euler) -> np.ndarray:
 def matrix_to_euler_xyz(matrix) -> np.ndarray:
     """Inverse of :func:`euler_xyz_to_matrix`, with the middle angle in [-pi/2, pi/2]."""
     m = np.asarray(matrix, dtype=np.float64)
-    b = math.asin(min(1.0, max(-1.0, float(m[0, 2]))))
-    if abs(m[0, 2]) < 1.0 - 1e-9:
+    cos_b = math.hypot(m[1, 2], m[2, 2])  # (-sin a, cos a) * cos b
+    b = math.atan2(m[0, 2], cos_b)  # unlike asin: exact near the lock, and an entry rounded past 1 is no error
+    if cos_b > GIMBAL_LOCK_COS:
         a = math.atan2(-m[1, 2], m[2, 2])
         c = math.atan2(-m[0, 1], m[0, 0])
     else:  # gimbal lock: only a +/- c is defined; put it all in a
@@ -72,8 +79,9 @@ def sxyz_to_matrix(euler) -> np.ndarray:
 def matrix_to_sxyz(matrix) -> np.ndarray:
     """Inverse of :func:`sxyz_to_matrix`, with the pitch in [-pi/2, pi/2]."""
     m = np.asarray(matrix, dtype=np.float64)
-    pitch = math.asin(min(1.0, max(-1.0, -float(m[2, 0]))))
-    if abs(m[2, 0]) < 1.0 - 1e-9:
+    cos_pitch = math.hypot(m[2, 1], m[2, 2])  # (sin roll, cos roll) * cos pitch
+    pitch = math.atan2(-m[2, 0], cos_pitch)
+    if cos_pitch > GIMBAL_LOCK_COS:
         roll = math.atan2(m[2, 1], m[2, 2])
         yaw = math.atan2(m[1, 0], m[0, 0])
     else:  # gimbal lock: only roll -/+ yaw is defined; put it all in roll

@@ -14,12 +14,14 @@ import pytest
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.action_conventions import (
+    CANONICAL,
     ActionConvention,
     GripperConvention,
     RotationConvention,
     binarize_gripper,
     canonical_action,
     policy_convention,
+    validate_action,
 )
 from ladder_ros.core.rotations import (
     axis_angle_to_euler_xyz,
@@ -299,3 +301,133 @@ def test_a_locked_orientation_that_came_as_a_quaternion_reads_back(middle_sign):
             assert angles[1] == pytest.approx(middle_sign * math.pi / 2, abs=1e-12)
             assert rotation_angle_between(to_matrix(angles), matrix) < 1e-12
     assert past_one > 10  # the case this guards against did occur
+
+
+# ------------------------------------------------------------------ the conversions' own rules
+CONVENTIONS = [ActionConvention.parse(r, g) for r in [c.value for c in RotationConvention]
+               for g in [c.value for c in GripperConvention]]
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS, ids=lambda c: f"{c.rotation.value}-{c.gripper.value}")
+def test_a_conversion_never_changes_the_policys_own_array_or_the_translation(convention):
+    for _ in range(10):
+        action = np.r_[RNG.normal(scale=0.05, size=3), RNG.uniform(-1.0, 1.0, 3), RNG.uniform(-2.0, 2.0)]
+        given = action.copy()
+        out = convention.to_canonical(action)
+        np.testing.assert_array_equal(action, given)  # the policy's buffer is the policy's
+        np.testing.assert_array_equal(out[:3], given[:3])  # metres in the base frame in every convention
+        back = convention.from_canonical(out)
+        np.testing.assert_array_equal(out, convention.to_canonical(action))
+        np.testing.assert_array_equal(back[:3], given[:3])
+        assert out.dtype == np.float64 and out.shape == (7,)
+
+
+@pytest.mark.parametrize("rotation", ["sxyz_axis_angle", "axis_angle"])
+def test_a_converted_signed_gripper_is_clipped_to_the_contract(rotation):
+    # +1 open, -1 closed; a signed policy's value in between passes as it is, a value past either end is clipped
+    # to that end. (The contract's own convention passes every number through untouched, a gripper past +/-1
+    # included: the safety filter refuses that one, test_default_convention_passes_the_project_contract_through.)
+    convention = ActionConvention.parse(rotation, "signed")
+    for value, expected in [(-3.0, -1.0), (-1.0, -1.0), (-0.4, -0.4), (0.0, 0.0), (0.3, 0.3), (1.0, 1.0), (2.5, 1.0)]:
+        assert convention.to_canonical(np.r_[np.zeros(6), value])[6] == expected
+        assert convention.from_canonical(np.r_[np.zeros(6), value])[6] == value  # a signed policy means the same
+    np.testing.assert_array_equal(CANONICAL.to_canonical(np.r_[np.zeros(6), 2.5]), np.r_[np.zeros(6), 2.5])
+
+
+@pytest.mark.parametrize("rotation", [c.value for c in RotationConvention])
+def test_an_open_fraction_policy_is_given_the_gripper_as_simplerenv_would_read_it(rotation):
+    # The contract's signed value s is the open fraction (s + 1) / 2 (+1 -> 1 open, -1 -> 0 closed). A policy in
+    # the open-fraction convention is given 1 or 0 for s, and reading that back must decide as SimplerEnv's
+    # 2 * (open > 0.5) - 1 decides on (s + 1) / 2: s = 0 (open 0.5) is closed.
+    convention = ActionConvention.parse(rotation, "open_fraction")
+    for s in np.r_[np.linspace(-1.0, 1.0, 41), -1e-9, 1e-9]:
+        own = convention.from_canonical(np.r_[np.zeros(6), s])[6]
+        assert own in (0.0, 1.0)
+        assert convention.to_canonical(np.r_[np.zeros(6), own])[6] == binarize_gripper((s + 1.0) / 2.0), s
+
+
+@pytest.mark.parametrize("name", [c.value for c in RotationConvention])
+def test_each_convention_reads_its_three_numbers_as_its_own_rotation(name):
+    # The named reading, and no other: checked against the formulas (ManiSkill3 XYZ, transforms3d sxyz, Rodrigues).
+    readings = {"euler_xyz": euler_xyz_to_matrix, "sxyz_axis_angle": sxyz_to_matrix, "axis_angle": axis_angle_to_matrix}
+    convention = RotationConvention.parse(name)
+    for _ in range(10):
+        angles = RNG.uniform(-1.2, 1.2, 3)
+        np.testing.assert_allclose(convention.to_matrix(angles), readings[name](angles), atol=1e-12)
+        for other, reading in readings.items():
+            if other != name:
+                assert rotation_angle_between(convention.to_matrix(angles), reading(angles)) > 1e-6
+        np.testing.assert_allclose(readings[name](convention.from_matrix(readings[name](angles))),
+                                   readings[name](angles), atol=1e-12)
+        action = np.r_[0.0, 0.0, 0.0, angles, 1.0]
+        canonical = ActionConvention(convention).to_canonical(action)
+        assert rotation_angle_between(euler_xyz_to_matrix(canonical[3:6]), readings[name](angles)) < 1e-9
+
+
+def test_only_euler_xyz_with_a_signed_gripper_is_the_contract():
+    assert [c.is_canonical for c in CONVENTIONS] == [True, False, False, False, False, False]
+    assert ActionConvention().is_canonical and ActionConvention.parse().is_canonical
+    assert ActionConvention.parse("euler_xyz", "open_fraction").to_dict() == {"rotation": "euler_xyz",
+                                                                              "gripper": "open_fraction"}
+    assert ActionConvention.parse("axis_angle").to_dict() == {"rotation": "axis_angle", "gripper": "signed"}
+    # parse takes the enum members as well as their names
+    assert ActionConvention.parse(RotationConvention.SXYZ_AXIS_ANGLE, GripperConvention.OPEN_FRACTION) == CONVENTIONS[3]
+    # an open-fraction gripper alone converts the gripper and leaves the rotation's numbers as they are
+    out = ActionConvention.parse("euler_xyz", "open_fraction").to_canonical(np.r_[0.0, 0.0, 0.0, 0.3, 0.2, 0.25, 0.9])
+    np.testing.assert_array_equal(out, [0.0, 0.0, 0.0, 0.3, 0.2, 0.25, 1.0])
+    given = ActionConvention.parse("euler_xyz", "open_fraction").from_canonical(np.r_[0.0, 0, 0, 0.3, 0.2, 0.25, -1])
+    np.testing.assert_array_equal(given, [0.0, 0.0, 0.0, 0.3, 0.2, 0.25, 0.0])
+
+
+def test_an_action_convention_is_made_of_the_two_enums_and_says_what_it_got():
+    with pytest.raises(ConfigError, match=r"RotationConvention and a GripperConvention, got 'euler_xyz' and "
+                                          r"<GripperConvention.SIGNED: 'signed'>"):
+        ActionConvention("euler_xyz", GripperConvention.SIGNED)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"got <RotationConvention.AXIS_ANGLE: 'axis_angle'> and 'signed'"):
+        ActionConvention(RotationConvention.AXIS_ANGLE, "signed")  # type: ignore[arg-type]
+
+
+def test_bad_names_and_actions_are_refused_with_the_whole_message():
+    with pytest.raises(ConfigError, match=r"^unknown rotation convention 'quaternion'; valid: axis_angle, euler_xyz, "
+                                          r"sxyz_axis_angle$"):
+        RotationConvention.parse("quaternion")
+    with pytest.raises(ConfigError, match=r"^unknown gripper convention '3'; valid: open_fraction, signed$"):
+        GripperConvention.parse(3)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=r"^action must have shape \(7,\), got \(2, 7\)$"):
+        validate_action(np.zeros((2, 7)))
+    with pytest.raises(InvalidInputError, match=r"^action has non-finite entries: \[0\.0, 0\.0, 0\.0, 0\.0, 0\.0, "
+                                                r"inf, 1\.0\]$"):
+        validate_action(np.r_[np.zeros(5), np.inf, 1.0])
+    for convention in CONVENTIONS:  # every convention refuses before converting
+        with pytest.raises(InvalidInputError, match="non-finite"):
+            convention.to_canonical(np.r_[np.zeros(6), np.nan])
+        with pytest.raises(InvalidInputError, match="shape"):
+            convention.from_canonical(np.zeros(8))
+    with pytest.raises(InvalidInputError, match=r"^gripper value must be finite, got inf$"):
+        binarize_gripper(float("inf"))
+    ints = validate_action([0, 0, 0, 0, 0, 0, 1])
+    assert ints.dtype == np.float64 and ints.tolist() == [0.0] * 6 + [1.0]
+
+
+def test_a_policys_convention_must_be_an_action_convention_and_the_error_names_the_policy_and_the_type():
+    class Named:
+        name = "octo_bridge"
+        action_convention = {"rotation": "sxyz_axis_angle"}
+
+    class Unnamed:
+        action_convention = "axis_angle"
+
+        def __repr__(self) -> str:
+            return "Unnamed()"
+
+    with pytest.raises(ConfigError, match=r"^policy 'octo_bridge': action_convention must be an ActionConvention, "
+                                          r"got dict$"):
+        policy_convention(Named())
+    with pytest.raises(ConfigError, match=r"^policy Unnamed\(\): action_convention must be an ActionConvention, got "
+                                          r"str$"):
+        policy_convention(Unnamed())
+
+    class Declared:
+        action_convention = ActionConvention.parse("axis_angle", "open_fraction")
+
+    assert policy_convention(Declared()) is Declared.action_convention

@@ -431,3 +431,121 @@ def test_a_policys_convention_must_be_an_action_convention_and_the_error_names_t
         action_convention = ActionConvention.parse("axis_angle", "open_fraction")
 
     assert policy_convention(Declared()) is Declared.action_convention
+
+
+# ------------------------------------------------------------------ axis-angle and quaternions at their edges
+def _random_axes(rng, count):
+    axes = rng.normal(size=(count, 3))
+    return axes / np.linalg.norm(axes, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("angle", [1e-11, 1e-9, 1e-6, 1e-3, 0.5, 1.5, 2.0, 2.09, 2.1, 2.5, 3.0, math.pi - 1e-3,
+                                   math.pi - 1e-6])
+def test_a_rotation_vector_comes_back_itself_from_a_hair_to_just_short_of_a_half_turn(angle):
+    # The reading switches from the antisymmetric part to the symmetric part past 120 degrees (cos < -1/2) and
+    # takes the sign from the antisymmetric part; the vector must come back in every direction, both signs.
+    rng = np.random.default_rng(int(angle * 1e6) + 5)
+    for axis in _random_axes(rng, 30):
+        for rotvec in (axis * angle, -axis * angle):
+            back = matrix_to_axis_angle(axis_angle_to_matrix(rotvec))
+            np.testing.assert_allclose(back, rotvec, rtol=1e-6, atol=1e-15)
+            assert np.linalg.norm(back) <= math.pi
+
+
+@pytest.mark.parametrize("axis", [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [0.0, -1.0, 1.0],
+                                  [1.0, -2.0, 3.0], [-0.2, 0.1, -0.9]])
+def test_a_half_turn_reads_as_a_half_turn_about_its_axis(axis):
+    # At exactly pi the antisymmetric part is gone: the axis comes from the symmetric part (either sign is the same
+    # rotation), whichever of its entries is largest.
+    axis = np.asarray(axis) / np.linalg.norm(axis)
+    matrix = axis_angle_to_matrix(axis * math.pi)
+    back = matrix_to_axis_angle(matrix)
+    assert np.linalg.norm(back) == pytest.approx(math.pi, abs=1e-12)
+    assert abs(abs(back @ axis) - math.pi) < 1e-9  # along the axis, one way or the other
+    np.testing.assert_allclose(axis_angle_to_matrix(back), matrix, atol=1e-12)
+
+
+def test_below_a_trillionth_of_a_radian_a_rotation_is_none():
+    # 1e-12 rad: the threshold both ways (a zero vector has no axis); above it the angle is kept, not rounded away.
+    for size in (0.0, 1e-14, 9.9e-13):
+        np.testing.assert_array_equal(axis_angle_to_matrix([size, 0.0, 0.0]), np.eye(3))
+        np.testing.assert_array_equal(matrix_to_axis_angle(axis_angle_to_matrix([0.0, size, 0.0])), np.zeros(3))
+    np.testing.assert_array_equal(matrix_to_axis_angle(np.eye(3)), np.zeros(3))
+    assert matrix_to_axis_angle(axis_angle_to_matrix([0.0, 0.0, 2e-12]))[2] == pytest.approx(2e-12, rel=1e-6)
+    assert rotation_angle_between(np.eye(3), axis_angle_to_matrix([3e-12, 0.0, 0.0])) == pytest.approx(3e-12, rel=1e-6)
+
+
+@pytest.mark.parametrize("trial", range(10))
+def test_the_angle_between_two_orientations_is_the_angle_of_the_turn_from_one_to_the_other(trial):
+    rng = np.random.default_rng(300 + trial)
+    start = axis_angle_to_matrix(rng.normal(size=3))
+    turn = _random_axes(rng, 1)[0] * rng.uniform(0.0, math.pi)
+    for end in (start @ axis_angle_to_matrix(turn), axis_angle_to_matrix(turn) @ start):
+        # the turn from start to end: start.T @ end (or end @ start.T) has the same angle
+        assert rotation_angle_between(start, end) == pytest.approx(np.linalg.norm(turn), abs=1e-9)
+        assert rotation_angle_between(end, start) == pytest.approx(np.linalg.norm(turn), abs=1e-9)
+    assert rotation_angle_between(start, start) < 1e-12
+    assert rotation_angle_between(start.tolist(), (start @ _elementary(2, 0.25)).tolist()) == pytest.approx(0.25)
+
+
+def _half_turn_quaternion(axis):
+    axis = np.asarray(axis, dtype=np.float64) / np.linalg.norm(axis)
+    return np.r_[0.0, axis]
+
+
+@pytest.mark.parametrize("quaternion", [
+    [1.0, 0.0, 0.0, 0.0], [0.9, 0.1, -0.3, 0.2],  # the trace is the largest
+    _half_turn_quaternion([1.0, 0.1, 0.2]), [0.1, 0.9, 0.2, -0.3],  # m00
+    _half_turn_quaternion([0.1, 1.0, -0.2]), [0.2, -0.1, 0.9, 0.3],  # m11
+    _half_turn_quaternion([0.2, -0.1, 1.0]), [-0.2, 0.3, 0.1, 0.9],  # m22
+    [0.5, 0.5, 0.5, 0.5], [0.0, 0.6, 0.8, 0.0], [0.0, 0.0, 0.6, -0.8], [0.0, 0.8, 0.0, 0.6]])
+def test_every_branch_of_the_matrix_to_quaternion_reading_gives_the_quaternion_back(quaternion):
+    # Shepperd's method divides by the largest of 4w^2, 4x^2, 4y^2, 4z^2 (trace, m00, m11, m22): each case once.
+    q = np.asarray(quaternion, dtype=np.float64)
+    q /= np.linalg.norm(q)
+    expected = q if q[0] > 0 else (-q if q[0] < 0 else q)  # w >= 0; at w == 0 both signs are the same rotation
+    back = matrix_to_quaternion(quaternion_to_matrix(q))
+    assert back[0] >= 0.0 and abs(np.linalg.norm(back) - 1.0) < 1e-12
+    if q[0] != 0.0:
+        np.testing.assert_allclose(back, expected, atol=1e-12)
+    else:
+        assert min(np.abs(back - q).max(), np.abs(back + q).max()) < 1e-12
+    rotation = pytest.importorskip("scipy.spatial.transform").Rotation
+    x, y, z, w = rotation.from_matrix(quaternion_to_matrix(q)).as_quat()  # SciPy stores (x, y, z, w)
+    assert abs(abs(np.dot(back, [w, x, y, z])) - 1.0) < 1e-12
+
+
+def test_a_quaternion_is_read_whatever_its_length_and_a_broken_one_is_refused():
+    q = np.array([0.3, -0.5, 0.1, 0.8])
+    matrix = quaternion_to_matrix(q)
+    np.testing.assert_allclose(matrix @ matrix.T, np.eye(3), atol=1e-12)
+    for scale in (1e-6, 0.5, 3.0, 1e6, -1.0):  # -q is the same rotation
+        np.testing.assert_allclose(quaternion_to_matrix(q * scale), matrix, atol=1e-12)
+    for broken in ([0.0, 0.0, 0.0, 0.0], [np.inf, 0.0, 0.0, 0.0], [1.0, np.nan, 0.0, 0.0], [np.inf, -np.inf, 0, 0]):
+        with pytest.raises(ValueError, match=r"^a quaternion must be finite and non-zero, got \["):
+            quaternion_to_matrix(broken)
+
+
+def test_a_nearly_orthonormal_matrix_still_gives_a_unit_quaternion():
+    # A rotation read from a calibration file or a solver is orthonormal only to its printed digits; a pose message
+    # needs a unit quaternion all the same.
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        exact = axis_angle_to_matrix(rng.normal(size=3))
+        noisy = exact + rng.normal(scale=1e-4, size=(3, 3))
+        q = matrix_to_quaternion(noisy)
+        assert abs(np.linalg.norm(q) - 1.0) < 1e-12 and q[0] >= 0.0
+        assert rotation_angle_between(quaternion_to_matrix(q), exact) < 1e-3
+
+
+@pytest.mark.parametrize("trial", range(5))
+def test_the_hamilton_product_composes_rotations_left_after_right(trial):
+    rng = np.random.default_rng(900 + trial)
+    a, b = rng.normal(size=4), rng.normal(size=4)
+    a, b = a / np.linalg.norm(a), b / np.linalg.norm(b)
+    product = quaternion_multiply(a, b)
+    np.testing.assert_allclose(quaternion_to_matrix(product), quaternion_to_matrix(a) @ quaternion_to_matrix(b),
+                               atol=1e-12)
+    assert abs(np.linalg.norm(product) - 1.0) < 1e-12  # unit times unit, not normalised afterwards
+    np.testing.assert_allclose(quaternion_multiply([1.0, 0.0, 0.0, 0.0], b), b, atol=0)  # the identity
+    np.testing.assert_allclose(quaternion_multiply(a, a * [1, -1, -1, -1]), [1.0, 0.0, 0.0, 0.0], atol=1e-12)

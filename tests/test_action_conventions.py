@@ -472,6 +472,7 @@ def test_below_a_trillionth_of_a_radian_a_rotation_is_none():
         np.testing.assert_array_equal(matrix_to_axis_angle(axis_angle_to_matrix([0.0, size, 0.0])), np.zeros(3))
     np.testing.assert_array_equal(matrix_to_axis_angle(np.eye(3)), np.zeros(3))
     assert matrix_to_axis_angle(axis_angle_to_matrix([0.0, 0.0, 2e-12]))[2] == pytest.approx(2e-12, rel=1e-6)
+    assert matrix_to_axis_angle(axis_angle_to_matrix([1e-12, 0.0, 0.0]))[0] == pytest.approx(1e-12, rel=1e-6)
     assert rotation_angle_between(np.eye(3), axis_angle_to_matrix([3e-12, 0.0, 0.0])) == pytest.approx(3e-12, rel=1e-6)
 
 
@@ -549,3 +550,36 @@ def test_the_hamilton_product_composes_rotations_left_after_right(trial):
     assert abs(np.linalg.norm(product) - 1.0) < 1e-12  # unit times unit, not normalised afterwards
     np.testing.assert_allclose(quaternion_multiply([1.0, 0.0, 0.0, 0.0], b), b, atol=0)  # the identity
     np.testing.assert_allclose(quaternion_multiply(a, a * [1, -1, -1, -1]), [1.0, 0.0, 0.0, 0.0], atol=1e-12)
+
+
+def test_float32_inputs_are_read_at_float64_precision():
+    # A policy's action and a model's state come as float32 (openpi and LeRobot return float32 arrays): the numbers
+    # are converted first and the arithmetic is float64, so a float32 input means exactly its own values.
+    rng = np.random.default_rng(12)
+    for _ in range(20):
+        rotvec32 = rng.normal(size=3).astype(np.float32)
+        rotvec64 = rotvec32.astype(np.float64)
+        np.testing.assert_allclose(axis_angle_to_matrix(rotvec32), axis_angle_to_matrix(rotvec64), rtol=0, atol=1e-15)
+        matrix32 = axis_angle_to_matrix(rotvec64).astype(np.float32)
+        matrix64 = matrix32.astype(np.float64)
+        np.testing.assert_allclose(matrix_to_axis_angle(matrix32), matrix_to_axis_angle(matrix64), rtol=0, atol=1e-15)
+        np.testing.assert_array_equal(matrix_to_sxyz(matrix32), matrix_to_sxyz(matrix64))
+        np.testing.assert_array_equal(matrix_to_euler_xyz(matrix32), matrix_to_euler_xyz(matrix64))
+        q32 = rng.normal(size=4).astype(np.float32)
+        np.testing.assert_allclose(quaternion_to_matrix(q32), quaternion_to_matrix(q32.astype(np.float64)), rtol=0,
+                                   atol=1e-15)
+        near32 = (matrix64 @ _elementary(2, 1e-4)).astype(np.float32)
+        assert rotation_angle_between(matrix32, near32) == pytest.approx(
+            rotation_angle_between(matrix64, near32.astype(np.float64)), rel=0, abs=1e-15)
+
+
+def test_a_rotation_vector_or_quaternion_as_a_column_or_a_row_reads_as_a_flat_one():
+    # OpenCV's Rodrigues and solvePnP give a rotation vector as a 3x1 column; a batch of one is a 1xN row.
+    rotvec = np.array([0.3, -0.2, 0.9])
+    for shaped in (rotvec.reshape(3, 1), rotvec.reshape(1, 3), rotvec.tolist()):
+        np.testing.assert_array_equal(axis_angle_to_matrix(shaped), axis_angle_to_matrix(rotvec))
+        np.testing.assert_array_equal(euler_xyz_to_matrix(shaped), euler_xyz_to_matrix(rotvec))
+        np.testing.assert_array_equal(sxyz_to_matrix(shaped), sxyz_to_matrix(rotvec))
+    q = np.array([0.9, 0.1, -0.3, 0.2])
+    for shaped in (q.reshape(4, 1), q.reshape(1, 4)):
+        np.testing.assert_array_equal(quaternion_to_matrix(shaped), quaternion_to_matrix(q))

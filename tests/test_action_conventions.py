@@ -565,6 +565,7 @@ def test_float32_inputs_are_read_at_float64_precision():
         np.testing.assert_allclose(matrix_to_axis_angle(matrix32), matrix_to_axis_angle(matrix64), rtol=0, atol=1e-15)
         np.testing.assert_array_equal(matrix_to_sxyz(matrix32), matrix_to_sxyz(matrix64))
         np.testing.assert_array_equal(matrix_to_euler_xyz(matrix32), matrix_to_euler_xyz(matrix64))
+        np.testing.assert_allclose(matrix_to_quaternion(matrix32), matrix_to_quaternion(matrix64), rtol=0, atol=1e-15)
         q32 = rng.normal(size=4).astype(np.float32)
         np.testing.assert_allclose(quaternion_to_matrix(q32), quaternion_to_matrix(q32.astype(np.float64)), rtol=0,
                                    atol=1e-15)
@@ -583,3 +584,19 @@ def test_a_rotation_vector_or_quaternion_as_a_column_or_a_row_reads_as_a_flat_on
     q = np.array([0.9, 0.1, -0.3, 0.2])
     for shaped in (q.reshape(4, 1), q.reshape(1, 4)):
         np.testing.assert_array_equal(quaternion_to_matrix(shaped), quaternion_to_matrix(q))
+
+
+@pytest.mark.parametrize("zeros", [(1,), (2,), (3,), (0,), (1, 2), (1, 3), (2, 3), (0, 1), (0, 2), (0, 3)])
+def test_a_rotation_about_an_axis_in_a_coordinate_plane_reads_back_as_its_quaternion(zeros):
+    # Quaternions with zero components (turns about an axis in the y-z plane, about a coordinate axis, half turns):
+    # the branch Shepperd's method picks must be the one whose divisor is the largest, never a vanishing one.
+    rng = np.random.default_rng(sum(10 ** i for i in zeros))
+    for _ in range(50):
+        q = rng.normal(size=4)
+        q[list(zeros)] = 0.0
+        q /= np.linalg.norm(q)
+        q = q if q[0] >= 0 else -q
+        back = matrix_to_quaternion(quaternion_to_matrix(q))
+        if q[0] == 0.0:  # a half turn: q and -q are the same rotation and both have w = 0
+            back = back if back @ q >= 0 else -back
+        np.testing.assert_allclose(back, q, atol=1e-12)

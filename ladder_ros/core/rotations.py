@@ -113,8 +113,9 @@ def matrix_to_axis_angle(matrix) -> np.ndarray:
         return np.zeros(3)
     if cos_angle > -0.5:
         return antisymmetric / sin_angle * angle
-    # Near a half turn the antisymmetric part vanishes: R + R^T = 2 cos I + 2 (1 - cos) k k^T.
-    outer = (m + m.T - 2.0 * cos_angle * np.eye(3)) / (2.0 * (1.0 - cos_angle))
+    # Near a half turn the antisymmetric part vanishes: R + R^T - 2 cos I = 2 (1 - cos) k k^T, whose largest column
+    # is along k (only its direction is used: the positive factor 2 (1 - cos) needs no dividing out).
+    outer = m + m.T - 2.0 * cos_angle * np.eye(3)
     column = outer[:, int(np.argmax(np.diag(outer)))]
     axis = column / np.linalg.norm(column)
     if axis @ antisymmetric < 0:
@@ -153,22 +154,26 @@ def quaternion_to_matrix(quaternion) -> np.ndarray:
 
 
 def matrix_to_quaternion(matrix) -> np.ndarray:
-    """The (w, x, y, z) unit quaternion of a rotation matrix, with w >= 0 (Shepperd's method)."""
+    """The (w, x, y, z) unit quaternion of a rotation matrix, with w >= 0 (Shepperd's method).
+
+    The square roots are of 4 w^2, 4 x^2, 4 y^2 or 4 z^2, whichever is largest (the largest of the trace and the
+    diagonal picks it): at least 1, since the four squares sum to 1; for any real matrix it is 1 or more too.
+    """
     m = np.asarray(matrix, dtype=np.float64)
     trace = float(np.trace(m))
     diagonal = (trace, float(m[0, 0]), float(m[1, 1]), float(m[2, 2]))
     largest = int(np.argmax(diagonal))
     if largest == 0:
-        s = 2.0 * math.sqrt(max(1.0 + trace, 0.0))
+        s = 2.0 * math.sqrt(1.0 + trace)
         q = np.array([s / 4, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s])
     elif largest == 1:
-        s = 2.0 * math.sqrt(max(1.0 + m[0, 0] - m[1, 1] - m[2, 2], 0.0))
+        s = 2.0 * math.sqrt(1.0 + m[0, 0] - m[1, 1] - m[2, 2])
         q = np.array([(m[2, 1] - m[1, 2]) / s, s / 4, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s])
     elif largest == 2:
-        s = 2.0 * math.sqrt(max(1.0 + m[1, 1] - m[0, 0] - m[2, 2], 0.0))
+        s = 2.0 * math.sqrt(1.0 + m[1, 1] - m[0, 0] - m[2, 2])
         q = np.array([(m[0, 2] - m[2, 0]) / s, (m[0, 1] + m[1, 0]) / s, s / 4, (m[1, 2] + m[2, 1]) / s])
     else:
-        s = 2.0 * math.sqrt(max(1.0 + m[2, 2] - m[0, 0] - m[1, 1], 0.0))
+        s = 2.0 * math.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1])
         q = np.array([(m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, s / 4])
     q /= np.linalg.norm(q)
     return q if q[0] >= 0 else -q

@@ -216,7 +216,8 @@ def _status(**overrides):
 
 
 EVENTS = [{"step": 0, "kind": "episode_started"}, {"step": 4, "kind": "verification_requested"},
-          {"step": 9, "kind": "subgoal_started"}, {"step": 12, "kind": "verification_requested"}]
+          {"step": 9, "kind": "subgoal_started"}, {"step": 12, "kind": "verification_requested"},
+          {"step": 15, "kind": "verification_requested"}]
 
 
 def test_the_graph_record_of_a_scored_episode_holds_every_field_of_the_schema():
@@ -233,7 +234,7 @@ def test_the_graph_record_of_a_scored_episode_holds_every_field_of_the_schema():
         "horizon": 3, "variant": "ladder", "layout": 3, "seed": 11, "success": True, "subgoals_done": 2,
         "steps_used": 187, "budget_steps": 300, "finish_reason": "success",
         "subgoals": [{"done": True}, {"done": True}], "violations": ["knocked the cup"], "events": EVENTS,
-        "verification_queries": 2, "verifier": None, "policy": "octo_bridge", "simulator": "maniskill3",
+        "verification_queries": 3, "verifier": None, "policy": "octo_bridge", "simulator": "maniskill3",
         "final_goal": {"carrot": "plate"}, "orchestration": {"subgoal_index": 2}, "wall_s": 12.5,
         "success_rule": "simplerenv", "preset": "ladder_default", "preset_options": {"verifier": "none"},
         "plan": {"source": "planner", "subgoals": 3}, "action_convention": {},

@@ -473,7 +473,8 @@ def test_below_a_trillionth_of_a_radian_a_rotation_is_none():
     np.testing.assert_array_equal(matrix_to_axis_angle(np.eye(3)), np.zeros(3))
     assert matrix_to_axis_angle(axis_angle_to_matrix([0.0, 0.0, 2e-12]))[2] == pytest.approx(2e-12, rel=1e-6, abs=0)
     assert matrix_to_axis_angle(axis_angle_to_matrix([1e-12, 0.0, 0.0]))[0] == pytest.approx(1e-12, rel=1e-6, abs=0)
-    assert rotation_angle_between(np.eye(3), axis_angle_to_matrix([3e-12, 0.0, 0.0])) == pytest.approx(3e-12, rel=1e-6, abs=0)
+    tiny = rotation_angle_between(np.eye(3), axis_angle_to_matrix([3e-12, 0.0, 0.0]))
+    assert tiny == pytest.approx(3e-12, rel=1e-6, abs=0)
 
 
 @pytest.mark.parametrize("trial", range(10))

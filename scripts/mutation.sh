@@ -24,6 +24,10 @@ if [[ "$("$PY" -m pip show mutmut 2>/dev/null | sed -n 's/^Version: //p')" != "$
   echo "[mutation] installing $pinned into .venv"
   "$PY" -m pip install -q -r requirements/mutation.txt
 fi
+# mutmut forks a child per mutant from a process that has already run the tests: Mesa llvmpipe's render threads
+# (MuJoCo's offscreen renderer) do not survive a fork, and a forked child that renders waits for them forever.
+# Single-threaded llvmpipe has no such threads.
+export LP_NUM_THREADS=0
 # Interface packages without a wheel keep their typesupport libraries in .venv/lib (as in scripts/test.sh).
 case ":${LD_LIBRARY_PATH:-}:" in *":$REPO/.venv/lib:"*) ;; *) export LD_LIBRARY_PATH="$REPO/.venv/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
 

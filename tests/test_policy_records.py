@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from ladder_ros.core.record import graph_record, without_timing
+from ladder_ros.core.record import EpisodeRecord, graph_record, interrupted_reason, score_fields, without_timing
 from ladder_ros.policies.audit import SEAM_JUMP, ChunkScreen, PolicyReport, RejectedChunk
 from ladder_ros.policies.chunked import ChunkedPolicy
 from ladder_ros.policies.config import Normalization, Statistics, parse_policy_config
@@ -204,3 +204,116 @@ def test_two_runs_of_an_episode_differ_only_in_timing_fields_and_the_record_keep
     assert kept["policy_report"]["chunks"] == report["chunks"] > 0  # the policy's account stays
     assert record["policy_report"] is report and "inference_ms" in report and record["wall_s"] == 1.5  # untouched
     assert without_timing({"task_id": "t", "policy_report": {}}) == {"task_id": "t", "policy_report": {}}
+
+
+# ------------------------------------------------------------------ the episode record's own fields
+def _status(**overrides):
+    task = {"task_id": "kitchen_multi_2", "suite": "kitchen", "category": "multi_destination",
+            "subgoals": [{"text": "pick the carrot"}, {"text": "place it on the plate"}, {"text": "open the drawer"}],
+            "success_rule": "simplerenv"}
+    return {"episode_id": "ep-7", "task": task, "variant": "ladder", "layout": 3, "seed": 11, "budget_steps": 300,
+            **overrides}
+
+
+EVENTS = [{"step": 0, "kind": "episode_started"}, {"step": 4, "kind": "verification_requested"},
+          {"step": 9, "kind": "subgoal_started"}, {"step": 12, "kind": "verification_requested"},
+          {"step": 15, "kind": "verification_requested"}]
+
+
+def test_the_graph_record_of_a_scored_episode_holds_every_field_of_the_schema():
+    score = {"success": 1, "subgoals_done": 2.0, "steps_used": 187, "subgoals": ({"done": True}, {"done": True}),
+             "violations": ("knocked the cup",), "simulator": "maniskill3", "final_goal": {"carrot": "plate"},
+             "safety": {"counts": {"workspace": 2}}, "bridge_timing_s": {"step_p95": 0.01}, "steps_taken": 187,
+             "other": "not in the record"}
+    record = graph_record(_status(), events=EVENTS, orchestration={"subgoal_index": 2}, finish_reason="success",
+                          last_step=190, score=score, wall_s=12.5, preset="ladder_default",
+                          preset_options={"verifier": "none"}, plan={"source": "planner", "subgoals": 3},
+                          policy={"policy": "octo_bridge", "chunks": 40}, extra={"note": "kept"})
+    assert record == {
+        "schema_version": 1, "task_id": "kitchen_multi_2", "suite": "kitchen", "category": "multi_destination",
+        "horizon": 3, "variant": "ladder", "layout": 3, "seed": 11, "success": True, "subgoals_done": 2,
+        "steps_used": 187, "budget_steps": 300, "finish_reason": "success",
+        "subgoals": [{"done": True}, {"done": True}], "violations": ["knocked the cup"], "events": EVENTS,
+        "verification_queries": 3, "verifier": None, "policy": "octo_bridge", "simulator": "maniskill3",
+        "final_goal": {"carrot": "plate"}, "orchestration": {"subgoal_index": 2}, "wall_s": 12.5,
+        "success_rule": "simplerenv", "preset": "ladder_default", "preset_options": {"verifier": "none"},
+        "plan": {"source": "planner", "subgoals": 3}, "action_convention": {},
+        "policy_report": {"policy": "octo_bridge", "chunks": 40},
+        "episode_id": "ep-7", "scored": True, "safety": {"counts": {"workspace": 2}},
+        "bridge": {"bridge_timing_s": {"step_p95": 0.01}, "steps_taken": 187}, "interrupted": False,
+        "note": "kept"}
+    assert type(record["success"]) is bool and type(record["subgoals_done"]) is int
+    assert list(record) == list(record)[:1] + [f for f in EpisodeRecord.__dataclass_fields__ if f != "extra"] + [
+        "episode_id", "scored", "safety", "bridge", "interrupted", "note"]  # schema_version first, the extras last
+
+
+def test_an_unscored_episode_counts_as_failed_with_nothing_done_and_the_steps_the_graph_reached():
+    for last_step, steps_used in ((57, 57), (0, 0), (-1, 0)):  # -1: no step was taken
+        record = graph_record(_status(), events=[], orchestration={}, finish_reason=None, last_step=last_step,
+                              score=None, wall_s=0.5)
+        assert {k: record[k] for k in ("success", "subgoals_done", "steps_used", "subgoals", "violations",
+                                       "simulator", "final_goal", "scored", "safety", "bridge")} == {
+            "success": False, "subgoals_done": 0, "steps_used": steps_used, "subgoals": [], "violations": [],
+            "simulator": "", "final_goal": {}, "scored": False, "safety": {}, "bridge": {}}
+        assert record["plan"] == {"source": "reference"} and record["verification_queries"] == 0
+    assert score_fields(None, 12) == {"success": False, "subgoals_done": 0, "steps_used": 12, "subgoals": [],
+                                      "violations": [], "simulator": "", "final_goal": {}}
+
+
+def test_a_score_without_safety_bridge_timing_or_simulator_leaves_those_empty():
+    score = {"success": False, "subgoals_done": 0, "steps_used": 40, "subgoals": [], "violations": [],
+             "final_goal": {}}
+    record = graph_record(_status(), events=[], orchestration={}, finish_reason="budget", last_step=40, score=score,
+                          wall_s=1.0)
+    assert record["scored"] is True and record["safety"] == {} and record["bridge"] == {} and record["simulator"] == ""
+    partial = graph_record(_status(), events=[], orchestration={}, finish_reason="budget", last_step=40,
+                           score={**score, "steps_taken": 39}, wall_s=1.0)
+    assert partial["bridge"] == {"steps_taken": 39}
+
+
+def test_a_status_missing_its_fields_gives_empty_ones_not_an_error():
+    # An episode recorder that lost the orchestrator may hold a status with no task yet.
+    record = graph_record({}, events=[], orchestration={}, finish_reason=interrupted_reason("the graph stopped"),
+                          last_step=0, score=None, wall_s=0.0)
+    assert {k: record[k] for k in ("task_id", "suite", "category", "horizon", "variant", "layout", "seed",
+                                   "budget_steps", "success_rule", "episode_id", "preset", "preset_options",
+                                   "policy", "policy_report", "finish_reason", "interrupted")} == {
+        "task_id": "", "suite": "", "category": "", "horizon": 0, "variant": "", "layout": 0, "seed": 0,
+        "budget_steps": 0, "success_rule": "ladder", "episode_id": "", "preset": "", "preset_options": {},
+        "policy": "", "policy_report": {}, "finish_reason": "aborted: interrupted: the graph stopped",
+        "interrupted": False}
+    assert graph_record(_status(task=None), events=[], orchestration={}, finish_reason=None, last_step=0,
+                        score=None, wall_s=0.0)["horizon"] == 0
+
+
+def test_the_caller_s_extra_fields_override_the_defaults():
+    # The orchestrator puts its own safety counts and its interrupted flag in: they win over the record's defaults.
+    score = {"success": True, "subgoals_done": 1, "steps_used": 5, "subgoals": [], "violations": [],
+             "final_goal": {}, "safety": {"counts": {"from_bridge": 1}}}
+    record = graph_record(_status(), events=[], orchestration={}, finish_reason="aborted", last_step=5, score=score,
+                          wall_s=1.0, extra={"safety": {"counts": {"from_node": 3}}, "interrupted": True})
+    assert record["safety"] == {"counts": {"from_node": 3}} and record["interrupted"] is True
+    assert "extra" not in record
+
+
+def test_the_in_process_record_has_the_graphs_fields_first_and_its_extras_merged():
+    record = EpisodeRecord(task_id="t", suite="s", category="c", horizon=1, variant="v", layout=0, seed=1,
+                           success=True, subgoals_done=1, steps_used=3, budget_steps=100, finish_reason="success",
+                           subgoals=[], violations=[], events=[], verification_queries=0, verifier=None, policy="p",
+                           simulator="tabletop", final_goal={}, orchestration={}, extra={"episode_id": "e"})
+    data = record.to_dict()
+    assert data["schema_version"] == 1 and next(iter(data)) == "schema_version"
+    assert data["episode_id"] == "e" and "extra" not in data
+    assert data["plan"] == {"source": "reference"} and data["success_rule"] == "ladder" and data["wall_s"] == 0.0
+
+
+def test_without_timing_touches_only_the_timing_paths():
+    record = {"task_id": "t", "wall_s": 3.0, "execution": "pool", "inference_ms": {"p50": 1.0}, "warm_up_s": 2.0,
+              "policy_report": None}
+    # policy_report is no mapping here: the top-level keys that share a nested timing field's name stay
+    assert without_timing(record) == {"task_id": "t", "inference_ms": {"p50": 1.0}, "warm_up_s": 2.0,
+                                      "policy_report": None}
+    assert without_timing({"policy_report": {"inference_ms": 1, "warm_up_s": 2, "chunks": 3}}) == {
+        "policy_report": {"chunks": 3}}
+    assert interrupted_reason("the recorder lost the orchestrator") == (
+        "aborted: interrupted: the recorder lost the orchestrator")

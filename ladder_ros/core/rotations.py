@@ -37,6 +37,12 @@ def _rot_z(angle: float) -> np.ndarray:
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
+# Below this cosine of the middle angle the first and last angles are read as one turn (gimbal lock). Dropping the
+# last angle there costs about cos(middle) rad; reading both from matrix entries of size cos(middle) that carry
+# rounding noise of ~1e-16 costs about 1e-16 / cos(middle). They balance at sqrt(1e-16) = 1e-8.
+GIMBAL_LOCK_COS = 1e-8
+
+
 def _three(angles) -> tuple[float, float, float]:
     a, b, c = (float(v) for v in np.asarray(angles, dtype=np.float64).reshape(3))
     return a, b, c
@@ -52,8 +58,9 @@ def euler_xyz_to_matrix(euler) -> np.ndarray:
 def matrix_to_euler_xyz(matrix) -> np.ndarray:
     """Inverse of :func:`euler_xyz_to_matrix`, with the middle angle in [-pi/2, pi/2]."""
     m = np.asarray(matrix, dtype=np.float64)
-    b = math.asin(min(1.0, max(-1.0, float(m[0, 2]))))
-    if abs(m[0, 2]) < 1.0 - 1e-9:
+    cos_b = math.hypot(m[1, 2], m[2, 2])  # (-sin a, cos a) * cos b
+    b = math.atan2(m[0, 2], cos_b)  # unlike asin: exact near the lock, and an entry rounded past 1 is no error
+    if cos_b > GIMBAL_LOCK_COS:
         a = math.atan2(-m[1, 2], m[2, 2])
         c = math.atan2(-m[0, 1], m[0, 0])
     else:  # gimbal lock: only a +/- c is defined; put it all in a
@@ -72,8 +79,9 @@ def sxyz_to_matrix(euler) -> np.ndarray:
 def matrix_to_sxyz(matrix) -> np.ndarray:
     """Inverse of :func:`sxyz_to_matrix`, with the pitch in [-pi/2, pi/2]."""
     m = np.asarray(matrix, dtype=np.float64)
-    pitch = math.asin(min(1.0, max(-1.0, -float(m[2, 0]))))
-    if abs(m[2, 0]) < 1.0 - 1e-9:
+    cos_pitch = math.hypot(m[2, 1], m[2, 2])  # (sin roll, cos roll) * cos pitch
+    pitch = math.atan2(-m[2, 0], cos_pitch)
+    if cos_pitch > GIMBAL_LOCK_COS:
         roll = math.atan2(m[2, 1], m[2, 2])
         yaw = math.atan2(m[1, 0], m[0, 0])
     else:  # gimbal lock: only roll -/+ yaw is defined; put it all in roll
@@ -105,8 +113,9 @@ def matrix_to_axis_angle(matrix) -> np.ndarray:
         return np.zeros(3)
     if cos_angle > -0.5:
         return antisymmetric / sin_angle * angle
-    # Near a half turn the antisymmetric part vanishes: R + R^T = 2 cos I + 2 (1 - cos) k k^T.
-    outer = (m + m.T - 2.0 * cos_angle * np.eye(3)) / (2.0 * (1.0 - cos_angle))
+    # Near a half turn the antisymmetric part vanishes: R + R^T - 2 cos I = 2 (1 - cos) k k^T, whose largest column
+    # is along k (only its direction is used: the positive factor 2 (1 - cos) needs no dividing out).
+    outer = m + m.T - 2.0 * cos_angle * np.eye(3)
     column = outer[:, int(np.argmax(np.diag(outer)))]
     axis = column / np.linalg.norm(column)
     if axis @ antisymmetric < 0:
@@ -145,22 +154,26 @@ def quaternion_to_matrix(quaternion) -> np.ndarray:
 
 
 def matrix_to_quaternion(matrix) -> np.ndarray:
-    """The (w, x, y, z) unit quaternion of a rotation matrix, with w >= 0 (Shepperd's method)."""
+    """The (w, x, y, z) unit quaternion of a rotation matrix, with w >= 0 (Shepperd's method).
+
+    The square roots are of 4 w^2, 4 x^2, 4 y^2 or 4 z^2, whichever is largest (the largest of the trace and the
+    diagonal picks it): at least 1, since the four squares sum to 1; for any real matrix it is 1 or more too.
+    """
     m = np.asarray(matrix, dtype=np.float64)
     trace = float(np.trace(m))
     diagonal = (trace, float(m[0, 0]), float(m[1, 1]), float(m[2, 2]))
     largest = int(np.argmax(diagonal))
     if largest == 0:
-        s = 2.0 * math.sqrt(max(1.0 + trace, 0.0))
+        s = 2.0 * math.sqrt(1.0 + trace)
         q = np.array([s / 4, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s])
     elif largest == 1:
-        s = 2.0 * math.sqrt(max(1.0 + m[0, 0] - m[1, 1] - m[2, 2], 0.0))
+        s = 2.0 * math.sqrt(1.0 + m[0, 0] - m[1, 1] - m[2, 2])
         q = np.array([(m[2, 1] - m[1, 2]) / s, s / 4, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s])
     elif largest == 2:
-        s = 2.0 * math.sqrt(max(1.0 + m[1, 1] - m[0, 0] - m[2, 2], 0.0))
+        s = 2.0 * math.sqrt(1.0 + m[1, 1] - m[0, 0] - m[2, 2])
         q = np.array([(m[0, 2] - m[2, 0]) / s, (m[0, 1] + m[1, 0]) / s, s / 4, (m[1, 2] + m[2, 1]) / s])
     else:
-        s = 2.0 * math.sqrt(max(1.0 + m[2, 2] - m[0, 0] - m[1, 1], 0.0))
+        s = 2.0 * math.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1])
         q = np.array([(m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, s / 4])
     q /= np.linalg.norm(q)
     return q if q[0] >= 0 else -q

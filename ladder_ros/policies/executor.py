@@ -127,7 +127,6 @@ class ChunkExecutor:
         self._log = log or (lambda text: LOG.warning("policy %s: %s", config.name, text))
         self.report = PolicyReport.of(config)
         self.screen = ChunkScreen(config, self.report, log=self._log)
-        self.processor = self.screen.processor
         self.encoder = ObservationEncoder(config)
         self.k = config.execute_steps
         self.max_lead = 1 if config.action.relative else self.k  # see the module docstring

@@ -769,8 +769,9 @@ class SteppingEvent(threading.Event):
 
 
 def test_the_control_loop_ticks_on_absolute_deadlines_and_skips_the_ones_it_missed(caplog):
-    # 0.25 s period; the third tick takes 0.875 s (past the deadlines at 1.0, 1.25 and 1.5 s), the sixth fails.
-    time_ = SteppedTime([0.0, 0.125, 0.875, 0.0, 0.0, None, 0.0], stop_after=7)
+    # 0.25 s period; the third tick takes 0.875 s (past the deadlines at 1.0, 1.25 and 1.5 s), the fourth exactly
+    # one period (it ends on the next deadline), the sixth fails.
+    time_ = SteppedTime([0.0, 0.125, 0.875, 0.25, 0.0, None, 0.0], stop_after=7)
     loop = ControlLoop(0.25, time_.on_tick, clock=time_.clock, name="control-test")
     time_.loop = loop
     loop._stop = SteppingEvent(time_)  # its waits advance the simulated clock
@@ -822,9 +823,60 @@ def test_the_control_loop_asks_for_real_time_priority_and_says_when_refused(monk
     assert elsewhere.scheduling == ("normal (real-time priority 10 refused: module 'os' has no attribute "
                                     "'sched_setscheduler')")
     elsewhere.stop(timeout_s=60)
-    monkeypatch.setattr(os, "sched_setscheduler", lambda *args: asked.append(args), raising=False)
+    monkeypatch.setattr(os, "sched_setscheduler", lambda pid, policy, param: asked.append(
+        (pid, policy, param.sched_priority)), raising=False)
+    lowest = ControlLoop(60.0, lambda now: None, priority=1)  # SCHED_FIFO's lowest priority is still asked for
+    lowest.start()
+    assert lowest.scheduling == "SCHED_FIFO priority 1"
+    lowest.stop(timeout_s=60)
     plain = ControlLoop(60.0, lambda now: None)
     plain.start()
     assert plain.scheduling == "normal" and plain.priority == 0
     plain.stop(timeout_s=60)
-    assert len(asked) == 1  # priority 0 never asks
+    assert asked == [(0, os.SCHED_FIFO, 10), (0, os.SCHED_FIFO, 1)]  # priority 0 never asks
+
+
+def test_the_control_loop_gives_up_on_a_scheduling_call_after_five_seconds_and_on_a_hung_tick_after_two(monkeypatch):
+    scheduled, ticking, release = threading.Event(), threading.Event(), threading.Event()
+    monkeypatch.setattr(os, "sched_setscheduler", lambda pid, policy, param: scheduled.wait(60))  # a call that hangs
+
+    class RecordedWaits(threading.Event):  # every wait for the scheduling runs out at once, and is recorded
+        waits = []
+
+        def wait(self, timeout=None):
+            self.waits.append(timeout)
+            return self.is_set()
+
+    def on_tick(now):
+        ticking.set()
+        release.wait(60)  # a tick that hangs
+
+    loop = ControlLoop(0.001, on_tick, name="control-hung", priority=10)
+    loop._scheduled = RecordedWaits()
+    loop.start()
+    assert RecordedWaits.waits == [5.0] and loop.scheduling == "normal"  # start() returned while it hangs
+    thread = next(t for t in threading.enumerate() if t.name == "control-hung")
+    joins = []
+    join = thread.join
+    thread.join = lambda timeout=None: joins.append(timeout)
+    try:
+        scheduled.set()  # the scheduling call returns; the first tick then hangs
+        assert ticking.wait(60), "the control loop never ticked"
+        loop.stop()
+        assert joins == [2.0]
+    finally:
+        scheduled.set()
+        release.set()
+        join(60)
+    assert not thread.is_alive()
+
+
+def test_without_an_action_ready_after_acting_it_says_inference_is_slower_than_the_queue():
+    hand = HandClock()
+    executor = hand.executor
+    executor.set_subgoal("go")
+    assert hand.serve(0.1)
+    assert [hand.tick(0.2 * n) is not None for n in range(1, 6)] == [True] * 4 + [False]
+    assert hand.messages == ["holding still: no action ready: inference slower than the queue"]
+    assert executor.stats()["holds"] == {"no action ready": 1}
+    assert executor.episode_report()["held_by_reason"] == {"no action ready": 1}

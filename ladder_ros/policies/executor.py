@@ -436,9 +436,9 @@ class ControlLoop:
     def _run(self) -> None:
         self._set_scheduling()
         deadline = self._clock() + self.period_s
-        while not self._stop.is_set():
-            wait = deadline - self._clock()
-            if wait > 0 and self._stop.wait(wait):
+        while True:
+            # A late tick does not wait; a stop asked for meanwhile still comes before it.
+            if self._stop.wait(max(deadline - self._clock(), 0.0)):
                 return
             now = self._clock()
             try:
@@ -447,6 +447,6 @@ class ControlLoop:
                 LOG.exception("control tick failed")
             deadline += self.period_s
             now = self._clock()
-            while deadline <= now:
+            while deadline < now:  # a tick that ends on the next deadline is followed by that tick, none missed
                 deadline += self.period_s
                 self.missed += 1

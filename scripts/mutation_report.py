@@ -126,7 +126,10 @@ def load_equivalents() -> dict[str, tuple[str, str]]:
     for number, line in enumerate(EQUIVALENTS.read_text().splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
-        parts = [p.strip() for p in line.split(" | ")]
+        # The changed line may hold " | " itself (a type union): the name ends at the first, the reason starts after
+        # the last.
+        name, _, rest = line.partition(" | ")
+        parts = [p.strip() for p in [name, *rest.rsplit(" | ", 1)]]
         if len(parts) != 3 or not all(parts):
             raise SystemExit(f"{EQUIVALENTS.name}:{number}: expected 'NAME | changed line | reason', got {line!r}")
         out[parts[0]] = (parts[1], parts[2])

@@ -71,6 +71,11 @@ def test_joint_position_actions_pass_through_and_hold_in_place():
     processor = ActionProcessor(make_config(action={"key": "actions", "kind": "joint_position", "axes": axes}))
     np.testing.assert_array_equal(processor.command(np.array([0.5, -0.5, 1.0])), [0.5, -0.5, 1.0])
     np.testing.assert_array_equal(processor.hold_command(observation(aperture=1.0)), [0.0, 0.0, 0.0])
+    single = np.array([0.1, -0.2, 1.0], dtype=np.float32)  # a model's float32 output
+    command = processor.command(single)
+    assert command.dtype == np.float64 and command.tolist() == single.astype(np.float64).tolist()
+    command[0] = 9.0  # a copy: the chunk it came from is unchanged
+    assert single[0] == np.float32(0.1)
 
 
 def test_observation_encoding_resizes_with_padding_and_builds_the_request():

@@ -116,6 +116,44 @@ def test_decoding_refuses_what_is_not_openpi_numpy():
     assert decoded.tolist() == [5.0, 1.0, 2.0]
 
 
+def test_scalars_and_arrays_round_trip_as_openpi_tags_them():
+    # openpi_client/msgpack_numpy.py (Physical-Intelligence/openpi, packages/openpi-client): a numpy scalar is
+    # {b"__npgeneric__": True, b"data": item, b"dtype": dtype.str}; an array {b"__ndarray__": True, b"data": bytes,
+    # b"dtype": dtype.str, b"shape": shape}.
+    raw = msgpack.unpackb(packb({"count": np.int64(7), "flag": np.bool_(True), "half": np.float32(0.5)}), raw=False)
+    assert raw == {"count": {b"__npgeneric__": True, b"data": 7, b"dtype": "<i8"},
+                   "flag": {b"__npgeneric__": True, b"data": True, b"dtype": "|b1"},
+                   "half": {b"__npgeneric__": True, b"data": 0.5, b"dtype": "<f4"}}
+    assert msgpack.unpackb(packb(np.arange(2, dtype=np.int16)), raw=False) == {
+        b"__ndarray__": True, b"data": b"\0\0\1\0", b"dtype": "<i2", b"shape": [2]}
+    for sample in samples():  # what the peer test compares with openpi-client, here without its environment
+        assert describe(unpackb(packb(sample))) == describe(sample)
+    back = unpackb(packb({"count": np.int64(7), "flag": np.bool_(True), "half": np.float32(0.5)}))
+    assert type(back["count"]) is np.int64 and type(back["flag"]) is np.bool_ and type(back["half"]) is np.float32
+    assert (back["count"], back["flag"], back["half"]) == (7, True, 0.5)
+
+
+def test_decoding_refuses_a_scalar_that_is_not_openpi_numpy():
+    def message(**fields):
+        tag = {b"__npgeneric__": True, b"data": 3, b"dtype": "<i8"}
+        tag.update({k.encode(): v for k, v in fields.items()})
+        return msgpack.packb({"n": tag}, use_bin_type=True)
+
+    assert unpackb(message())["n"] == 3
+    for fields, why in (({"extra": 1}, r"malformed scalar: fields .*b'extra'"),
+                        ({"dtype": "|O"}, "refused array dtype '|O'"),
+                        ({"data": True}, "scalar of dtype <i8 cannot hold True"),
+                        ({"data": "3"}, "scalar of dtype <i8 cannot hold '3'"),
+                        ({"data": 300, "dtype": "|u1"}, "scalar of dtype |u1 cannot hold 300")):
+        with pytest.raises(WireFormatError, match=why):
+            unpackb(message(**fields))
+    no_dtype = {b"__npgeneric__": True, b"data": 3}
+    with pytest.raises(WireFormatError, match="malformed scalar"):
+        unpackb(msgpack.packb({"n": no_dtype}, use_bin_type=True))
+    assert unpackb(message(data=True, dtype="|b1"))["n"] == np.bool_(True)
+    assert unpackb(message(data=2.5, dtype="<f8"))["n"] == 2.5
+
+
 # ------------------------------------------------------------------------------ the protocol
 @needs_peer
 def test_client_against_the_openpi_peer_server():

@@ -2,15 +2,23 @@
 schedule on simulated time (no idle while latency < k periods, re-infer at once on a subgoal switch,
 stale observations refused, invalid chunks held)."""
 
+import logging
 import math
+import os
+import threading
 import time
+from collections import deque
 
 import numpy as np
 import pytest
 
+from ladder_ros.core.errors import InvalidInputError, LadderError
 from ladder_ros.policies.actions import ActionProcessor, InvalidActionError
-from ladder_ros.policies.chunked import ChunkedPolicy, noise_seed
-from ladder_ros.policies.executor import ChunkExecutor
+from ladder_ros.policies.chunked import ChunkedPolicy, RawChunk, noise_seed
+from ladder_ros.policies.config import Normalization, Statistics
+from ladder_ros.policies.executor import ChunkExecutor, ControlLoop, PolicyNotReady, error_kind, percentile
+from ladder_ros.policies.openpi_remote import PolicyServerError, PolicyUnavailable
+from ladder_ros.policies.openpi_wire import WireFormatError
 from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder, resize_image
 from ladder_ros.core.rotations import axis_angle_to_euler_xyz
 from tests.policy_fixtures import ExecutorSimulation, ScriptedSource, bundle, make_config, observation
@@ -63,6 +71,11 @@ def test_joint_position_actions_pass_through_and_hold_in_place():
     processor = ActionProcessor(make_config(action={"key": "actions", "kind": "joint_position", "axes": axes}))
     np.testing.assert_array_equal(processor.command(np.array([0.5, -0.5, 1.0])), [0.5, -0.5, 1.0])
     np.testing.assert_array_equal(processor.hold_command(observation(aperture=1.0)), [0.0, 0.0, 0.0])
+    single = np.array([0.1, -0.2, 1.0], dtype=np.float32)  # a model's float32 output
+    command = processor.command(single)
+    assert command.dtype == np.float64 and command.tolist() == single.astype(np.float64).tolist()
+    command[0] = 9.0  # a copy: the chunk it came from is unchanged
+    assert single[0] == np.float32(0.1)
 
 
 def test_observation_encoding_resizes_with_padding_and_builds_the_request():
@@ -243,3 +256,632 @@ def test_the_worker_thread_serves_requests_and_stops():
     finally:
         executor.stop()
     assert executor._worker is None
+
+
+# ------------------------------------------------------------------------------ the executor on a hand-set clock
+class TimedSource(ScriptedSource):
+    """The scripted chunks, reporting the given inference latencies (seconds, one per call) and server timing."""
+
+    def __init__(self, latencies=(), server_timing=None, **kwargs):
+        super().__init__(**kwargs)
+        self.latencies = list(latencies)
+        self.server_timing = dict(server_timing or {})
+
+    def infer(self, bundle, instruction, noise_seed):
+        raw = super().infer(bundle, instruction, noise_seed)
+        n = len(self.calls) - 1
+        latency = self.latencies[n] if n < len(self.latencies) else 0.0
+        return RawChunk(actions=raw.actions, latency_s=latency, server_timing=dict(self.server_timing))
+
+
+class FailingSource(ScriptedSource):
+    """Raises the given exceptions, one per call, then gives the scripted chunks."""
+
+    def __init__(self, errors, **kwargs):
+        super().__init__(**kwargs)
+        self.errors = list(errors)
+
+    def infer(self, bundle, instruction, noise_seed):
+        if self.errors:
+            self.calls.append((bundle.stamp_ns, instruction, noise_seed))
+            raise self.errors.pop(0)
+        return super().infer(bundle, instruction, noise_seed)
+
+
+_SCRIPTED = object()
+
+
+class HandClock:
+    """A chunk executor whose clock, observation stamp and observation age the test sets, and whose requests the
+    test serves itself (``work_once``) at the instant it chooses: every timing it reports is known exactly."""
+
+    def __init__(self, source=_SCRIPTED, config=None, **kwargs):
+        self.now = 0.0
+        self.observed_at = None  # None: the observation is taken when the worker asks for it
+        self.age = 0.0  # what the observation-age callback answers (None: no observation yet)
+        self.ages_asked = []
+        self.messages = []
+        self.source = ScriptedSource() if source is _SCRIPTED else source
+        self.executor = ChunkExecutor(self.source, config or make_config(), self._snapshot, self._age,
+                                      clock=lambda: self.now, log=self.messages.append, **kwargs)
+
+    def _snapshot(self):
+        taken = self.now if self.observed_at is None else self.observed_at
+        return bundle(stamp_ns=int(round(taken * 1e9))), taken
+
+    def _age(self, now):
+        self.ages_asked.append(now)
+        return self.age
+
+    def serve(self, at):
+        self.now = at
+        return self.executor.work_once()
+
+    def tick(self, at):
+        self.now = at
+        return self.executor.tick(at)
+
+
+STATS_KEYS = {"ticks", "acted", "idle", "idle_first_chunk", "idle_share", "chunks", "rejected_chunks", "lead_periods",
+              "inference_ms_last", "inference_ms_p50", "inference_ms_p99", "request_ms_p50", "request_ms_p99",
+              "period_error_ms_p50", "period_error_ms_p99", "server_timing", "holding", "holds", "held_steps",
+              "rejected_by_reason", "seam_jump_max", "ood"}
+
+
+def test_percentiles_interpolate_in_double_precision_and_are_none_without_samples():
+    assert percentile([], 50) is None and percentile(deque(), 99) is None
+    assert percentile([40.0, 10.0, 30.0, 20.0, 0.0], 50) == 20.0
+    assert percentile([40.0, 10.0, 30.0, 20.0, 0.0], 99) == pytest.approx(39.6)
+    # Latencies a backend reports as float32 are summarised in double precision, like every other sample.
+    single = np.array([0.1, 0.2, 0.7], dtype=np.float32)
+    assert percentile(single, 50) == float(np.percentile(single.astype(np.float64), 50))
+    assert percentile(list(single), 25) == float(np.percentile(single.astype(np.float64), 25))
+    assert percentile(single, 25) != float(np.percentile(single, 25))  # what float32 arithmetic would give
+
+
+def test_without_a_subgoal_it_holds_quietly_and_measures_every_period():
+    hand = HandClock()
+    executor = hand.executor
+    fresh = executor.stats()
+    assert set(fresh) == STATS_KEYS
+    assert fresh["idle_share"] == 0.0 and fresh["period_error_ms_p50"] is None and fresh["inference_ms_last"] is None
+    # Deviations from the 0.2 s period: 0, +10, -20, +30, -40 ms.
+    times = [0.0, 0.2, 0.41, 0.59, 0.82, 0.98]
+    assert [hand.tick(t) for t in times[:3]] == [None] * 3
+    hand.now = times[3]
+    assert executor.tick() is None  # without a time: the executor's clock
+    hand.now = 99.0
+    assert executor.tick(times[4]) is None  # a given time wins over the clock
+    hand.now = times[5]
+    assert executor.tick() is None
+    stats = executor.stats()
+    assert (stats["ticks"], stats["acted"], stats["idle"], stats["idle_first_chunk"]) == (6, 0, 0, 0)
+    assert stats["period_error_ms_p50"] == pytest.approx(20.0)
+    assert stats["period_error_ms_p99"] == pytest.approx(39.6)
+    assert stats["holding"] == "no subgoal" and stats["holds"] == {"no subgoal": 6}
+    assert hand.messages == [] and hand.source.calls == [] and hand.ages_asked == []  # an expected state: not said
+    assert executor.episode_report()["steps"] == 0 and not executor.work_once()
+
+
+def test_diagnostics_report_the_counts_and_timing_of_each_chunk():
+    latencies = [0.01, 0.02, 0.03, 0.04, 0.05]  # inference: 10 .. 50 ms
+    source = TimedSource(latencies, server_timing={"infer_ms": 7.5})
+    hand = HandClock(source)
+    executor = hand.executor
+    for n in range(5):
+        t = 10.0 * n
+        hand.now = t
+        executor.set_subgoal(f"subgoal {n}")
+        assert hand.tick(t + 0.05) is None  # its first chunk is on its way
+        assert hand.serve(t + 0.1 * (n + 1))  # requested at t, answered 100 .. 500 ms later
+        action = hand.tick(t + 0.1 * (n + 1))
+        assert (action.subgoal, action.chunk_id, action.index) == (f"subgoal {n}", n, 0)
+        assert action.inference_ms == pytest.approx(1000.0 * latencies[n])
+    stats = executor.stats()
+    assert set(stats) == STATS_KEYS
+    assert (stats["ticks"], stats["acted"], stats["idle"], stats["idle_first_chunk"]) == (10, 5, 5, 5)
+    assert stats["idle_share"] == 0.5
+    assert (stats["chunks"], stats["rejected_chunks"], stats["lead_periods"]) == (5, 0, 1)
+    assert stats["inference_ms_last"] == pytest.approx(50.0)
+    assert stats["inference_ms_p50"] == pytest.approx(30.0) and stats["inference_ms_p99"] == pytest.approx(49.6)
+    assert stats["request_ms_p50"] == pytest.approx(300.0) and stats["request_ms_p99"] == pytest.approx(496.0)
+    assert stats["server_timing"] == {"infer_ms": 7.5}
+    assert stats["holding"] == ""  # acting
+    assert stats["holds"] == {"waiting for the first chunk of this subgoal": 5} and stats["held_steps"] == 5
+    assert stats["rejected_by_reason"] == {}
+    # Each chunk takes over from standing still; chunk n's first ee_dx is n / 1000 m (ScriptedSource).
+    assert stats["seam_jump_max"] == {"translation_m": pytest.approx(0.004), "rotation_rad": 0.0}
+    assert stats["ood"] == {"state": 0, "action": 0, "worst_sigma": 0.0, "worst": ""}
+    report = executor.episode_report()
+    assert (report["chunks"], report["steps"], report["held_steps"]) == (5, 10, 5)
+    assert report["inference_ms"]["count"] == 5 and report["inference_ms"]["p50"] == pytest.approx(30.0)
+    assert hand.messages == []  # waiting for a first chunk is expected: not said
+    assert [seed for _, _, seed in source.calls] == [noise_seed(0, n) for n in range(5)]  # seed 0 by default
+
+
+def test_the_request_lead_follows_the_worst_of_the_last_eight_latencies():
+    hand = HandClock(config=absolute_config())  # 5 Hz, k = 4, absolute: the lead may reach 4 periods
+    executor = hand.executor
+    assert executor.lead_periods() == 4  # nothing measured: as early as possible
+    leads = []
+    for n, latency in enumerate([0.7] + [0.05] * 8):
+        t = 10.0 * n
+        hand.now = t
+        executor.set_subgoal(f"subgoal {n}")
+        hand.serve(t + latency)
+        assert hand.tick(t + latency) is not None
+        leads.append(executor.lead_periods())
+    # ceil((0.7 + 0.05) / 0.2) = 4 while the 0.7 s request is among the last 8; ceil(0.1 / 0.2) = 1 after.
+    assert leads == [4] * 8 + [1]
+
+
+def test_diagnostics_summarise_the_newest_thousand_samples():
+    slow, fast = 20, 1000
+    source = TimedSource([1.0] * slow + [0.01] * fast)
+    hand = HandClock(source)
+    executor = hand.executor
+    for n in range(slow + fast):
+        t = 10.0 * n
+        hand.now = t
+        executor.set_subgoal(f"subgoal {n}")
+        hand.serve(t + (2.0 if n < slow else 0.02))
+        assert hand.tick(t + 5.0) is not None
+    stats = executor.stats()
+    assert stats["chunks"] == slow + fast
+    assert stats["inference_ms_p99"] == pytest.approx(10.0)  # the slow ones are older than the last 1000
+    assert stats["request_ms_p99"] == pytest.approx(20.0)
+    assert executor.episode_report()["inference_ms"]["count"] == slow + fast  # the episode keeps every one
+    ticks = HandClock().executor
+    for n in range(slow + 1):
+        ticks.tick(1.0 * n)  # 0.8 s late each
+    for n in range(1, fast + 1):
+        ticks.tick(slow + 0.2 * n)
+    assert ticks.stats()["period_error_ms_p99"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_an_observation_at_the_age_limit_is_used_and_an_older_one_held_until_a_fresh_one():
+    hand = HandClock()
+    executor = hand.executor
+    hand.age = None  # no observation yet
+    executor.set_subgoal("go")
+    assert hand.tick(0.2) is None
+    hand.age = 0.5  # exactly the config's max_observation_age_s
+    assert hand.serve(0.3)
+    assert hand.tick(0.4).chunk_id == 0
+    hand.age = 0.5001
+    assert hand.tick(0.6) is None  # the queue is dropped and the next chunk asked for at once
+    assert hand.ages_asked == [0.2, 0.4, 0.6]
+    assert hand.messages == ["holding still: no fresh observation: none yet", "acting again",
+                             "holding still: no fresh observation: the newest is 0.50 s old (limit 0.5 s)"]
+    assert executor.stats()["holding"] == "no fresh observation: the newest is 0.50 s old (limit 0.5 s)"
+    hand.age = 0.0
+    assert hand.serve(0.7)  # the request the stale tick sent, served once the sensors are back
+    resumed = hand.tick(0.8)
+    assert (resumed.chunk_id, resumed.index) == (1, 0)
+    assert resumed.observation_stamp_ns == 700_000_000
+    assert [seed for _, _, seed in hand.source.calls] == [noise_seed(0, 0), noise_seed(0, 1)]
+    report = executor.episode_report()
+    assert report["held_by_reason"] == {"no fresh observation": 2} and report["steps"] == 4
+
+
+def test_the_worker_refuses_an_observation_older_than_the_limit_when_it_starts():
+    hand = HandClock()
+    executor = hand.executor
+    hand.now = 10.0
+    executor.set_subgoal("go")
+    hand.observed_at = 8.0  # the newest image is 2 s old, though the age callback saw a fresh one
+    assert hand.serve(10.1)
+    assert hand.tick(10.2) is None
+    assert hand.source.calls == []  # never sent to the policy
+    assert hand.messages == ["holding still: no fresh observation: the newest is 2.10 s old (limit 0.5 s)"]
+    stats = executor.stats()
+    assert stats["inference_ms_last"] is None and stats["inference_ms_p50"] is None
+    assert stats["request_ms_p50"] == pytest.approx(100.0)
+    assert stats["holds"] == {"no fresh observation": 1} and stats["chunks"] == 0
+    assert executor.episode_report()["held_by_reason"] == {"no fresh observation": 1}
+    hand.observed_at = 10.0
+    assert hand.serve(10.5)  # asked again at 10.2; exactly 0.5 s old now: used
+    assert hand.tick(10.6).observation_stamp_ns == 10_000_000_000
+    assert hand.messages[-1] == "acting again"
+
+
+@pytest.mark.parametrize("exc, kind", [
+    (PolicyUnavailable("refused"), "no policy server"), (PolicyServerError("failed"), "policy server error"),
+    (InvalidInputError("no image"), "unusable observation"), (WireFormatError("not msgpack"), "unreadable reply"),
+    (PolicyNotReady("warming up"), "policy warming up"), (LadderError("other"), "policy error"),
+    (RuntimeError("bug"), "policy error")])
+def test_each_failed_request_has_the_words_of_its_kind(exc, kind):
+    assert error_kind(exc) == kind
+
+
+def test_each_distinct_server_error_is_said_once_however_its_message_changes():
+    errors = [PolicyServerError("the policy server failed: KeyError; next attempt in 0.2 s", "KeyError: 'state'"),
+              PolicyServerError("the policy server failed: KeyError; next attempt in 0.4 s", "KeyError: 'state'"),
+              PolicyServerError("the policy server failed: ValueError; next attempt in 0.8 s", "ValueError: shape"),
+              PolicyServerError("the policy server failed: KeyError; next attempt in 1.0 s", "KeyError: 'state'")]
+    hand = HandClock(FailingSource(errors))
+    executor = hand.executor
+    executor.set_subgoal("go")
+    for n in range(4):
+        assert hand.serve(0.2 * n + 0.1)
+        assert hand.tick(0.2 * n + 0.2) is None
+    assert hand.messages == ["holding still: policy server error: the policy server failed: KeyError; next "
+                             "attempt in 0.2 s",
+                             "holding still: policy server error: the policy server failed: ValueError; next "
+                             "attempt in 0.8 s"]
+    assert executor.stats()["holding"] == ("policy server error: the policy server failed: KeyError; next attempt "
+                                           "in 1.0 s")
+    assert hand.serve(0.9)
+    assert hand.tick(1.0) is not None
+    assert hand.messages[-1] == "acting again"
+    assert executor.episode_report()["held_by_reason"] == {"policy server error": 4}
+
+
+def test_until_the_policy_is_ready_its_steps_are_held_and_said():
+    hand = HandClock(source=None)
+    executor = hand.executor
+    executor.set_subgoal("go")
+    assert hand.serve(0.1) and hand.tick(0.2) is None
+    assert hand.messages == ["holding still: policy warming up: the policy is not ready yet (its warm-up runs)"]
+    source = ScriptedSource()
+    executor.set_source(source)
+    assert hand.serve(0.3)  # asked again by the held tick
+    assert hand.tick(0.4).chunk_id == 1 and len(source.calls) == 1
+    assert executor.episode_report()["held_by_reason"] == {"policy warming up": 1}
+
+
+def test_a_backend_bug_holds_says_which_exception_and_logs_its_traceback(caplog):
+    hand = HandClock(FailingSource([ValueError("boom")]))
+    hand.executor.set_subgoal("go")
+    with caplog.at_level(logging.ERROR, logger="ladder_ros.policies.executor"):
+        assert hand.serve(0.1)
+    records = [r for r in caplog.records if r.name == "ladder_ros.policies.executor"]
+    assert [r.getMessage() for r in records] == ["policy test_bridge: inference failed"]
+    assert records[0].exc_info[0] is ValueError
+    assert hand.tick(0.2) is None
+    assert hand.messages == ["holding still: inference failed: ValueError: boom"]
+    assert hand.serve(0.3) and hand.tick(0.4) is not None  # the worker lives on
+
+
+def test_statistics_of_another_robot_fail_each_request_and_its_inference_time_is_still_kept():
+    other = Normalization(mode="mean_std", state=Statistics((0.0,) * 3, (1.0,) * 3),
+                          action=Statistics((0.0,) * 7, (1.0,) * 7))
+    hand = HandClock(TimedSource([0.04]))
+    executor = hand.executor
+    executor.start_episode(hand.source, seed=0, statistics=other)  # 3 state statistics; the state has 7 values
+    executor.set_subgoal("go")
+    assert hand.serve(0.1) and hand.tick(0.2) is None
+    assert hand.messages[0].startswith("holding still: inference failed: ValueError: operands could not be broadcast")
+    assert executor.stats()["inference_ms_last"] == pytest.approx(40.0)
+
+
+def test_without_a_log_the_hold_reasons_go_to_the_modules_logger(caplog):
+    executor = ChunkExecutor(ScriptedSource(), make_config(), lambda: (bundle(), 0.0), lambda now: None,
+                             clock=lambda: 0.0)
+    with caplog.at_level(logging.WARNING, logger="ladder_ros.policies.executor"):
+        executor.set_subgoal("go")
+        executor.tick(0.0)
+    assert [r.getMessage() for r in caplog.records if r.name == "ladder_ros.policies.executor"] == [
+        "policy test_bridge: holding still: no fresh observation: none yet"]
+
+
+NAN_CHUNK = np.zeros((5, 7))
+NAN_CHUNK[2, 4] = np.nan
+
+
+@pytest.mark.parametrize("chunk, reason", [
+    (NAN_CHUNK, "chunk 0: action 2, axis ee_dpitch is nan"),
+    (np.zeros((5, 6)), "chunk 0: wrong action dimension: 6 numbers per action, the config expects 7"),
+    (np.zeros((3, 7)), "shorter than the execution horizon"),
+    (np.zeros(7), "shape")])
+def test_an_invalid_chunk_is_refused_counted_and_its_inference_time_kept(chunk, reason):
+    chunks = iter([chunk])
+    source = TimedSource([0.03, 0.01], chunk=lambda n: next(chunks, np.zeros((5, 7))))
+    hand = HandClock(source)
+    executor = hand.executor
+    executor.set_subgoal("go")
+    assert hand.serve(0.1) and hand.tick(0.2) is None
+    assert hand.messages[0].startswith("holding still: invalid action: ") and reason in hand.messages[0]
+    stats = executor.stats()
+    assert (stats["rejected_chunks"], stats["chunks"]) == (1, 0)
+    assert stats["rejected_by_reason"] == {"invalid action": 1} and stats["inference_ms_last"] == pytest.approx(30.0)
+    assert hand.serve(0.3) and hand.tick(0.4) is not None
+    assert executor.episode_report()["rejected_chunks"] == {"invalid action": 1}
+
+
+def joint_chunks(*starts_and_steps):
+    """Absolute joint chunks: chunk n moves joint 0 from ``start`` by ``step`` per action (the rest stay 0)."""
+    chunks = []
+    for start, step in starts_and_steps:
+        chunk = np.zeros((5, 7))
+        chunk[:, 0] = start + step * np.arange(5)
+        chunks.append(chunk)
+    return lambda n: chunks[n]
+
+
+def test_a_chunk_takes_over_after_the_last_queued_command_and_its_first_action_is_measured():
+    # Chunk 0 from 0.0 by 0.05 rad; chunk 1 from 0.2 (0.05 after chunk 0's last queued 0.15), then a 0.25 step.
+    config = absolute_config(seam={"max_joint_rad": 0.1})
+    hand = HandClock(ScriptedSource(chunk=joint_chunks((0.0, 0.05), (0.2, 0.25))), config)
+    executor = hand.executor
+    executor.set_subgoal("go")
+    assert hand.serve(0.65)  # 0.65 s: the lead is 4 periods
+    assert hand.tick(0.8).command[0] == 0.0  # 3 queued < 4: the next chunk is asked for now
+    assert hand.serve(0.85)
+    given = [hand.tick(0.2 * n) for n in range(5, 9)]
+    assert [a.command[0] for a in given] == pytest.approx([0.05, 0.1, 0.15, 0.2])
+    stats = executor.stats()
+    assert (stats["chunks"], stats["rejected_chunks"]) == (2, 0)
+    assert stats["seam_jump_max"] == {"joint_rad": pytest.approx(0.05)}
+
+
+def test_the_first_chunk_of_joint_targets_is_measured_from_the_joints_observed():
+    config = absolute_config(seam={"max_joint_rad": 0.1})
+    hand = HandClock(ScriptedSource(chunk=joint_chunks((0.3, 0.0), (0.05, 0.0))), config)
+    executor = hand.executor
+    executor.set_subgoal("go")
+    assert hand.serve(0.1) and hand.tick(0.2) is None  # the observed joints are at 0
+    assert "jumps 0.3 rad from the last one given (seam bound 0.1)" in hand.messages[0]
+    assert executor.stats()["rejected_by_reason"] == {"seam_jump": 1}
+    assert hand.serve(0.3) and hand.tick(0.4).command[0] == pytest.approx(0.05)
+
+
+def test_a_result_for_an_old_subgoal_is_dropped_and_the_current_one_behind_it_used():
+    hand = HandClock()
+    executor = hand.executor
+    executor.set_subgoal("first")
+    assert hand.serve(0.1)  # done for "first" ...
+    executor.set_subgoal("second")  # ... which is no longer current
+    assert hand.serve(0.2)
+    action = hand.tick(0.2)
+    assert action.subgoal == "second" and executor.chunks == 1
+    assert executor.stats()["request_ms_p50"] == pytest.approx(100.0)  # the dropped one is not measured
+
+
+def test_work_once_serves_only_a_waiting_request():
+    hand = HandClock()
+    executor = hand.executor
+    assert executor.work_once() is False
+    executor.set_subgoal("go")
+    assert executor.work_once() is True
+    assert executor.work_once() is False
+    executor.set_subgoal("other")
+    executor.set_subgoal(None)  # no subgoal: the waiting request is dropped
+    assert executor.work_once() is False
+    assert len(hand.source.calls) == 1
+
+
+def test_each_episode_has_its_seed_chunk_numbers_report_and_statistics():
+    first = ScriptedSource()
+    hand = HandClock(first)
+    executor = hand.executor
+    executor.set_subgoal("go")
+    assert hand.serve(0.1) and hand.tick(0.2).chunk_id == 0
+    assert first.calls[0][2] == noise_seed(0, 0)
+    statistics = Normalization(mode="mean_std", state=Statistics((0.0,) * 7, (0.01,) * 7),
+                               action=Statistics((0.0,) * 7, (0.01,) * 7))
+    second = ScriptedSource()
+    executor.start_episode(second, seed=7, statistics=statistics)
+    assert hand.tick(0.4) is None and executor.stats()["holding"] == "no subgoal"
+    assert executor.episode_report()["steps"] == 0 and executor.episode_report()["chunks"] == 0
+    executor.set_subgoal("go")
+    assert hand.serve(0.5)
+    action = hand.tick(0.6)  # taken over from standing still, not from the last episode's command
+    assert action.chunk_id == 0 and second.calls[0][2] == noise_seed(7, 0)
+    report = executor.episode_report()
+    assert (report["chunks"], report["steps"]) == (1, 1)
+    assert report["ood"]["state"] == 1 and report["ood"]["action"] == 1
+    assert sum("out of the training data's distribution" in m for m in hand.messages) == 2
+    assert report["seam_jump_max"] == {"translation_m": 0.0, "rotation_rad": 0.0}
+
+
+# ------------------------------------------------------------------------------ the inference thread
+class GatedSource(ScriptedSource):
+    """Says when it is asked (``entered``) and answers only once ``release`` is set."""
+
+    def __init__(self, released=True, **kwargs):
+        super().__init__(**kwargs)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        if released:
+            self.release.set()
+
+    def infer(self, bundle, instruction, noise_seed):
+        self.entered.set()
+        assert self.release.wait(60), "the test never released the inference"
+        return super().infer(bundle, instruction, noise_seed)
+
+
+def inference_thread():
+    return next(t for t in threading.enumerate() if t.name == "inference-test_bridge")
+
+
+def test_the_worker_serves_a_request_made_before_it_started_and_ends_on_stop():
+    source = GatedSource()
+    executor = ChunkExecutor(source, make_config(), lambda: (bundle(), 0.0), lambda now: 0.0, clock=lambda: 0.0)
+    executor.set_subgoal("go")  # before the worker exists
+    executor.start()
+    worker = inference_thread()
+    try:
+        assert worker.daemon  # a hung inference never keeps the process alive
+        assert source.entered.wait(60), "the worker never served the request waiting for it"
+    finally:
+        executor.stop(timeout_s=60)
+    assert not worker.is_alive()
+    assert executor.tick(0.0) is not None  # the answer it posted before it ended
+    executor.start()  # and again
+    try:
+        assert inference_thread() is not worker
+    finally:
+        executor.stop(timeout_s=60)
+
+
+def test_stop_gives_up_on_a_hung_inference_after_five_seconds():
+    source = GatedSource(released=False)
+    executor = ChunkExecutor(source, make_config(), lambda: (bundle(), 0.0), lambda now: 0.0, clock=lambda: 0.0)
+    executor.start()
+    worker = inference_thread()
+    waits = []
+    join = worker.join
+    worker.join = lambda timeout=None: waits.append(timeout)  # a hung worker: every wait for it runs out
+    try:
+        executor.set_subgoal("go")
+        assert source.entered.wait(60), "the worker never took the request"
+        executor.stop()
+        assert waits == [5.0] and executor._worker is None
+    finally:
+        source.release.set()
+        join(60)
+    assert not worker.is_alive()  # released, it saw the stop and ended
+
+
+# ------------------------------------------------------------------------------ the control loop
+class SteppedTime:
+    """The control loop's clock on simulated time: each wait between ticks moves it on by what was asked, and
+    each tick by the duration the test gives it; no real time passes."""
+
+    def __init__(self, durations, stop_after):
+        self.t = 0.0
+        self.durations = list(durations)
+        self.stop_after = stop_after
+        self.ticks = []
+        self.done = threading.Event()
+        self.loop = None
+
+    def clock(self):
+        return self.t
+
+    def on_tick(self, now):
+        self.ticks.append(now)
+        duration = self.durations.pop(0) if self.durations else 0.0
+        if duration is None:
+            raise RuntimeError("a tick that failed")
+        self.t += duration
+        if len(self.ticks) == self.stop_after:
+            self.loop.stop()  # from its own thread: it cannot wait for itself
+            self.done.set()
+
+
+class SteppingEvent(threading.Event):
+    def __init__(self, time):
+        super().__init__()
+        self.time = time
+
+    def wait(self, timeout=None):
+        if timeout is not None and not self.is_set():
+            self.time.t += timeout
+        return self.is_set()
+
+
+def test_the_control_loop_ticks_on_absolute_deadlines_and_skips_the_ones_it_missed(caplog):
+    # 0.25 s period; the third tick takes 0.875 s (past the deadlines at 1.0, 1.25 and 1.5 s), the fourth exactly
+    # one period (it ends on the next deadline), the sixth fails.
+    time_ = SteppedTime([0.0, 0.125, 0.875, 0.25, 0.0, None, 0.0], stop_after=7)
+    loop = ControlLoop(0.25, time_.on_tick, clock=time_.clock, name="control-test")
+    time_.loop = loop
+    loop._stop = SteppingEvent(time_)  # its waits advance the simulated clock
+    with caplog.at_level(logging.ERROR, logger="ladder_ros.policies.executor"):
+        loop.start()
+        assert time_.done.wait(60), "the control loop never reached its seventh tick"
+        loop.stop(timeout_s=60)
+    assert time_.ticks == [0.25, 0.5, 0.75, 1.75, 2.0, 2.25, 2.5]  # no drift from the 0.125 s tick, no burst
+    assert loop.missed == 3
+    assert [r.getMessage() for r in caplog.records if r.name == "ladder_ros.policies.executor"] == [
+        "control tick failed"]  # and it kept its rhythm
+    assert not any(t.name == "control-test" for t in threading.enumerate())
+
+
+def test_the_control_loop_runs_in_a_named_daemon_thread_until_stopped():
+    ticked = threading.Event()
+    loop = ControlLoop(0.01, lambda now: ticked.set())
+    loop.start()
+    thread = next(t for t in threading.enumerate() if t.name == "control-loop")
+    try:
+        assert thread.daemon and loop.scheduling == "normal" and loop.period_s == 0.01
+        assert ticked.wait(60), "the control loop never ticked"
+    finally:
+        loop.stop(timeout_s=60)
+    assert not thread.is_alive()
+
+
+def test_the_control_loop_asks_for_real_time_priority_and_says_when_refused(monkeypatch):
+    asked = []
+    monkeypatch.setattr(os, "sched_setscheduler", lambda pid, policy, param: asked.append(
+        (pid, policy, param.sched_priority)))
+    granted = ControlLoop(60.0, lambda now: None, priority=10)
+    granted.start()  # returns once the scheduling is settled
+    assert granted.scheduling == "SCHED_FIFO priority 10"
+    granted.stop(timeout_s=60)
+    assert asked == [(0, os.SCHED_FIFO, 10)]  # 0: the calling thread only
+
+    def refuse(pid, policy, param):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    refused = ControlLoop(60.0, lambda now: None, priority=10)
+    refused.start()
+    assert refused.scheduling == "normal (real-time priority 10 refused: [Errno 1] Operation not permitted)"
+    refused.stop(timeout_s=60)
+    monkeypatch.delattr(os, "sched_setscheduler")  # not Linux
+    elsewhere = ControlLoop(60.0, lambda now: None, priority=10)
+    elsewhere.start()
+    assert elsewhere.scheduling == ("normal (real-time priority 10 refused: module 'os' has no attribute "
+                                    "'sched_setscheduler')")
+    elsewhere.stop(timeout_s=60)
+    monkeypatch.setattr(os, "sched_setscheduler", lambda pid, policy, param: asked.append(
+        (pid, policy, param.sched_priority)), raising=False)
+    lowest = ControlLoop(60.0, lambda now: None, priority=1)  # SCHED_FIFO's lowest priority is still asked for
+    lowest.start()
+    assert lowest.scheduling == "SCHED_FIFO priority 1"
+    lowest.stop(timeout_s=60)
+    plain = ControlLoop(60.0, lambda now: None)
+    plain.start()
+    assert plain.scheduling == "normal" and plain.priority == 0
+    plain.stop(timeout_s=60)
+    assert asked == [(0, os.SCHED_FIFO, 10), (0, os.SCHED_FIFO, 1)]  # priority 0 never asks
+
+
+def test_the_control_loop_gives_up_on_a_scheduling_call_after_five_seconds_and_on_a_hung_tick_after_two(monkeypatch):
+    scheduled, ticking, release = threading.Event(), threading.Event(), threading.Event()
+    monkeypatch.setattr(os, "sched_setscheduler", lambda pid, policy, param: scheduled.wait(60))  # a call that hangs
+
+    class RecordedWaits(threading.Event):  # every wait for the scheduling runs out at once, and is recorded
+        waits = []
+
+        def wait(self, timeout=None):
+            self.waits.append(timeout)
+            return self.is_set()
+
+    def on_tick(now):
+        ticking.set()
+        release.wait(60)  # a tick that hangs
+
+    loop = ControlLoop(0.001, on_tick, name="control-hung", priority=10)
+    loop._scheduled = RecordedWaits()
+    loop.start()
+    assert RecordedWaits.waits == [5.0] and loop.scheduling == "normal"  # start() returned while it hangs
+    thread = next(t for t in threading.enumerate() if t.name == "control-hung")
+    joins = []
+    join = thread.join
+    thread.join = lambda timeout=None: joins.append(timeout)
+    try:
+        scheduled.set()  # the scheduling call returns; the first tick then hangs
+        assert ticking.wait(60), "the control loop never ticked"
+        loop.stop()
+        assert joins == [2.0]
+    finally:
+        scheduled.set()
+        release.set()
+        join(60)
+    assert not thread.is_alive()
+
+
+def test_without_an_action_ready_after_acting_it_says_inference_is_slower_than_the_queue():
+    hand = HandClock()
+    executor = hand.executor
+    executor.set_subgoal("go")
+    assert hand.serve(0.1)
+    assert [hand.tick(0.2 * n) is not None for n in range(1, 6)] == [True] * 4 + [False]
+    assert hand.messages == ["holding still: no action ready: inference slower than the queue"]
+    assert executor.stats()["holds"] == {"no action ready": 1}
+    assert executor.episode_report()["held_by_reason"] == {"no action ready": 1}

@@ -159,12 +159,13 @@ def test_the_top_down_poses_match_the_simulators_and_unknown_embodiments_are_ref
     np.testing.assert_allclose(FRANKA_TOP_DOWN @ FRANKA_TOP_DOWN.T, np.eye(3))
     assert np.linalg.det(WIDOWX_TOP_DOWN) == pytest.approx(1.0)
     assert np.linalg.det(FRANKA_TOP_DOWN) == pytest.approx(1.0)
+    from ladder_ros.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"no top-down gripper pose is known for embodiment 'ur5' \(known: franka, "
+                                          r"widowx, widowx_robotarena\)$"):
+        top_down_pose("ur5")
     try:
         from ladder_ros.sim.maniskill_bridge import TOP_DOWN_REFERENCE
     except ImportError as exc:  # pragma: no cover - the ManiSkill module imports without ManiSkill itself
         pytest.skip(f"ladder_ros.sim.maniskill_bridge does not import here: {exc}")
     np.testing.assert_array_equal(TOP_DOWN_REFERENCE, WIDOWX_TOP_DOWN)
-    from ladder_ros.core.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="no top-down gripper pose is known for embodiment 'ur5'"):
-        top_down_pose("ur5")

@@ -1,6 +1,7 @@
 """The drivers' pure parts: Bridge target deltas, gripper normalisation, Franka streaming, control timing."""
 
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -415,6 +416,65 @@ def test_a_call_past_its_deadline_expires_a_fresh_thread_serves_the_rest_and_a_l
     late = worker.poll()
     assert late == [stuck] and stuck.result == "rebooted" and "past its 2 s deadline" in stuck.describe()
     assert worker.poll() == []
+    worker.close()
+
+
+class GiveUpRaceWorker(VendorCallWorker):
+    """A worker on which the moments of a give-up race are the test's to choose: ``while_giving_up`` runs inside
+    poll(), after the stuck call is marked expired and before the fresh thread is counted (the moment the stuck
+    call may return), and a fresh thread starts serving only once ``fresh_may_start`` is set (a loaded machine)."""
+
+    def __init__(self, name, clock):
+        self.while_giving_up = None
+        self.fresh_may_start = threading.Event()
+        super().__init__(name, clock)
+
+    def _start_thread(self):
+        hook, self.while_giving_up = self.while_giving_up, None
+        if hook is not None:
+            hook()
+        super()._start_thread()
+
+    def _run(self, generation):
+        if generation > 1:
+            assert self.fresh_may_start.wait(60), "the test never let the fresh thread start"
+        super()._run(generation)
+
+
+def test_a_call_taken_by_a_thread_given_up_on_goes_to_the_fresh_thread():
+    """The stuck call returns while poll() gives its thread up: that thread, not yet told, takes the next call;
+    it must hand that call (not nothing) to the fresh thread, which runs it."""
+    released, ended = threading.Event(), threading.Event()
+
+    def clock():  # the old thread reads the clock when its stuck call has returned (under the worker's lock)
+        if threading.current_thread().name == "race-1" and released.is_set():
+            ended.set()
+        return time_[0]
+
+    time_ = [0.0]
+    worker = GiveUpRaceWorker("race", clock)
+    old = next(t for t in threading.enumerate() if t.name == "race-1")
+    entered = threading.Event()
+    stuck = worker.submit("reboot", lambda: (entered.set(), released.wait(60), "rebooted")[2], 2.0)
+    assert entered.wait(60), "the stuck call never started"
+
+    def stuck_call_returns():
+        released.set()
+        assert ended.wait(60), "the stuck call never returned"
+        assert worker.running() is None  # the lock is free again: the old thread ended that call, not told yet
+
+    worker.while_giving_up = stuck_call_returns
+    time_[0] = 2.5
+    assert worker.poll() == [stuck] and worker.threads_given_up == 1
+    ran = threading.Event()
+    queued = worker.submit("read", lambda: (ran.set(), "value")[1], 2.0)  # only the old thread serves the queue now
+    old.join(60)
+    assert not old.is_alive(), "the thread given up on kept serving"
+    assert queued.state == "pending"  # it took the call and handed it back
+    worker.fresh_may_start.set()
+    assert ran.wait(60), "the call the old thread took never ran on the fresh thread"
+    wait_until(lambda: not worker.busy, "the handed-back call to end")
+    assert worker.poll() == [stuck, queued] and stuck.state == LATE and queued.result == "value"
     worker.close()
 
 

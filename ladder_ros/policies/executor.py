@@ -127,7 +127,6 @@ class ChunkExecutor:
         self._log = log or (lambda text: LOG.warning("policy %s: %s", config.name, text))
         self.report = PolicyReport.of(config)
         self.screen = ChunkScreen(config, self.report, log=self._log)
-        self.processor = self.screen.processor
         self.encoder = ObservationEncoder(config)
         self.k = config.execute_steps
         self.max_lead = 1 if config.action.relative else self.k  # see the module docstring
@@ -437,9 +436,9 @@ class ControlLoop:
     def _run(self) -> None:
         self._set_scheduling()
         deadline = self._clock() + self.period_s
-        while not self._stop.is_set():
-            wait = deadline - self._clock()
-            if wait > 0 and self._stop.wait(wait):
+        while True:
+            # A late tick does not wait; a stop asked for meanwhile still comes before it.
+            if self._stop.wait(max(deadline - self._clock(), 0.0)):
                 return
             now = self._clock()
             try:
@@ -448,6 +447,6 @@ class ControlLoop:
                 LOG.exception("control tick failed")
             deadline += self.period_s
             now = self._clock()
-            while deadline <= now:
+            while deadline < now:  # a tick that ends on the next deadline is followed by that tick, none missed
                 deadline += self.period_s
                 self.missed += 1

@@ -856,3 +856,28 @@ def test_kept_and_lent_on_this_machines_threads():
         assert record.set_by_call == ts.Scheduling(os.SCHED_FIFO, 1) and record.restore_error == ""
     else:
         assert inherited == before and record.set_by_call is None
+
+
+def test_every_motion_starts_asynchronously_and_is_the_one_asked_for(franky, monkeypatch):
+    fake, _ = franky
+    ThreadSchedulers(monkeypatch)
+    arm = franky_arm(franky)
+    robot = fake.state.robots[-1]
+    arm.send_joints(np.zeros(7), np.zeros(7), np.ones(7), 1 / 15)
+    arm.stop()
+    (stream, stream_async), (stop, stop_async) = robot.moves
+    assert stream_async is True and stop_async is True  # the driver's thread never waits for the arm
+    assert stream.kind == "waypoints" and np.array_equal(stream.waypoints[-1].target.position, np.ones(7))
+    assert stop.kind == "stop"
+
+
+def test_the_scheduling_report_and_names():
+    from ladder_ros.robots import thread_scheduling as ts
+    from ladder_ros.robots.franky_arm import scheduling_report
+
+    fifo = ts.Scheduling(os.SCHED_FIFO, 5)
+    assert fifo.describe() == "SCHED_FIFO priority 5" and fifo.realtime
+    assert ts.Scheduling(os.SCHED_OTHER, 0).describe() == "SCHED_OTHER"
+    assert ts.Scheduling(12345, 0).describe() == "policy 12345"  # a policy this module has no name for
+    assert scheduling_report(ts.Kept(before=None, set_by_call=fifo)) == (
+        "franky's control thread: SCHED_FIFO priority 5 (libfranka's choice); the driver's thread kept its own")

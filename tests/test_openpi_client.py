@@ -326,3 +326,56 @@ def test_the_stand_in_server_misbehaves_on_request():
         with pytest.raises(PolicyUnavailable, match="lost the policy server"):
             source.infer(bundle(), "go", 2)
         assert server.connections == 2 and server.requests == 3
+
+
+# ------------------------------------------------------------------ the wire format's refusals, exactly
+def _array_map(dtype, shape=(2,), data=None):
+    return {b"__ndarray__": True, b"data": np.zeros(2, "<f4").tobytes() if data is None else data, b"dtype": dtype,
+            b"shape": list(shape) if isinstance(shape, tuple) else shape}
+
+
+def _refusal(message) -> str:
+    with pytest.raises(WireFormatError) as caught:
+        unpackb(msgpack.packb(message, use_bin_type=True))
+    return str(caught.value)
+
+
+def test_values_the_wire_cannot_carry_are_refused_by_name():
+    with pytest.raises(WireFormatError, match=r"^cannot send a object in an openpi message$"):
+        packb({"x": object()})
+    with pytest.raises(WireFormatError, match=r"^cannot encode the message: 'utf-8' codec can't encode"):
+        packb({"text": "a\udc80"})  # a lone surrogate has no UTF-8 form
+    assert packb(b"ab") == b"\xc4\x02ab"  # bytes go as msgpack bin (openpi's use_bin_type=True), not as str
+
+
+def test_array_dtypes_are_read_as_ascii_and_refused_exactly():
+    assert unpackb(msgpack.packb(_array_map(b"<f4"), use_bin_type=True)).dtype == np.dtype("<f4")
+    # non-ASCII bytes are replaced, never decoded as UTF-8 into a name numpy might know
+    assert _refusal(_array_map("<f\u00e9".encode())) == "unknown array dtype '<f\ufffd\ufffd'"
+    assert _refusal(_array_map(5)) == "array dtype must be a short numpy dtype string, got 5"
+    # 9 characters is past the limit even for a dtype numpy knows
+    assert _refusal(_array_map("complex64")) == ("array dtype must be a short numpy dtype string, got "
+                                                 "'complex64'")
+    assert _refusal(_array_map("<c8")) == "refused array dtype '<c8' (only booleans, integers and floats are read)"
+
+
+def test_array_shapes_and_data_are_refused_exactly():
+    assert _refusal(_array_map("<f4", shape=5)) == "malformed array shape 5"
+    ones = [1] * 32  # numpy allows 64 dimensions; the wire takes 32
+    assert unpackb(msgpack.packb(_array_map("<f4", shape=[*ones[:-1], 2]), use_bin_type=True)).ndim == 32
+    assert _refusal(_array_map("<f4", shape=[*ones, 2])) == f"malformed array shape {[*ones, 2]!r}"
+    assert _refusal(_array_map("<f4", data="abcdefgh")) == "array data must be bytes, got str"
+
+
+def test_messages_are_refused_exactly():
+    with pytest.raises(WireFormatError, match=r"^an openpi message is binary, got str$"):
+        unpackb("not bytes")
+    message = packb({"a": 1})
+    assert unpackb(message, max_bytes=len(message)) == {"a": 1}  # a message exactly at the limit is read
+    with pytest.raises(WireFormatError, match=rf"^message of {len(message)} bytes exceeds the limit of "
+                                              rf"{len(message) - 1}$"):
+        unpackb(message, max_bytes=len(message) - 1)
+    with pytest.raises(WireFormatError, match=r"^msgpack extension type 5 is not part of the openpi wire format$"):
+        unpackb(msgpack.packb(msgpack.ExtType(5, b"x")))
+    with pytest.raises(WireFormatError, match=r"^not a valid msgpack message: "):
+        unpackb(b"\xc1")  # 0xc1 is never used in msgpack

@@ -1,10 +1,11 @@
-"""Start a graph's processes so that they stop when the program that started them dies.
+"""Start ``ros2 launch`` so that its graph stops when the program that started it dies.
 
-``ladder-ros run``/``parity``/``rehearse``/``up`` start ``ros2 launch`` (or each node) in a process
-group of their own, so that a terminal's Ctrl-C reaches the program first and it stops the graph in
-order. The other side of that: a program killed outright (SIGKILL, the kernel's out-of-memory killer,
-a test's time-out) cannot stop anything, and its graph ran on without it (a driver, a simulator and
-a policy nobody watches, each holding a core). Started through :func:`guarded`, the command first asks
+``ladder-ros run``/``parity``/``rehearse --launch FILE`` start ``ros2 launch`` in a process group of
+its own, so that a terminal's Ctrl-C reaches the program first and it stops the graph in order. The
+other side of that: a program killed outright (SIGKILL, the kernel's out-of-memory killer, a test's
+time-out) cannot stop anything, and its graph ran on without it (a driver, a simulator and a policy
+nobody watches, each holding a core). (``ladder-ros up`` starts each node itself, and its nodes watch
+its pid: ``nodes/supervision.py``.) Started through :func:`guarded`, the command first asks
 Linux to send it ``signum`` (SIGINT: launch's own orderly stop) when its parent dies
 (``prctl(PR_SET_PDEATHSIG)``, kept across ``exec``), then replaces itself with the command: same pid,
 same process group, no process in between.

@@ -36,7 +36,6 @@ from ladder_ros.bringup.graph import (
     make_work_dir,
     parse_overrides,
 )
-from ladder_ros.bringup.parent_guard import guarded
 from ladder_ros.core.errors import ConfigError, LadderError, did_you_mean
 from ladder_ros.nodes.supervision import SUPERVISOR_PID_ENV
 from ladder_ros.ros_env import network_safe_environment, with_ros_library_path
@@ -77,10 +76,9 @@ class GraphProcesses:
             log = open(self.log_dir / f"{launch.name}.log", "ab")
             self._logs.append(log)
             stdout, stderr = log, subprocess.STDOUT
-        # Own process group: a terminal's Ctrl-C reaches only `up`, which forwards it in order; guarded: the node
-        # stops (SIGINT) if `up` is killed without stopping it.
-        self.processes[name] = subprocess.Popen(guarded(launch.command()), env=self.env, stdout=stdout,
-                                                stderr=stderr, start_new_session=True)
+        # Own process group: a terminal's Ctrl-C reaches only `up`, which forwards it in order.
+        self.processes[name] = subprocess.Popen(launch.command(), env=self.env, stdout=stdout, stderr=stderr,
+                                                start_new_session=True)
 
     def dead(self) -> dict[str, int]:
         """Nodes that have exited, with their exit codes."""

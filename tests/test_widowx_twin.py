@@ -385,7 +385,8 @@ def test_grasp_and_release_sleep_their_delay_and_the_api_stops_the_pwm_at_the_li
     assert time.monotonic() - started >= 0.3
     wait_for(lambda: bot.gripper.get_finger_position() <= FINGER_LOWER_M + 1e-6, 10, "the fingers closed")
     wait_for(lambda: not bot.gripper.gripper_moving, 5, "the API's timer to stop the PWM")
-    assert twin_api.calls_of("commands/joint_single")[-1].cmd == 0.0
+    # The API publishes the zero PWM and then clears gripper_moving; the twin hears the message on its own thread.
+    wait_for(lambda: twin_api.calls_of("commands/joint_single")[-1].cmd == 0.0, 10, "the zero PWM at the twin")
     started = time.monotonic()
     bot.gripper.release(delay=0.0)
     assert time.monotonic() - started < 0.3

@@ -196,3 +196,98 @@ def test_a_value_of_exactly_the_limit_is_not_shortened():
     exact = "x" * 118  # its repr, with the quotes, is 120 characters
     assert _short(exact) == repr(exact)
     assert _short(exact + "y") == repr(exact + "y")[:117] + "..."
+
+
+# ------------------------------------------------------------------ the bracket scanner against a reference
+def _reference_end(text: str, start: int, max_depth: int):
+    """Character by character, what the scanner documents: strings read as JSON reads them (an escape skips
+    the next character, a raw control character ends the search), brackets matched, the depth bounded;
+    (end, characters examined, refusal)."""
+    stack: list[str] = []
+    i = start
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            i += 1
+            while True:
+                if i >= len(text):
+                    return None, len(text) - start, None
+                d = text[i]
+                if d == "\\":
+                    i += 2
+                elif d == '"':
+                    i += 1
+                    break
+                elif ord(d) < 0x20:
+                    return None, i + 1 - start, None
+                else:
+                    i += 1
+            continue
+        i += 1
+        if c in "{[":
+            stack.append("}" if c == "{" else "]")
+            if len(stack) > max_depth:
+                return None, i - start, f"JSON nested deeper than {max_depth} levels (at character {i - 1})"
+        elif c in "}]":
+            if not stack or stack.pop() != c:
+                return None, i - start, None
+            if not stack:
+                return i, i - start, None
+    return None, len(text) - start, None
+
+
+def test_the_bracket_scanner_matches_a_character_by_character_reading_of_random_text():
+    import numpy as np
+
+    from ladder_ros.vlm.parsing import ParseLimits, _balanced_end
+
+    rng = np.random.default_rng(7)
+    alphabet = list('{}[]"\\a \x01')
+    for _ in range(3000):
+        text = "{" + "".join(rng.choice(alphabet, size=int(rng.integers(0, 24))))
+        depth = int(rng.integers(1, 5))
+        got = _balanced_end(text, 0, ParseLimits(max_depth=depth))
+        assert (got.end, got.scanned, got.rejected) == _reference_end(text, 0, depth), (text, depth)
+
+
+def _reference_scan(text: str, limits):
+    """scan_objects as documented: at each '{' the balanced end, decoded strictly; a found object is skipped
+    whole; the characters examined are bounded by scan_budget times the reply's length."""
+    budget = limits.scan_budget * max(len(text), 1)
+    found = []
+    index = text.find("{")
+    while index != -1:
+        end, scanned, rejected = _reference_end(text, index, limits.max_depth)
+        budget -= scanned
+        if rejected:
+            return found, f"degenerate reply: {rejected}"
+        if budget < 0:
+            return found, ("degenerate reply: too many unbalanced brackets to read it within "
+                           f"{limits.scan_budget}x its length")
+        if end is None:
+            index = text.find("{", index + 1)
+            continue
+        try:
+            value = json.loads(text[index:end])
+        except ValueError:
+            index = text.find("{", index + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        index = end
+        index = text.find("{", index)
+    return found, None
+
+
+def test_the_object_scan_matches_its_reference_on_random_replies_and_budgets():
+    import numpy as np
+
+    from ladder_ros.vlm.parsing import ParseLimits, scan_objects
+
+    rng = np.random.default_rng(11)
+    pieces = ['{"a": 1}', '{"b": [1, 2]}', "{", "}", "[", "]", '"', "x", " ", '{"c": "}"}', '{"d": {"e": 2}}']
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces, size=int(rng.integers(0, 10))))
+        limits = ParseLimits(max_depth=int(rng.integers(1, 4)), scan_budget=int(rng.integers(1, 4)))
+        scan = scan_objects(text, limits)
+        assert (list(scan.objects), scan.error) == _reference_scan(text, limits), (text, limits)

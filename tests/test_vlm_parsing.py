@@ -291,3 +291,30 @@ def test_the_object_scan_matches_its_reference_on_random_replies_and_budgets():
         limits = ParseLimits(max_depth=int(rng.integers(1, 4)), scan_budget=int(rng.integers(1, 4)))
         scan = scan_objects(text, limits)
         assert (list(scan.objects), scan.error) == _reference_scan(text, limits), (text, limits)
+
+
+def test_each_parsing_limit_is_inclusive_and_refused_one_past_it():
+    from ladder_ros.vlm.parsing import LIMITS, _short, scan_objects
+
+    digits = "1" * LIMITS.max_number_chars
+    assert parse_count('{"count": %s}' % digits).count == int(digits)
+    assert parse_count('{"count": %s1}' % digits).error == "degenerate reply: a number of 33 digits (more than 32)"
+    fraction = "1." + "5" * (LIMITS.max_number_chars - 2)  # 32 characters: read, then refused as no integer
+    assert parse_count('{"count": %s}' % fraction).error.startswith("count must be an integer, got 1.555")
+    too_long = parse_count('{"count": %s5}' % fraction).error
+    assert too_long == "degenerate reply: a number of 33 characters (more than 32)"
+    assert json_objects('{"a": 1} {"b": %s1}' % digits) == []  # a degenerate reply gives no objects at all
+    longest = '{"a": 1}' + " " * (LIMITS.max_reply_chars - 8)
+    assert scan_objects(longest).objects == ({"a": 1},) and scan_objects(longest).error is None
+    assert scan_objects(longest + " ").error == ("the reply is 65537 characters, more than the 65536 a reply is "
+                                                 "read up to (degenerate)")
+    assert scan_objects(longest + " ").objects == ()
+    goal = {"goal": "g" * LIMITS.max_field_chars, "object": "o", "destination": "d"}
+    assert parse_plan(json.dumps({"goals": [goal]})).goals[0].goal == goal["goal"]
+    plan = {"goals": [{"goal": "g", "object": "o", "destination": "d"}] * LIMITS.max_goals}
+    assert len(parse_plan(json.dumps(plan)).goals) == LIMITS.max_goals
+    assert _short(None) == "None" and _short("x" * 200) == repr("x" * 200)[:117] + "..."
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert _short(deep) == "<list>"  # repr of a structure nested past Python's recursion limit

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ladder_ros.core.errors import LadderError
+from ladder_ros.core.rotations import quaternion_to_matrix
+from ladder_ros.robots import thread_scheduling
 from ladder_ros.robots.franka import FrankaModel, StreamLimits, urdf_joint_limits
 from ladder_ros.robots.gripper import ApertureRange
 from ladder_ros.robots.interbotix_arm import BackendUnavailable
-from ladder_ros.robots import thread_scheduling
-from ladder_ros.core.rotations import quaternion_to_matrix
 
 CONNECT_RETRY_S = 0.5  # project choice: how often a refused connection is tried again while connect_timeout_s lasts
 CANNOT_CONNECT = "cannot connect to the Franka at"

@@ -108,5 +108,6 @@ def test_wall_clock_graph_advances_on_gripper_releases_and_holds_still_without_i
         assert len(driver.actions) == count
         for node in [driver, *nodes, client]:
             node.destroy_node()
+        assert not nodes[2].control.thread.is_alive()  # destroying the policy node stops its control thread
     finally:
         rclpy.shutdown()

@@ -795,8 +795,9 @@ def test_the_control_loop_runs_in_a_named_daemon_thread_until_stopped():
     ticked = threading.Event()
     loop = ControlLoop(0.01, lambda now: ticked.set())
     loop.start()
-    thread = next(t for t in threading.enumerate() if t.name == "control-loop")
+    thread = loop.thread
     try:
+        assert thread.name == "control-loop" and thread in threading.enumerate()
         assert thread.daemon and loop.scheduling == "normal" and loop.period_s == 0.01
         assert ticked.wait(60), "the control loop never ticked"
     finally:

@@ -18,6 +18,7 @@ from ladder_ros.core.errors import LadderError
 from ladder_ros.messages import (
     ABORTED,
     FINISHED,
+    RUNNING,
     START,
     EpisodeCommand,
     EpisodeCommandReply,
@@ -27,6 +28,11 @@ from ladder_ros.messages import (
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.runtime import message_class, publisher, subscription
 from ladder_ros.interface_conversions import document_from_msg, document_to_msg
+
+
+# A start is sent again this often until the orchestrator answers it or its status names the episode: DDS does
+# not promise that a subscriber has matched a publisher that sees it, so a first message can be lost.
+START_RESEND_S = 1.0
 
 
 class EpisodeTimeout(LadderError):
@@ -54,12 +60,17 @@ class EpisodeClient(Node):
         self._count = 0
         self._started: dict[str, float] = {}
         self.current: str | None = None  # the episode this client started last
+        self._unanswered: dict[str, EpisodeCommand] = {}  # starts sent again until answered
+        self.create_timer(START_RESEND_S, self._resend_unanswered)
 
     def _on_status(self, msg: interfaces.EpisodeStatus) -> None:
         try:
             self.status = document_from_msg(msg, EpisodeStatus)
         except SchemaError as exc:
             self.get_logger().error(f"ignoring episode status: {exc}")
+            return
+        if self.status.state == RUNNING:  # it arrived, even if its reply did not
+            self._unanswered.pop(self.status.episode_id, None)
 
     def _on_reply(self, msg: interfaces.EpisodeCommandReply) -> None:
         try:
@@ -68,7 +79,12 @@ class EpisodeClient(Node):
             self.get_logger().error(f"ignoring a command reply: {exc}")
             return
         if reply.command == START and reply.episode_id in self._started:
-            self.replies[reply.episode_id] = reply
+            self._unanswered.pop(reply.episode_id, None)
+            self.replies[reply.episode_id] = reply  # a repeat of an accepted start is accepted again
+
+    def _resend_unanswered(self) -> None:
+        for command in self._unanswered.values():
+            self._command_pub.publish(document_to_msg(command))
 
     def spin_until(self, executor: Executor, condition, timeout_s: float, what: str, check=None) -> None:
         """Spin until ``condition()``; ``check()`` runs each turn and may raise (a node died)."""
@@ -95,11 +111,19 @@ class EpisodeClient(Node):
         return episode_id
 
     def send_start(self, episode_id: str, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0) -> None:
-        """Publish a start command as given (the orchestrator checks it and replies)."""
+        """Publish a start command as given (the orchestrator checks it and replies).
+
+        Sent again every ``START_RESEND_S`` while it is spun until the orchestrator answers or names the
+        episode in its status (it takes a repeat as the same request). A start without an id is sent once.
+        """
         self._started[episode_id] = time.monotonic()
         self.current = episode_id
-        self._command_pub.publish(document_to_msg(EpisodeCommand(
-            command=START, episode_id=episode_id, task_id=task_id, layout=layout, seed=seed, variant=variant)))
+        self.replies.pop(episode_id, None)  # the answer to this start, not to an earlier one with the same id
+        command = EpisodeCommand(command=START, episode_id=episode_id, task_id=task_id, layout=layout, seed=seed,
+                                 variant=variant)
+        if episode_id:
+            self._unanswered[episode_id] = command
+        self._command_pub.publish(document_to_msg(command))
 
     def wait_until_over(self, executor: Executor, episode_id: str, timeout_s: float = 600.0,
                         check=None) -> EpisodeOutcome:

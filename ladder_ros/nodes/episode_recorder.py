@@ -137,14 +137,17 @@ class EpisodeRecorderNode(Node):
         self.closed: list[str] = []  # bag folders finished by this node
         self._graph_state = {self.resolve_topic_name(spec.name): spec.type for spec in GRAPH_STATE_TOPICS}
         self._graph_state_kept: dict[str, dict[bytes, None]] = {topic: {} for topic in self._graph_state}
+        self._topic_subscriptions: dict[str, Any] = {}
         for spec in topics.TOPICS:
             try:
                 kind = message_class(spec.type)
             except ImportError as exc:
                 self.get_logger().warning(f"not recording {spec.name}: its type {spec.type} is not installed ({exc})")
                 continue
-            subscription(self, kind, spec, self._make_callback(self.resolve_topic_name(spec.name), spec.type),
-                         depth=None if spec.qos == topics.LATCHED else RECORDER_DEPTH, raw=True)
+            topic = self.resolve_topic_name(spec.name)
+            self._topic_subscriptions[topic] = subscription(
+                self, kind, spec, self._make_callback(topic, spec.type),
+                depth=None if spec.qos == topics.LATCHED else RECORDER_DEPTH, raw=True)
         self.create_timer(0.1, self._close_when_due)
         self.create_timer(FLUSH_PERIOD_S, self._flush)
         self.create_timer(WATCH_PERIOD_S, self._watch_orchestrator)
@@ -258,6 +261,16 @@ class EpisodeRecorderNode(Node):
         self._idle.clear()
         self.get_logger().info(f"recording episode {status.episode_id} to {path}"
                                + (f" (continuing {continues})" if continues else ""))
+        unmatched = self._unmatched()
+        if unmatched:
+            self.get_logger().warning(f"episode {status.episode_id}: not yet matched to the publishers of "
+                                      f"{', '.join(unmatched)} (discovery still under way): their first messages "
+                                      "may be missing from the bag")
+
+    def _unmatched(self) -> list[str]:
+        """Topics with a publisher in the graph that this node's subscription has not matched yet."""
+        return sorted(topic for topic, sub in self._topic_subscriptions.items()
+                      if sub.get_publisher_count() < self.count_publishers(topic))
 
     def _record(self, topic: str, type_name: str, stamp_ns: int, data: bytes) -> None:
         if topic in self._graph_state:

@@ -20,6 +20,7 @@ from ladder_ros.messages import (
     IDLE,
     LOCKSTEP,
     DecisionDoc,
+    EpisodeCommand,
     EpisodeStatus,
     PlanRequestDoc,
     VerificationRequestDoc,
@@ -69,9 +70,11 @@ class OrchestratorNode(EpisodeControl, StepDecisions, EpisodeEnding, EpisodeTime
     reason and its record kept (:mod:`ladder_ros.nodes.stall_watch`). A start command is checked
     before anything moves (known task, layout in range, seed >= 0, a fresh id of
     ``[A-Za-z0-9_.-]``); each command gets a reply on ``episode/command_reply`` and a refused start
-    never touches the episode status. A start waits for a ready policy (``policy/status``; deferred
-    while it warms up, refused while it fails: :mod:`ladder_ros.nodes.policy_gate`), and the record
-    waits for the policy's final report of the episode. Stopped by SIGINT/SIGTERM mid-episode, it ends the episode
+    never touches the episode status. A start repeated as it was (a client sends again until it
+    hears back) is answered again and never starts a second episode. A start waits for a ready
+    policy (``policy/status``; deferred while it warms up, refused while it fails:
+    :mod:`ladder_ros.nodes.policy_gate`), and the record waits for the policy's final report of the
+    episode. Stopped by SIGINT/SIGTERM mid-episode, it ends the episode
     with a record marked ``interrupted``; killed, the journal (``state_dir``) lets the next
     orchestrator publish that episode's final status, marked the same way.
 
@@ -142,6 +145,7 @@ class OrchestratorNode(EpisodeControl, StepDecisions, EpisodeEnding, EpisodeTime
         self._safety_counts: dict = {}  # the latest counts of the episode's safety interventions
         self._interrupted = False
         self._used_ids: set[str] = set()
+        self._accepted_starts: dict[str, EpisodeCommand] = {}  # the latest accepted starts, by episode id
         state_dir = self.params["state_dir"] or default_state_dir()
         self.journal = EpisodeJournal(journal_path(state_dir, self.get_fully_qualified_name(),
                                                    os.environ.get("ROS_DOMAIN_ID", "0")))

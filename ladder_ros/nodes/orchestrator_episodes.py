@@ -35,6 +35,9 @@ from ladder_ros.nodes.runtime import received_document
 from ladder_ros.interface_conversions import document_to_msg
 
 NS_PER_S = 1_000_000_000
+# Accepted starts remembered to answer a repeat of one: a client sends its start again until it hears back, as a
+# first message can be lost while DDS discovery completes; a handful covers any repeat still in flight.
+ACCEPTED_STARTS_KEPT = 16
 
 
 class EpisodeControl:
@@ -89,7 +92,25 @@ class EpisodeControl:
         if command.seed < 0:
             raise LadderError(f"seed must be >= 0, got {command.seed}")
 
+    def _repeated_start(self, command: EpisodeCommand) -> bool:
+        """A start equal to one taken already (accepted, or deferred for the policy): never run twice.
+
+        Its sender repeats a start until it hears back; an accepted one is answered again, a deferred one
+        is answered when it starts. A start that reuses an id with other fields is not a repeat (refused as
+        a reused id).
+        """
+        if not command.episode_id:
+            return False  # the orchestrator names it: every such start is a new episode
+        if self.policy_gate.is_repeat_of_deferred(command):
+            return True
+        if self._accepted_starts.get(command.episode_id) == command:
+            self._reply(command, True, "already started", assigned_id=command.episode_id)
+            return True
+        return False
+
     def _start_episode(self, command: EpisodeCommand) -> None:
+        if self._repeated_start(command):
+            return
         try:
             self._check_start(command)
             task = self.suite.task(command.task_id)
@@ -142,6 +163,10 @@ class EpisodeControl:
         self._status_pub.publish(document_to_msg(self.status))
         self._write_journal()
         self._reply(command, True, assigned_id=episode_id)
+        if command.episode_id:
+            self._accepted_starts[command.episode_id] = command
+            while len(self._accepted_starts) > ACCEPTED_STARTS_KEPT:
+                self._accepted_starts.pop(next(iter(self._accepted_starts)))
         self.get_logger().info(f"episode {episode_id}: {task.task_id} ({variant.value}), layout {command.layout}, "
                                f"seed {command.seed}, budget {budget} steps"
                                + (", plan from the planner" if orchestrator is None else ""))

@@ -304,6 +304,10 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
             chunk_id=tagged.chunk_id, index=tagged.index, policy=self.config.name,
             inference_ms=float(tagged.inference_ms), held=tagged.held)))
 
+    def destroy_node(self) -> None:
+        self.close()  # its threads never outlive the node, however it is taken down (close is idempotent)
+        super().destroy_node()
+
     def close(self) -> None:
         self.warmup.stop()
         if self.control is not None:

@@ -77,6 +77,10 @@ class PolicyGate:
                                             f"is ready (at most {self.wait_s:g} s): {self._line()}")
         return False
 
+    def is_repeat_of_deferred(self, command: EpisodeCommand) -> bool:
+        """``command`` repeats the deferred start (equal, another message): it changes nothing."""
+        return self.deferred is not None and self.deferred[0] is not command and self.deferred[0] == command
+
     def cancel(self, reason: str) -> bool:
         """Refuse a deferred start (a stop or abort came); True when there was one."""
         if self.deferred is None:

@@ -409,20 +409,20 @@ class ControlLoop:
         self._clock = clock
         self.priority = priority
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._scheduled = threading.Event()
         self.scheduling = "normal"
         self.missed = 0
 
     def start(self) -> None:
         """Start the thread; returns once its scheduling is settled (see ``scheduling``)."""
-        self._thread.start()
+        self.thread.start()
         self._scheduled.wait(5.0)
 
     def stop(self, timeout_s: float = 2.0) -> None:
         self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout_s)
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(timeout_s)
 
     def _set_scheduling(self) -> None:
         if self.priority > 0:

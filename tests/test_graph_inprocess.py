@@ -26,7 +26,7 @@ from ladder_ros.core.presets import WIDOWX  # noqa: E402
 from ladder_ros.core.suite import parse_suite  # noqa: E402
 from ladder_ros.evaluation.episode import run_episode  # noqa: E402
 from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare_records  # noqa: E402
-from ladder_ros.messages import EpisodeStatus  # noqa: E402
+from ladder_ros.messages import EpisodeCommand, EpisodeStatus  # noqa: E402
 from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
 from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
@@ -239,7 +239,8 @@ def test_the_recording_holds_every_topic_of_the_episode(planned_toy_graph):
     reasons = (before.result["finish_reason"], outcome.result["finish_reason"])
     assert before.state == outcome.state == "finished", reasons
     summary, decoded = read_bag(_closed_bag(graph, outcome.episode_id), [
-        "/planned/orchestrator/events", "/planned/episode/status", "/planned/camera/image_raw"])
+        "/planned/orchestrator/events", "/planned/episode/status", "/planned/camera/image_raw",
+        "/planned/episode/command"])
     result = outcome.result
     steps = result["steps_used"]  # steps 0..steps are observed and decided; no action after the last
     started = sum(1 for e in result["events"] if e["kind"] == "subgoal_started")
@@ -248,11 +249,15 @@ def test_the_recording_holds_every_topic_of_the_episode(planned_toy_graph):
         "gripper/events": steps + 1, "orchestrator/decision": steps + 1, "policy/action": steps,
         "policy/action_tag": steps, "orchestrator/events": len(result["events"]),
         "verifier/request": result["verification_queries"], "verifier/result": result["verification_queries"],
-        "planner/request": 1, "planner/result": 1, "episode/command": 1, "sim/episode_score": 1,
+        "planner/request": 1, "planner/result": 1, "sim/episode_score": 1,
         "orchestrator/current_subgoal": started + 1,  # each subgoal, then empty (hold still) at the end
     }
     counts = {topic.removeprefix("/planned/"): n for topic, n in summary.topics.items()}
     assert {t: counts.get(t, 0) for t in expected} == expected
+    # the start, and its repeats if the client heard back later than a second (loaded machine): all the same start
+    commands = {recorded_document(m, EpisodeCommand) for m in decoded["/planned/episode/command"]}
+    assert [(c.command, c.episode_id) for c in commands] == [("start", outcome.episode_id)]
+    expected["episode/command"] = counts["episode/command"]
     # every topic of the simulated graph; these have no per-step count (best effort, replies, the policy's
     # report as it changes), and /diagnostics (1 Hz) may fall between a short episode's ends
     assert set(counts) - {"/diagnostics"} == {*expected, "camera/image_raw", "camera/camera_info", "episode/status",
@@ -268,7 +273,8 @@ def test_the_recording_holds_every_topic_of_the_episode(planned_toy_graph):
     assert len(decoded["/planned/orchestrator/events"]) == len(result["events"])
     assert summary.custom_data["episode_id"] == outcome.episode_id
     assert summary.custom_data["variant"] == "proprio_verifier"
-    # the episode before kept its own messages only: one command, no plan request (it plans from the task)
-    previous, _ = read_bag(_closed_bag(graph, before.episode_id))
-    assert previous.topics["/planned/episode/command"] == 1 and "/planned/planner/request" not in previous.topics
+    # the episode before kept its own messages only: its start, no plan request (it plans from the task)
+    previous, decoded = read_bag(_closed_bag(graph, before.episode_id), ["/planned/episode/command"])
+    assert {recorded_document(m, EpisodeCommand).episode_id for m in decoded["/planned/episode/command"]} == {
+        before.episode_id} and "/planned/planner/request" not in previous.topics
     assert previous.topics["/planned/joint_states"] == before.result["steps_used"] + 1

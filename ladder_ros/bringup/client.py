@@ -60,8 +60,8 @@ class EpisodeClient(Node):
         self._count = 0
         self._started: dict[str, float] = {}
         self.current: str | None = None  # the episode this client started last
-        self._unanswered: dict[str, EpisodeCommand] = {}  # starts sent again until answered
-        self.create_timer(START_RESEND_S, self._resend_unanswered)
+        self._unanswered: dict[str, tuple[EpisodeCommand, float]] = {}  # starts sent again until answered, last sent
+        self.create_timer(START_RESEND_S / 4, self._resend_unanswered)
 
     def _on_status(self, msg: interfaces.EpisodeStatus) -> None:
         try:
@@ -83,8 +83,11 @@ class EpisodeClient(Node):
             self.replies[reply.episode_id] = reply  # a repeat of an accepted start is accepted again
 
     def _resend_unanswered(self) -> None:
-        for command in self._unanswered.values():
-            self._command_pub.publish(document_to_msg(command))
+        now = time.monotonic()
+        for episode_id, (command, sent) in list(self._unanswered.items()):
+            if now - sent >= START_RESEND_S:
+                self._unanswered[episode_id] = (command, now)
+                self._command_pub.publish(document_to_msg(command))
 
     def spin_until(self, executor: Executor, condition, timeout_s: float, what: str, check=None) -> None:
         """Spin until ``condition()``; ``check()`` runs each turn and may raise (a node died)."""
@@ -122,7 +125,7 @@ class EpisodeClient(Node):
         command = EpisodeCommand(command=START, episode_id=episode_id, task_id=task_id, layout=layout, seed=seed,
                                  variant=variant)
         if episode_id:
-            self._unanswered[episode_id] = command
+            self._unanswered[episode_id] = (command, time.monotonic())
         self._command_pub.publish(document_to_msg(command))
 
     def wait_until_over(self, executor: Executor, episode_id: str, timeout_s: float = 600.0,

@@ -48,7 +48,8 @@ class EpisodeControl:
         if command is None:
             return
         if command.command == START:
-            self._start_episode(command)
+            if not self._repeated_start(command):
+                self._start_episode(command)
         elif command.command in (STOP, ABORT):
             if command.episode_id and command.episode_id != self.status.episode_id:
                 self.get_logger().warning(f"{command.command} for episode {command.episode_id!r} ignored: "
@@ -109,8 +110,6 @@ class EpisodeControl:
         return False
 
     def _start_episode(self, command: EpisodeCommand) -> None:
-        if self._repeated_start(command):
-            return
         try:
             self._check_start(command)
             task = self.suite.task(command.task_id)

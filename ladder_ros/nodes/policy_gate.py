@@ -78,8 +78,8 @@ class PolicyGate:
         return False
 
     def is_repeat_of_deferred(self, command: EpisodeCommand) -> bool:
-        """``command`` repeats the deferred start (equal, another message): it changes nothing."""
-        return self.deferred is not None and self.deferred[0] is not command and self.deferred[0] == command
+        """``command`` (a message just received) repeats the deferred start: it changes nothing."""
+        return self.deferred is not None and self.deferred[0] == command
 
     def cancel(self, reason: str) -> bool:
         """Refuse a deferred start (a stop or abort came); True when there was one."""

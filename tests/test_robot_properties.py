@@ -872,3 +872,42 @@ def test_stream_limits_reported_in_single_precision_are_scaled_in_double_precisi
     got = franka.StreamLimits.from_robot(fr3, *single, 0.3)
     want = franka.StreamLimits.from_robot(fr3, *(x.astype(np.float64) for x in single), 0.3)
     assert got == want and all(type(v) is np.float64 for v in got.velocity)
+
+
+@pytest.mark.parametrize("late_s", [0.1, 0.3, 0.5])
+def test_goals_that_reach_the_motors_up_to_the_latency_late_still_track_and_a_stopped_joint_is_caught(late_s):
+    """A joint that runs each move ``late_s`` after its goal was sent (a loaded machine) is no stall while
+    ``late_s`` is within the latency allowed; the same joint stuck where it started is caught, only once it is
+    further than the tolerance from every place the profile put it over the window."""
+    profile = ProfileRegisters(250, 100)
+    goals = [0.3 * (k + 1) for k in range(8)]  # a fast turn: 0.3 rad every 200 ms
+
+    def monitors(latency_s):
+        sent, late = (TrackingMonitor(("a",), (math.pi,), tolerance_rad=0.15, readings=2, latency_s=latency_s)
+                      for _ in range(2))
+        sent.start([0.0], None, 10.0, profile)
+        late.start([0.0], None, 10.0 + late_s, profile)
+        for k, goal in enumerate(goals):
+            sent.commanded([goal], 10.0 + 0.2 * k)
+            late.commanded([goal], 10.0 + late_s + 0.2 * k)  # where the joint really is: its moves start late
+        return sent, late
+    readings = [10.0 + late_s + 0.05 * k for k in range(1, 40)]
+    tolerant, late = monitors(0.5)
+    assert all(tolerant.check(late.predicted(at), at) is None for at in readings)
+    strict, late = monitors(0.0)
+    faults = [strict.check(late.predicted(at), at) for at in readings]
+    assert any(f is not None for f in faults)  # without the allowance the late joint reads as a stall
+    stuck, _ = monitors(0.5)
+    caught = next(at for at in readings if stuck.check([0.0], at) is not None)
+    fault = stuck.check([0.0], caught + 0.05)
+    # the nearest place over the window is more than the tolerance away, and the message says the window
+    assert fault.error_rad > 0.15 and fault.predicted == pytest.approx(fault.error_rad, abs=1e-9)
+    assert fault.late_s == 0.5 and "in the last 0.5 s" in fault.describe()
+    earliest = stuck.predicted(caught - 0.5)[0]
+    assert earliest > 0.15 - 1e-9  # not before the profile had left the tolerance for the whole window
+
+
+def test_a_negative_or_unreadable_command_latency_is_refused_by_name():
+    for bad in (-0.1, math.nan, True, "0.5"):
+        with pytest.raises(ConfigError, match="^tracking latency_s must be a number >= 0"):
+            TrackingMonitor(("a",), (1.0,), 0.1, 2, latency_s=bad)

@@ -8,6 +8,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Sequence
 
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
@@ -26,7 +27,16 @@ from ladder_ros.messages import (
 from ladder_ros.interface_conversions import document_from_msg
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.parameters import EPISODE_RECORDER
-from ladder_ros.nodes.runtime import declare_parameters, message_class, qos, run_node, spin_for, subscription
+from ladder_ros.nodes.runtime import (
+    declare_parameters,
+    message_class,
+    publisher,
+    qos,
+    run_node,
+    spin_for,
+    subscription,
+)
+from ladder_ros.ros_conversions import diagnostics_to_msg
 from ladder_ros.recording.bag import EpisodeBag, config_custom_data, warm_up
 
 FLUSH_PERIOD_S = 1.0  # at most this much of an episode is lost when the recorder is killed (SIGKILL)
@@ -47,6 +57,7 @@ RECORDER_DEPTH = 1000  # messages queued per topic, so a slow disk does not lose
 GRAPH_STATE_TOPICS = (topics.TF_STATIC,)
 GRAPH_STATE_KEPT = 32  # distinct messages kept per such topic (one per publisher: each camera's pose)
 WATCH_PERIOD_S = 0.5  # how often an open episode's orchestrator is looked for in the graph
+DIAGNOSTICS_PERIOD_S = 1.0  # the 1 Hz of the graph's /diagnostics (nodes/topics.py)
 _INFINITE = {"sec": 2147483647, "nsec": 4294967295}  # rosbag2's "infinite" QoS duration
 
 
@@ -105,7 +116,10 @@ class EpisodeRecorderNode(Node):
     type is not installed (``tf2_msgs`` outside a ROS install, before ``scripts/setup.sh``) is not
     recorded, with one warning.
 
-    Topics: subscribes to all graph topics (see the README's table), ``/clock`` included.
+    Topics: subscribes to all graph topics (see the README's table), ``/clock`` included; publishes its
+    health on ``/diagnostics`` at 1 Hz: the open episode, and the topics whose publishers it has not
+    matched yet (warn: their messages would be missing from a bag), so a test or an operator can wait
+    until it hears the whole graph before starting an episode.
     Parameters: preset, clock_mode, output_dir, graph, config_files, close_grace_s (s),
     labels_grace_s (s).
     """
@@ -151,6 +165,8 @@ class EpisodeRecorderNode(Node):
         self.create_timer(0.1, self._close_when_due)
         self.create_timer(FLUSH_PERIOD_S, self._flush)
         self.create_timer(WATCH_PERIOD_S, self._watch_orchestrator)
+        self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
+        self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
 
     def _make_callback(self, topic: str, type_name: str):
         def on_message(data: bytes) -> None:
@@ -271,6 +287,24 @@ class EpisodeRecorderNode(Node):
         """Topics with a publisher in the graph that this node's subscription has not matched yet."""
         return sorted(topic for topic, sub in self._topic_subscriptions.items()
                       if sub.get_publisher_count() < self.count_publishers(topic))
+
+    def diagnostics(self) -> tuple[str, str, dict[str, Any]]:
+        """Level, message and values of this node's health: what it records and whom it does not hear yet."""
+        unmatched = self._unmatched()
+        values = {"episode": self.episode_id if self.bag is not None else "",
+                  "messages_written": self.bag.messages if self.bag is not None else 0,
+                  "bags_closed": len(self.closed), "unmatched_topics": " ".join(unmatched),
+                  "publishers": sum(self.count_publishers(topic) for topic in self._topic_subscriptions)}
+        if unmatched:
+            return "warn", f"not yet matched to every publisher of {len(unmatched)} topic(s)", values
+        what = f"recording episode {self.episode_id}" if self.bag is not None else "idle"
+        return "ok", f"{what}; matched to every publisher of the recorded topics", values
+
+    def _publish_diagnostics(self) -> None:
+        level, message, values = self.diagnostics()
+        self._diagnostics_pub.publish(diagnostics_to_msg(
+            f"{self.get_name()}: recorder", str(self.output_dir), level, message, values,
+            self.get_clock().now().nanoseconds))
 
     def _record(self, topic: str, type_name: str, stamp_ns: int, data: bytes) -> None:
         if topic in self._graph_state:

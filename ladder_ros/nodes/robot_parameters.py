@@ -76,6 +76,10 @@ WIDOWX_DRIVER = ROBOT_DRIVER + (
     ParamSpec("tracking_tolerance_rad", FLOAT, 0.15, "A joint further than this from where its motion profile puts it "
               "(rad) for stall_readings readings has stopped following its command: a stall fault", min=0.01,
               max=1.0),
+    ParamSpec("command_latency_s", FLOAT, 0.5, "A goal may reach the motors this late (s; the vendor's command "
+              "callback on a loaded machine): a joint is off its profile only when it is further than "
+              "tracking_tolerance_rad from every place the profile put it over this window (a stall is caught that "
+              "much later)", min=0.0, max=2.0),
     ParamSpec("stall_readings", INT, 2, "Readings in a row (one per control period) a joint must be off its profile "
               "before it counts as stalled", min=1, max=50),
     ParamSpec("gripper_timeout_s", FLOAT, 3.0, "A gripper command must have opened the fingers, or moved them towards "

@@ -114,13 +114,13 @@ ACTION_TAG = TopicSpec("policy/action_tag", interface("ActionTag"), STREAM, "con
 # One diagnostics topic, absolute as ROS tools expect it (rqt_robot_monitor, diagnostic_aggregator);
 # each status names its node and hardware.
 DIAGNOSTICS = TopicSpec("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", STREAM, "1 Hz",
-                        "camera, depth, policy, robot drivers",
+                        "camera, depth, policy, robot drivers, episode_recorder",
                         ("operator panel", "episode_recorder", "rqt_robot_monitor"),
                         "Health: camera and depth (backend, frames, drops, latency, rate, depth error against "
                         "the measured depth when compared); policy (holding or acting and why, inference "
                         "latency, control-period error, idle periods, chunks accepted and rejected); drivers (control "
                         "period and jitter, action age, inverse kinematics or gripper read times, commands held "
-                        "and why)",
+                        "and why); recorder (the open episode, topics whose publishers it has not matched yet)",
                         external=True)
 EPISODE_COMMAND = TopicSpec("episode/command", interface("EpisodeCommand"), EVENTS, "on command",
                             "operator panel / CLI; a node that lost its episode state (abort)",

@@ -75,7 +75,7 @@ class WidowXDriverNode(RobotDriverNode):
     Parameters: ``WIDOWX_DRIVER`` in :mod:`ladder_ros.nodes.robot_parameters` (the shared driver parameters
     and interbotix_api, twin_xs_sdk, robot_model, robot_name, moving_time_s (s), accel_time_s (s),
     gripper_pressure, finger_closed_m (m), finger_open_m (m), workspace_low (m), workspace_high (m),
-    home_joints (rad), ik_max_iterations, tracking_tolerance_rad (rad), stall_readings,
+    home_joints (rad), ik_max_iterations, tracking_tolerance_rad (rad), command_latency_s (s), stall_readings,
     gripper_timeout_s (s)).
     """
 
@@ -106,7 +106,7 @@ class WidowXDriverNode(RobotDriverNode):
                                  connect_timeout_s=p["connect_timeout_s"], node_name=f"{self.get_name()}_interbotix",
                                  namespace=self.get_namespace())
         self.tracking = TrackingMonitor(wx250s.JOINT_NAMES, self.arm.velocity_limits, p["tracking_tolerance_rad"],
-                                        p["stall_readings"])
+                                        p["stall_readings"], latency_s=p["command_latency_s"])
         self.gripper_monitor = GripperMonitor(*reversed(self.arm.finger_limits), timeout_s=p["gripper_timeout_s"])
         self._torqued_off = False  # the driver turned the torque off itself (its last resort)
         self.joint_target: np.ndarray | None = None  # the last joint target (sent, or computed in dry run)

@@ -8,8 +8,12 @@ arrive, an arm at rest.
   obstacle, a collision), faulted, or has no torque. A reading is compared with the prediction at the
   moment it was taken, from the moves in force then (the last ``HISTORY`` commands are kept): joint
   states that arrive late on a loaded machine must not be held against the goals sent since. A
-  motor that faults turns its torque off and then stops following its goals, so this also catches
-  motor errors between register polls, as soon as the arm is asked to move.
+  goal may also reach the motors late (the vendor's command callback runs on a loaded machine): with
+  ``latency_s`` a joint is off only when it is further than the tolerance from every place its
+  profile put it over the last ``latency_s`` before the reading, so a joint running its moves up to
+  that late still tracks, and one that stopped is caught that much later. A motor that faults turns
+  its torque off and then stops following its goals, so this also catches motor errors between
+  register polls, as soon as the arm is asked to move.
 * :class:`GripperMonitor` checks that a gripper command had its effect within ``timeout_s``:
   opening reaches the open finger position; closing moves the fingers towards closed (an object
   may stop them short of the limit: that is a grasp, not a fault) or finds them closed already.
@@ -32,12 +36,19 @@ from ladder_ros.core.errors import ConfigError
 from ladder_ros.robots.dynamixel import ProfileRegisters, TimeProfile
 
 
+LATENCY_STEP_S = 0.01  # a late command's window is sampled this finely: 0.03 rad apart at 3.14 rad/s (project choice)
 HISTORY = 32  # commands whose moves are kept to judge late readings: 6.4 s at 5 Hz, 2.1 s at 15 Hz (project choice)
 
 
 def _positive(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _not_negative(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{name} must be a number >= 0, got {value!r}")
     return float(value)
 
 
@@ -53,22 +64,27 @@ class TrackingFault:
     error_rad: float
     measured: float
     predicted: float
+    late_s: float = 0.0  # the command latency allowed: ``predicted`` is the nearest place over that window
 
     def describe(self) -> str:
+        where = (f"the nearest place its profile put it in the last {self.late_s:g} s" if self.late_s
+                 else "where its profile puts it")
         return (f"{self.joint} stopped following its command: at {self.measured:.3f} rad, "
-                f"{self.error_rad:.3f} rad from where its profile puts it ({self.predicted:.3f} rad)")
+                f"{self.error_rad:.3f} rad from {where} ({self.predicted:.3f} rad)")
 
 
 class TrackingMonitor:
     """Predicts each joint from the goals sent and the profile in force; reports a joint that falls away from it."""
 
-    def __init__(self, names: Sequence[str], max_velocity: Sequence[float], tolerance_rad: float, readings: int):
+    def __init__(self, names: Sequence[str], max_velocity: Sequence[float], tolerance_rad: float, readings: int,
+                 latency_s: float = 0.0):
         self.names = tuple(names)
         if len(max_velocity) != len(self.names):
             raise ConfigError(f"{len(max_velocity)} velocity limits for {len(self.names)} joints")
         self.max_velocity = tuple(_positive("a joint velocity limit", v) for v in max_velocity)
         self.tolerance = _positive("tracking tolerance_rad", tolerance_rad)
         self.readings = _count("tracking readings", readings)
+        self.latency = _not_negative("tracking latency_s", latency_s)
         self.profile: ProfileRegisters | None = None
         self._history: deque[tuple[float, list[TimeProfile]]] = deque(maxlen=HISTORY)  # (since, moves), oldest first
         self._strikes = [0] * len(self.names)
@@ -127,13 +143,29 @@ class TrackingMonitor:
         if predicted is None:
             return None
         q = [float(qi) for qi in measured]  # a missing reading (None) is an error, never a NaN that passes
+        errors = [abs(qi - float(pi)) for qi, pi in zip(q, predicted)]
+        nearest = [float(pi) for pi in predicted]
+        if self.latency > 0 and max(errors) > self.tolerance:
+            self._nearest_in_window(q, at, errors, nearest)
         worst: TrackingFault | None = None
         for i, name in enumerate(self.names):
-            error = abs(q[i] - float(predicted[i]))
-            self._strikes[i] = self._strikes[i] + 1 if error > self.tolerance else 0
-            if self._strikes[i] >= self.readings and (worst is None or error > worst.error_rad):
-                worst = TrackingFault(name, error, q[i], float(predicted[i]))
+            self._strikes[i] = self._strikes[i] + 1 if errors[i] > self.tolerance else 0
+            if self._strikes[i] >= self.readings and (worst is None or errors[i] > worst.error_rad):
+                worst = TrackingFault(name, errors[i], q[i], nearest[i], self.latency)
         return worst
+
+    def _nearest_in_window(self, q: list[float], at: float, errors: list[float], nearest: list[float]) -> None:
+        """Lower each joint's error to its distance from the nearest place its profile put it over the
+        ``latency_s`` before ``at`` (moments older than every move kept are skipped)."""
+        steps = max(1, math.ceil(self.latency / LATENCY_STEP_S))
+        for k in range(1, steps + 1):
+            earlier = self.predicted(at - self.latency * k / steps)
+            if earlier is None:
+                break
+            for i, qi in enumerate(q):
+                error = abs(qi - float(earlier[i]))
+                if error < errors[i]:
+                    errors[i], nearest[i] = error, float(earlier[i])
 
 
 class GripperMonitor:

@@ -16,7 +16,10 @@ request (the ready pose, where the driver homes it):
   over ``CLOSED_STEPS``; then the open is commanded and the arm waits until a request shows the hand
   open. The Franka Hand takes a second or more to close on a busy machine (its width is a network
   round trip, its moves block: ``ladder_ros/robots/franky_arm.py``), so a fixed timeline would lift
-  before the hand closed and the trigger would see no lift. Each cycle is a close of more than the
+  before the hand closed and the trigger would see no lift. Likewise the arm may run late (actions
+  held for their age, a slow simulator): the hand stays at the top until a request shows it
+  ``LIFT_SEEN_M`` above where it was seen closed (by the driver's forward kinematics of the request's
+  joints), for at most ``TOP_WAIT_STEPS``, then comes down. Each cycle is a close of more than the
   Franka trigger's 21 steps with a lift above its 3 cm, the next after its 57-step cooldown (paper
   Appendix B): one attempt the trigger ends on the release.
 
@@ -30,7 +33,7 @@ chunks is one step's motion, far below the config's seam limit. Nothing here imp
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -51,6 +54,8 @@ RISE_START = 3
 RISE_STEPS = 20
 TOP_STEPS = 10
 CLOSED_STEPS = 48
+LIFT_SEEN_M = 0.04  # the top is held until a request shows this lift: above the trigger's 3 cm (Appendix B)
+TOP_WAIT_STEPS = 90  # at most this many steps more at the top (6 s at 15 Hz): an arm that never rises still cycles
 SWEEP_STEPS = 120  # one sweep of joint 1 every 8 s at 15 Hz
 SEEN_CLOSED = 0.5  # DROID's gripper position at or above which the request shows the hand closed (the trigger's
 # open threshold, 0.5 of the aperture, Appendix B)
@@ -92,15 +97,23 @@ def lift_profile(closed_steps: int) -> float:
 
 @dataclass(frozen=True)
 class HandScript:
-    """Where the hand's cycle is: ``phase`` (open, closing, closed, opening) and the steps spent in it."""
+    """Where the hand's cycle is: ``phase`` (open, closing, closed, opening) and the steps spent in it; while
+    closed, the hand's height when it was seen closed and whether a request has shown it lifted since."""
 
     phase: str = "open"
     steps: int = 0
+    closed_z: float | None = None
+    lifted: bool = False
+    waited: int = 0  # steps held at the top waiting to see the lift
 
-    def seen(self, gripper: float) -> "HandScript":
-        """After a request showing DROID's gripper position ``gripper``: a wait ends once the hand is where asked."""
+    def seen(self, gripper: float, z: float | None = None) -> "HandScript":
+        """After a request showing DROID's gripper position ``gripper`` and the hand at height ``z`` (m): a wait
+        ends once the hand is where asked."""
         if self.phase == CLOSING and gripper >= SEEN_CLOSED:
-            return HandScript("closed")
+            return HandScript("closed", closed_z=z)
+        if self.phase == "closed" and not self.lifted and z is not None and self.closed_z is not None \
+                and z - self.closed_z >= LIFT_SEEN_M:
+            return replace(self, lifted=True)
         if self.phase == OPENING and gripper < SEEN_CLOSED:
             return HandScript("open")
         return self
@@ -111,9 +124,18 @@ class HandScript:
             after = HandScript(CLOSING) if self.steps + 1 >= OPEN_STEPS else HandScript("open", self.steps + 1)
             return after, 0.0, OPEN
         if self.phase == "closed":
-            after = HandScript(OPENING) if self.steps + 1 >= CLOSED_STEPS else HandScript("closed", self.steps + 1)
-            return after, lift_profile(self.steps), CLOSED
+            if self.steps + 1 >= CLOSED_STEPS:
+                return HandScript(OPENING), lift_profile(self.steps), CLOSED
+            at_top = self.steps + 1 >= RISE_START + RISE_STEPS + TOP_STEPS
+            if at_top and not self.lifted and self.waited < TOP_WAIT_STEPS:  # hold the top until seen there
+                return replace(self, waited=self.waited + 1), lift_profile(self.steps), CLOSED
+            return replace(self, steps=self.steps + 1), lift_profile(self.steps), CLOSED
         return HandScript(self.phase, self.steps + 1), 0.0, CLOSED if self.phase == CLOSING else OPEN
+
+
+def hand_height(joints: np.ndarray) -> float:
+    """The hand's height (m, base frame) at ``joints``, by the driver's forward kinematics."""
+    return float(forward_kinematics(joints)[2, 3])
 
 
 def joints_from_request(request: Mapping[str, Any], config: PolicyConfig) -> tuple[np.ndarray, float]:
@@ -168,7 +190,7 @@ class SweepChunker:
         if self.centre is None:
             self.centre = joints.copy()
             self.lift = lift_offset(self.centre)
-        hand = self.hand.seen(gripper)
+        hand = self.hand.seen(gripper, hand_height(joints))
         rows = []
         for k in range(self.step, self.step + self.length):
             if k == self.step + self.execute:

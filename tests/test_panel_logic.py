@@ -280,6 +280,23 @@ def test_controller_without_driver_or_stop_service(tmp_path):
     assert not ctl.label_episode(None)  # nothing to take back
 
 
+def test_a_refused_start_says_why_in_the_log_and_the_plan_entry_stays_open(tmp_path):
+    from ladder_ros.messages import EpisodeCommandReply
+
+    outbox = FakeOutbox()
+    ctl = PanelController(outbox, EpisodeRecordStore(tmp_path), make_plan())
+    ctl.on_status(EpisodeStatus(episode_id="", state="idle"))
+    episode_id = ctl.start()
+    ctl.on_command_reply(EpisodeCommandReply(command="start", episode_id=episode_id, accepted=True,
+                                             assigned_id=episode_id))
+    assert not any("REFUSED" in line for line in ctl.model.log)  # an accepted start: the status says the rest
+    ctl.on_command_reply(EpisodeCommandReply(command="start", episode_id=episode_id, accepted=False,
+                                             reason="start refused: the policy is not ready (warming up)"))
+    assert ctl.model.log.lines[-1] == (f"START REFUSED ({episode_id}): start refused: the policy is not ready "
+                                       "(warming up)")
+    assert ctl.progress() == (0, 2) and ctl.next_entry().seed == 0  # nothing ran: the entry is offered again
+
+
 # ------------------------------------------------------------------ rqt wiring and depth images
 def test_rqt_plugin_wiring():
     import ast

@@ -58,9 +58,57 @@ def test_a_start_sent_before_the_orchestrator_listens_is_repeated_until_answered
         assert not refused.accepted and refused.reason == f"start refused: episode {episode} is running"
         assert orchestrator._episode_count == 1 and client.status.seq == seq
         # answered: not sent again
-        assert not client._unanswered
+        assert episode not in client._resends
     finally:
         for node in nodes:
             getattr(node, "close", lambda: None)()
             node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_the_panel_sends_its_start_again_until_answered_and_shows_a_refusal(tmp_path):
+    from ladder_ros.messages import START, EpisodeCommand
+    from ladder_ros.panel.bridge import PanelBridge
+
+    rclpy.init()
+    nodes = []
+    try:
+        node = rclpy.create_node("operator_panel_repeats")
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        nodes.append(node)
+        bridge = PanelBridge(node, namespace=NS)
+        episode = "panel-kitchen_single_2-default-l0-s4-20261202T000000"
+        # Nobody listens yet: the first start is lost, as one published during discovery can be.
+        bridge.send_command(EpisodeCommand(command=START, episode_id=episode, task_id="kitchen_single_2", seed=4,
+                                           variant="proprio_trigger"))
+        orchestrator = OrchestratorNode(namespace=NS, parameter_overrides=[
+            Parameter("clock_mode", value="wall_clock"), Parameter("state_dir", value=str(tmp_path))])
+        executor.add_node(orchestrator)
+        nodes.append(orchestrator)
+        inbox = []
+
+        def drained(kind, check=lambda payload: True):
+            while not bridge.inbox.empty():
+                inbox.append(bridge.inbox.get())
+            return any(k == kind and check(p) for k, p in inbox)
+        client = EpisodeClient(namespace=NS)  # only to spin with a deadline
+        nodes.append(client)
+        client.spin_until(executor, lambda: drained("status", lambda s: s.episode_id == episode and
+                                                    s.state == "running"), 30 + START_RESEND_S,
+                          "the panel's start to run")
+        assert orchestrator._episode_count == 1 and episode not in bridge._resends
+        # A start the orchestrator refuses (an episode runs): its reason reaches the panel's inbox.
+        other = episode.replace("s4", "s5")
+        bridge.send_command(EpisodeCommand(command=START, episode_id=other, task_id="kitchen_single_2", seed=5))
+        client.spin_until(executor, lambda: drained("reply", lambda r: r.episode_id == other), 30,
+                          "the refusal of the second start")
+        reply = next(p for k, p in inbox if k == "reply" and p.episode_id == other)
+        assert not reply.accepted and "is running" in reply.reason and other not in bridge._resends
+        assert orchestrator._episode_count == 1
+        bridge.close()
+    finally:
+        for n in nodes:
+            getattr(n, "close", lambda: None)()
+            n.destroy_node()
         rclpy.shutdown()

@@ -27,12 +27,8 @@ from ladder_ros.messages import (
 )
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.runtime import message_class, publisher, subscription
+from ladder_ros.nodes.start_resends import START_RESEND_S, StartResends
 from ladder_ros.interface_conversions import document_from_msg, document_to_msg
-
-
-# A start is sent again this often until the orchestrator answers it or its status names the episode: DDS does
-# not promise that a subscriber has matched a publisher that sees it, so a first message can be lost.
-START_RESEND_S = 1.0
 
 
 class EpisodeTimeout(LadderError):
@@ -60,7 +56,7 @@ class EpisodeClient(Node):
         self._count = 0
         self._started: dict[str, float] = {}
         self.current: str | None = None  # the episode this client started last
-        self._unanswered: dict[str, tuple[EpisodeCommand, float]] = {}  # starts sent again until answered, last sent
+        self._resends = StartResends()  # starts sent again until answered
         self.create_timer(START_RESEND_S / 4, self._resend_unanswered)
 
     def _on_status(self, msg: interfaces.EpisodeStatus) -> None:
@@ -70,7 +66,7 @@ class EpisodeClient(Node):
             self.get_logger().error(f"ignoring episode status: {exc}")
             return
         if self.status.state == RUNNING:  # it arrived, even if its reply did not
-            self._unanswered.pop(self.status.episode_id, None)
+            self._resends.answered(self.status.episode_id)
 
     def _on_reply(self, msg: interfaces.EpisodeCommandReply) -> None:
         try:
@@ -79,15 +75,12 @@ class EpisodeClient(Node):
             self.get_logger().error(f"ignoring a command reply: {exc}")
             return
         if reply.command == START and reply.episode_id in self._started:
-            self._unanswered.pop(reply.episode_id, None)
+            self._resends.answered(reply.episode_id)
             self.replies[reply.episode_id] = reply  # a repeat of an accepted start is accepted again
 
     def _resend_unanswered(self) -> None:
-        now = time.monotonic()
-        for episode_id, (command, sent) in list(self._unanswered.items()):
-            if now - sent >= START_RESEND_S:
-                self._unanswered[episode_id] = (command, now)
-                self._command_pub.publish(document_to_msg(command))
+        for command in self._resends.due(time.monotonic()):
+            self._command_pub.publish(document_to_msg(command))
 
     def spin_until(self, executor: Executor, condition, timeout_s: float, what: str, check=None) -> None:
         """Spin until ``condition()``; ``check()`` runs each turn and may raise (a node died)."""
@@ -124,8 +117,7 @@ class EpisodeClient(Node):
         self.replies.pop(episode_id, None)  # the answer to this start, not to an earlier one with the same id
         command = EpisodeCommand(command=START, episode_id=episode_id, task_id=task_id, layout=layout, seed=seed,
                                  variant=variant)
-        if episode_id:
-            self._unanswered[episode_id] = (command, time.monotonic())
+        self._resends.sent(command, time.monotonic())
         self._command_pub.publish(document_to_msg(command))
 
     def wait_until_over(self, executor: Executor, episode_id: str, timeout_s: float = 600.0,

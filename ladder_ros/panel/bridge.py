@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +24,10 @@ from std_srvs.srv import SetBool, Trigger
 
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.messages import (
+    RUNNING,
+    START,
     EpisodeCommand,
+    EpisodeCommandReply,
     EpisodeEventDoc,
     EpisodeLabels,
     EpisodeStatus,
@@ -32,6 +36,7 @@ from ladder_ros.messages import (
 )
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.runtime import message_class, publisher, subscription
+from ladder_ros.nodes.start_resends import StartResends
 from ladder_ros.panel.model import SafetyState
 from ladder_ros.interface_conversions import document_from_msg, document_to_msg
 from ladder_ros.ros_conversions import depth_from_msg, image_from_msg, stamp_to_ns
@@ -51,9 +56,11 @@ class PanelBridge:
     """Everything the panel exchanges with the graph, on ``node`` under ``namespace``.
 
     Subscribes ``episode/status``, ``orchestrator/events``, ``orchestrator/current_subgoal``,
-    ``verifier/result``, ``operator/labels``, ``robot/safety_state``, ``camera/image_raw`` and the
-    depth image; publishes ``episode/command`` and ``operator/labels``; calls ``episode/stop``,
-    ``episode/abort``, ``robot/arm``, ``robot/estop``, ``robot/estop_release``.
+    ``verifier/result``, ``operator/labels``, ``robot/safety_state``, ``episode/command_reply``,
+    ``camera/image_raw`` and the depth image; publishes ``episode/command`` and ``operator/labels``;
+    calls ``episode/stop``, ``episode/abort``, ``robot/arm``, ``robot/estop``, ``robot/estop_release``.
+    A start is sent again every second until the orchestrator answers it or its status names the
+    episode running (:mod:`ladder_ros.nodes.start_resends`); a refused start's reason reaches the log.
     """
 
     def __init__(self, node: Node, namespace: str = "", depth_topic: str = DEPTH_TOPIC):
@@ -64,6 +71,7 @@ class PanelBridge:
         self._image: tuple[int, np.ndarray] | None = None
         self._depth: tuple[int, np.ndarray] | None = None
         self.frames = 0
+        self._resends = StartResends()
 
         def spec(s: topics.TopicSpec) -> topics.TopicSpec:
             return replace(s, name=_under(namespace, s.name))
@@ -74,7 +82,8 @@ class PanelBridge:
         self._command_pub = publisher(node, *typed(topics.EPISODE_COMMAND))
         self._labels_pub = publisher(node, *typed(topics.LABELS))
         self._subscriptions = [
-            subscription(node, *typed(topics.EPISODE_STATUS), self._document(EpisodeStatus, "status")),
+            subscription(node, *typed(topics.EPISODE_STATUS), self._on_status),
+            subscription(node, *typed(topics.COMMAND_REPLY), self._on_reply),
             subscription(node, *typed(topics.EVENTS_TOPIC), self._document(EpisodeEventDoc, "event")),
             subscription(node, *typed(topics.VERIFY_RESULT), self._document(VerificationResultDoc, "verdict")),
             subscription(node, *typed(topics.LABELS), self._document(EpisodeLabels, "labels")),
@@ -86,6 +95,7 @@ class PanelBridge:
         ]
         self._triggers = {name: node.create_client(Trigger, _under(namespace, name)) for name in TRIGGER_SERVICES}
         self._arm = node.create_client(SetBool, _under(namespace, topics.ARM_SERVICE))
+        self._resend_timer = node.create_timer(self._resends.period_s / 4, self._resend_unanswered)
 
     # ------------------------------------------------------------------ inbound (any thread)
     def _document(self, cls, kind: str):
@@ -95,6 +105,35 @@ class PanelBridge:
             except SchemaError as exc:
                 self.inbox.put(("error", f"ignoring a malformed {kind}: {exc}"))
         return on_message
+
+    def _on_status(self, msg: Any) -> None:
+        try:
+            status = document_from_msg(msg, EpisodeStatus)
+        except SchemaError as exc:
+            self.inbox.put(("error", f"ignoring a malformed status: {exc}"))
+            return
+        if status.state == RUNNING:  # the start arrived, even if its reply did not
+            with self._lock:
+                self._resends.answered(status.episode_id)
+        self.inbox.put(("status", status))
+
+    def _on_reply(self, msg: Any) -> None:
+        try:
+            reply = document_from_msg(msg, EpisodeCommandReply)
+        except SchemaError as exc:
+            self.inbox.put(("error", f"ignoring a malformed command reply: {exc}"))
+            return
+        with self._lock:
+            mine = reply.command == START and reply.episode_id in self._resends
+            self._resends.answered(reply.episode_id)
+        if mine:  # the answer to this panel's own start (another client's is theirs)
+            self.inbox.put(("reply", reply))
+
+    def _resend_unanswered(self) -> None:
+        with self._lock:
+            again = self._resends.due(time.monotonic())
+        for command in again:
+            self._command_pub.publish(document_to_msg(command))
 
     def _on_safety(self, msg: DiagnosticStatus) -> None:
         values = {kv.key: kv.value for kv in msg.values}
@@ -130,6 +169,8 @@ class PanelBridge:
 
     # ------------------------------------------------------------------ outbound (PanelOutbox)
     def send_command(self, command: EpisodeCommand) -> None:
+        with self._lock:
+            self._resends.sent(command, time.monotonic())
         self._command_pub.publish(document_to_msg(command))
 
     def publish_labels(self, labels: EpisodeLabels) -> None:
@@ -162,6 +203,7 @@ class PanelBridge:
         self.inbox.put(("service", (service, bool(response.success), str(response.message))))
 
     def close(self) -> None:
+        self.node.destroy_timer(self._resend_timer)
         for sub in self._subscriptions:
             self.node.destroy_subscription(sub)
         for client in [*self._triggers.values(), self._arm]:
@@ -186,5 +228,7 @@ def dispatch(controller, kind: str, payload: Any) -> None:
         controller.on_safety(payload)
     elif kind == "service":
         controller.on_service_reply(*payload)
+    elif kind == "reply":
+        controller.on_command_reply(payload)
     elif kind == "error":
         controller.model.log.append(payload)

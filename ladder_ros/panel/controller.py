@@ -24,6 +24,7 @@ from ladder_ros.messages import (
     START,
     STOP,
     EpisodeCommand,
+    EpisodeCommandReply,
     EpisodeEventDoc,
     EpisodeLabels,
     EpisodeStatus,
@@ -141,6 +142,12 @@ class PanelController:
         if state != self.model.safety:
             self.model.log.append(f"robot: {state.text}" + (f" — {state.detail}" if state.detail else ""))
         self.model.safety = state
+
+    def on_command_reply(self, reply: EpisodeCommandReply) -> None:
+        """The orchestrator's answer to a start this panel sent: a refusal and its reason go to the log."""
+        if not reply.accepted:
+            self._starting.pop(reply.episode_id, None)
+            self.model.log.append(f"START REFUSED ({reply.episode_id}): {reply.reason}")
 
     def on_service_reply(self, service: str, success: bool, message: str) -> None:
         self.model.log.append(f"{service}: {'ok' if success else 'REFUSED'}" + (f" — {message}" if message else ""))

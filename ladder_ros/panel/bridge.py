@@ -98,19 +98,24 @@ class PanelBridge:
         self._resend_timer = node.create_timer(self._resends.period_s / 4, self._resend_unanswered)
 
     # ------------------------------------------------------------------ inbound (any thread)
+    def _decoded(self, msg: Any, cls, kind: str):
+        """The document in ``msg``, or None with the reason in the inbox."""
+        try:
+            return document_from_msg(msg, cls)
+        except SchemaError as exc:
+            self.inbox.put(("error", f"ignoring a malformed {kind}: {exc}"))
+            return None
+
     def _document(self, cls, kind: str):
         def on_message(msg: Any) -> None:
-            try:
-                self.inbox.put((kind, document_from_msg(msg, cls)))
-            except SchemaError as exc:
-                self.inbox.put(("error", f"ignoring a malformed {kind}: {exc}"))
+            doc = self._decoded(msg, cls, kind)
+            if doc is not None:
+                self.inbox.put((kind, doc))
         return on_message
 
     def _on_status(self, msg: Any) -> None:
-        try:
-            status = document_from_msg(msg, EpisodeStatus)
-        except SchemaError as exc:
-            self.inbox.put(("error", f"ignoring a malformed status: {exc}"))
+        status = self._decoded(msg, EpisodeStatus, "status")
+        if status is None:
             return
         if status.state == RUNNING:  # the start arrived, even if its reply did not
             with self._lock:
@@ -118,10 +123,8 @@ class PanelBridge:
         self.inbox.put(("status", status))
 
     def _on_reply(self, msg: Any) -> None:
-        try:
-            reply = document_from_msg(msg, EpisodeCommandReply)
-        except SchemaError as exc:
-            self.inbox.put(("error", f"ignoring a malformed command reply: {exc}"))
+        reply = self._decoded(msg, EpisodeCommandReply, "command reply")
+        if reply is None:
             return
         with self._lock:
             mine = reply.command == START and reply.episode_id in self._resends

@@ -17,7 +17,7 @@ from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.safety import DUPLICATE, FUTURE_STAMP, JOINT_LIMIT, STALE, JointTargetFilter, WorkspaceBox
 from ladder_ros.robots import franka, wx250s
 from ladder_ros.robots.admission import ActionAdmission, AdmissionConfig
-from ladder_ros.robots.arm_health import GripperMonitor, RestDetector, TrackingMonitor
+from ladder_ros.robots.arm_health import TrackingFault, GripperMonitor, RestDetector, TrackingMonitor
 from ladder_ros.robots.dynamixel import (
     ProfileRegisters,
     TimeProfile,
@@ -900,11 +900,42 @@ def test_goals_that_reach_the_motors_up_to_the_latency_late_still_track_and_a_st
     stuck, _ = monitors(0.5)
     caught = next(at for at in readings if stuck.check([0.0], at) is not None)
     fault = stuck.check([0.0], caught + 0.05)
-    # the nearest place over the window is more than the tolerance away, and the message says the window
-    assert fault.error_rad > 0.15 and fault.predicted == pytest.approx(fault.error_rad, abs=1e-9)
-    assert fault.late_s == 0.5 and "in the last 0.5 s" in fault.describe()
-    earliest = stuck.predicted(caught - 0.5)[0]
-    assert earliest > 0.15 - 1e-9  # not before the profile had left the tolerance for the whole window
+    # the nearest place over the window (the earliest: the joint only went up) is more than the tolerance away
+    earliest = stuck.predicted(caught + 0.05 - 0.5)[0]
+    assert fault.error_rad == pytest.approx(earliest, abs=1e-9) and earliest > 0.15
+    assert fault.predicted == stuck.predicted(caught + 0.05)[0] and fault.late_s == 0.5
+    assert stuck.predicted(caught - 0.5)[0] > 0.15 - 1e-9  # not caught before it had left for the whole window
+
+
+def test_a_stall_message_says_how_late_a_goal_was_allowed_to_be():
+    assert TrackingFault("shoulder", 0.25, -0.5, 0.75).describe() == (
+        "shoulder stopped following its command: at -0.500 rad, 0.250 rad from where its profile put it "
+        "(now 0.750 rad)")
+    assert TrackingFault("waist", 0.125, 0.0, 1.0, 0.5).describe() == (
+        "waist stopped following its command: at 0.000 rad, 0.125 rad from where its profile put it at any "
+        "moment of the last 0.5 s (now 1.000 rad)")
+
+
+@pytest.mark.parametrize("latency_s", [0.01, 0.05, 0.5])
+def test_the_latency_window_is_searched_at_every_sample_step_and_not_beyond_its_end(latency_s):
+    """A joint running exactly its profile late by any multiple of the 10 ms sample step within the window
+    tracks even with a tolerance far below one step's motion; one late by a step more than the window is off."""
+    from ladder_ros.robots.arm_health import LATENCY_STEP_S
+
+    tolerance = 1e-4  # a step of 10 ms at the cruise speed below moves 12 mrad
+    for late_steps in range(1, round(latency_s / LATENCY_STEP_S) + 2):
+        late_s = late_steps * LATENCY_STEP_S
+        monitor = TrackingMonitor(("a",), (math.pi,), tolerance_rad=tolerance, readings=1, latency_s=latency_s)
+        monitor.start([0.0], None, 0.0, ProfileRegisters(1000, 100))
+        monitor.commanded([1.0], 0.0)  # 1 rad in 1 s, cruising at 1.1 rad/s from 0.1 s to 0.9 s
+        at = 0.8  # every moment compared lies in the cruise
+        fault = monitor.check(monitor.predicted(at - late_s), at)
+        if late_s <= latency_s + 1e-12:
+            assert fault is None, late_s
+        else:
+            assert fault is not None and fault.error_rad == pytest.approx(
+                monitor.predicted(at - latency_s)[0] - monitor.predicted(at - late_s)[0], abs=1e-9)
+            assert fault.error_rad > tolerance
 
 
 def test_a_negative_or_unreadable_command_latency_is_refused_by_name():

@@ -64,13 +64,12 @@ class TrackingFault:
     error_rad: float
     measured: float
     predicted: float
-    late_s: float = 0.0  # the command latency allowed: ``predicted`` is the nearest place over that window
+    late_s: float = 0.0  # the command latency allowed: ``error_rad`` is from the nearest place over that window
 
     def describe(self) -> str:
-        where = (f"the nearest place its profile put it in the last {self.late_s:g} s" if self.late_s
-                 else "where its profile puts it")
+        late = f" at any moment of the last {self.late_s:g} s" if self.late_s else ""
         return (f"{self.joint} stopped following its command: at {self.measured:.3f} rad, "
-                f"{self.error_rad:.3f} rad from {where} ({self.predicted:.3f} rad)")
+                f"{self.error_rad:.3f} rad from where its profile put it{late} (now {self.predicted:.3f} rad)")
 
 
 class TrackingMonitor:
@@ -144,28 +143,26 @@ class TrackingMonitor:
             return None
         q = [float(qi) for qi in measured]  # a missing reading (None) is an error, never a NaN that passes
         errors = [abs(qi - float(pi)) for qi, pi in zip(q, predicted)]
-        nearest = [float(pi) for pi in predicted]
-        if self.latency > 0 and max(errors) > self.tolerance:
-            self._nearest_in_window(q, at, errors, nearest)
+        if max(errors) > self.tolerance:  # only then can the window of a late command change a verdict
+            self._nearest_in_window(q, at, errors)
         worst: TrackingFault | None = None
         for i, name in enumerate(self.names):
             self._strikes[i] = self._strikes[i] + 1 if errors[i] > self.tolerance else 0
             if self._strikes[i] >= self.readings and (worst is None or errors[i] > worst.error_rad):
-                worst = TrackingFault(name, errors[i], q[i], nearest[i], self.latency)
+                worst = TrackingFault(name, errors[i], q[i], float(predicted[i]), self.latency)
         return worst
 
-    def _nearest_in_window(self, q: list[float], at: float, errors: list[float], nearest: list[float]) -> None:
+    def _nearest_in_window(self, q: list[float], at: float, errors: list[float]) -> None:
         """Lower each joint's error to its distance from the nearest place its profile put it over the
-        ``latency_s`` before ``at`` (moments older than every move kept are skipped)."""
-        steps = max(1, math.ceil(self.latency / LATENCY_STEP_S))
+        ``latency_s`` before ``at``, sampled every ``LATENCY_STEP_S`` or finer (moments older than every
+        move kept are skipped)."""
+        steps = math.ceil(self.latency / LATENCY_STEP_S)  # none without a latency
         for k in range(1, steps + 1):
             earlier = self.predicted(at - self.latency * k / steps)
             if earlier is None:
-                break
+                return
             for i, qi in enumerate(q):
-                error = abs(qi - float(earlier[i]))
-                if error < errors[i]:
-                    errors[i], nearest[i] = error, float(earlier[i])
+                errors[i] = min(errors[i], abs(qi - float(earlier[i])))
 
 
 class GripperMonitor:

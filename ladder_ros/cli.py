@@ -3,13 +3,20 @@
 Each subcommand lives in its own module that exposes ``register(subparsers)``; the module is
 imported only when its subcommand runs, so ``ladder-ros trigger-replay`` never imports MuJoCo,
 rclpy or transformers.
+
+Ctrl-C (SIGINT) always ends a command the same way, a clean stop: a shell starts a background job
+(``cmd &``, ``nohup``) with SIGINT ignored and Python then keeps ignoring it, so ``kill -INT`` from a
+supervisor or a test would do nothing; :func:`interruptible` gives such a process Python's Ctrl-C
+back (``ros2 launch`` installs its SIGINT handler unconditionally too).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 
 from ladder_ros.core.errors import LadderError
 
@@ -44,8 +51,16 @@ def _build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Na
     return parser, parser.parse_args(argv)
 
 
+def interruptible() -> None:
+    """SIGINT raises ``KeyboardInterrupt`` here even where this process was started with it ignored (a
+    background job); a handler someone installed is left alone, and so is a call from another thread."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    interruptible()
     parser, args = _build_parser(argv)
     if not getattr(args, "command", None) or not hasattr(args, "func"):
         parser.print_help()

@@ -105,12 +105,9 @@ def wait_for_graph(ros, process):
     client.status = None
     client.spin_until(executor, lambda: client.status is not None and client.count_subscribers(status) >= 5, 90,
                       "the graph")
-    # A bag has a topic from its first step only when the recorder's subscription has matched the bridge's
-    # publisher before the episode: wait until discovery has told this client of both.
-    joints = client.resolve_topic_name(topics.JOINT_STATES.name)
-    recorders = lambda: {i.node_name for i in client.get_subscriptions_info_by_topic(joints)}  # noqa: E731
-    client.spin_until(executor, lambda: "episode_recorder" in recorders() and client.count_publishers(joints) >= 1,
-                      90, "the recorder and the bridge on joint_states")
+    # A bag has a topic from its first step only when the recorder's subscription has matched its publisher
+    # before the episode: wait until the recorder says it hears every publisher of the graph.
+    client.wait_for_recorder(executor, 90)
     return nodes
 
 

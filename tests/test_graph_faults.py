@@ -16,7 +16,6 @@ import pytest
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 
 from ladder_ros.interface_conversions import document_from_msg, recorded_document  # noqa: E402
@@ -29,7 +28,7 @@ from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare
 from ladder_ros.messages import DecisionDoc, VerificationRequestDoc  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
 from ladder_ros.nodes.runtime import message_class, qos  # noqa: E402
-from ladder_ros.ros_conversions import diagnostic_values, stamp_to_ns  # noqa: E402
+from ladder_ros.ros_conversions import stamp_to_ns  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -186,8 +185,8 @@ def test_policy_killed_nothing_steps_and_a_restart_ends_the_episode_with_its_rec
 
 def wait_for_recorder(graph):
     """Until a (re)started recorder hears the whole graph: its subscriptions to every recorded topic are in the
-    graph, and its own diagnostics say it knows as many publishers of those topics as this client sees and has
-    matched each (an episode started before that could lose its first messages to discovery)."""
+    graph, and its own diagnostics say it matched every publisher this client sees (an episode started before
+    that could lose its first messages to discovery)."""
     client = graph.client
     names = [client.resolve_topic_name(spec.name) for spec in topics.TOPICS]
 
@@ -195,18 +194,7 @@ def wait_for_recorder(graph):
         return all(any(info.node_name == "episode_recorder"
                        for info in client.get_subscriptions_info_by_topic(name)) for name in names)
     spin(graph, listening, 60, "the recorder's subscriptions to every recorded topic")
-    heard = []
-    sub = client.create_subscription(DiagnosticArray, topics.DIAGNOSTICS.name, lambda m: heard.extend(
-        s for s in m.status if s.name.startswith("episode_recorder:")), qos(topics.DIAGNOSTICS.qos))
-
-    def matched() -> bool:
-        publishers = sum(client.count_publishers(name) for name in names)
-        return any(s.level == DiagnosticStatus.OK and diagnostic_values(s)["publishers"] == str(publishers)
-                   for s in heard[-2:])
-    try:
-        spin(graph, matched, 60, "the recorder's diagnostics saying it matched every publisher of the graph")
-    finally:
-        client.destroy_subscription(sub)
+    client.wait_for_recorder(graph.executor, 60)
 
 
 def _episode_bag(graph, episode):

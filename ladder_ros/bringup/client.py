@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Sequence
 
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.executors import Executor
 from rclpy.node import Node
 from ladder_ros_interfaces import msg as interfaces
@@ -26,7 +28,7 @@ from ladder_ros.messages import (
     SchemaError,
 )
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import message_class, publisher, subscription
+from ladder_ros.nodes.runtime import message_class, publisher, qos, subscription
 from ladder_ros.nodes.start_resends import START_RESEND_S, StartResends
 from ladder_ros.interface_conversions import document_from_msg, document_to_msg
 
@@ -92,12 +94,50 @@ class EpisodeClient(Node):
                 raise EpisodeTimeout(f"timed out after {timeout_s:.0f} s waiting for {what}")
             executor.spin_once(timeout_sec=0.05)
 
-    def wait_for_graph(self, executor: Executor, timeout_s: float = 30.0) -> None:
-        """Until the orchestrator's status is here and every node listens (discovery is done)."""
+    def wait_for_graph(self, executor: Executor, timeout_s: float = 30.0, nodes: Sequence[str] = ()) -> None:
+        """Until the orchestrator's status is here, it listens to this client's commands, and each node named
+        in ``nodes`` is in the graph under this client's namespace (a policy node that joins after an episode
+        started is told it missed the start, and ends it)."""
         listeners = ("orchestrator",)
+        namespace = self.get_namespace()
+
+        def present() -> list[str]:
+            here = {name for name, ns in self.get_node_names_and_namespaces() if ns == namespace}
+            return [name for name in nodes if name not in here]
         self.spin_until(executor, lambda: self.status is not None
-                        and self._command_pub.get_subscription_count() >= len(listeners),
-                        timeout_s, "the orchestrator")
+                        and self._command_pub.get_subscription_count() >= len(listeners) and not present(),
+                        timeout_s, "the orchestrator" + (f" and the nodes {', '.join(nodes)}" if nodes else ""))
+
+    def wait_for_recorder(self, executor: Executor, timeout_s: float = 60.0,
+                          recorder: str = "episode_recorder") -> None:
+        """Until the recorder hears the whole graph: its diagnostics (1 Hz) say it matched every publisher of the
+        topics it records, and it knows as many of them as this client sees (an episode started earlier could
+        lose its first messages to discovery). Raises :class:`EpisodeTimeout` after ``timeout_s``."""
+        heard: list[DiagnosticStatus] = []
+        namespace = self.get_namespace()
+        named = f"{namespace.rstrip('/')}/{recorder}: "  # the recorder's status names it fully
+        sub = self.create_subscription(DiagnosticArray, topics.DIAGNOSTICS.name, lambda m: heard.extend(
+            s for s in m.status if s.name.startswith(named)), qos(topics.DIAGNOSTICS.qos))
+
+        def publishers_seen() -> int:
+            total = 0
+            for name, _ in self.get_topic_names_and_types():
+                if any(i.node_name == recorder and i.node_namespace == namespace
+                       for i in self.get_subscriptions_info_by_topic(name)):
+                    total += self.count_publishers(name)
+            return total
+
+        def hears_all() -> bool:
+            if not heard:
+                return False
+            latest = heard[-1]
+            values = {kv.key: kv.value for kv in latest.values}
+            return latest.level == DiagnosticStatus.OK and values.get("publishers") == str(publishers_seen())
+        try:
+            self.spin_until(executor, hears_all, timeout_s, f"the {recorder}'s diagnostics saying it matched every "
+                            "publisher of the graph")
+        finally:
+            self.destroy_subscription(sub)
 
     def start_episode(self, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0) -> str:
         """Ask the orchestrator to start an episode; returns its id (the orchestrator refuses a second one)."""

@@ -25,6 +25,7 @@ from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.ros_env import apply_network_safe_environment
 
 
+RECORDER_WAIT_MIN_S = 10.0  # at least this long for the recorder to match the graph once the nodes are up (s)
 STATUS_FOLLOWERS = frozenset({"sim_bridge", "policy", "gripper_trigger", "episode_recorder", "widowx_driver",
                               "franka_driver", "widowx_twin", "rehearsal_server"})
 
@@ -79,10 +80,22 @@ class GraphSession:
                     raise LadderError(f"the graph did not come up within {self.startup_timeout_s:.0f} s "
                                       f"(logs: {self.log_dir})")
                 self.executor.spin_once(timeout_sec=0.1)
+            if any(launch.executable == "episode_recorder" for launch in self.launches):
+                self._wait_for_recorder(max(RECORDER_WAIT_MIN_S, deadline - time.monotonic()))
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def _wait_for_recorder(self, timeout_s: float) -> None:
+        """Until the recorder hears every publisher, so the first episode's bag misses none of its first
+        messages; past ``timeout_s`` the graph runs anyway, with a warning (a recording is not the episode)."""
+        from ladder_ros.bringup.client import EpisodeTimeout
+
+        try:
+            self.client.wait_for_recorder(self.executor, timeout_s)
+        except EpisodeTimeout as exc:
+            self.client.get_logger().warning(f"{exc}: the first episode's bag may miss its first messages")
 
     def run_episode(self, task_id: str, *, variant: str, layout: int, seed: int, timeout_s: float = 900.0):
         """One episode through the graph; a node that dies meanwhile ends it with NodeDied."""

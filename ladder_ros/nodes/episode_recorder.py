@@ -303,7 +303,7 @@ class EpisodeRecorderNode(Node):
     def _publish_diagnostics(self) -> None:
         level, message, values = self.diagnostics()
         self._diagnostics_pub.publish(diagnostics_to_msg(
-            f"{self.get_name()}: recorder", str(self.output_dir), level, message, values,
+            f"{self.get_fully_qualified_name()}: recorder", str(self.output_dir), level, message, values,
             self.get_clock().now().nanoseconds))
 
     def _record(self, topic: str, type_name: str, stamp_ns: int, data: bytes) -> None:

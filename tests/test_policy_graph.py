@@ -142,8 +142,8 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
 
         client.spin_until(executor, lambda: client.status is not None, 120, "the orchestrator", check=alive)
         # every node `up` started: a policy node still starting when the episode began would end it
-        client.wait_for_graph(executor, timeout_s=120, nodes=("policy", "gripper_trigger", "vlm_verifier",
-                                                             "episode_recorder"))
+        started = ("policy", "gripper_trigger", "vlm_verifier", "episode_recorder")
+        client.wait_for_graph(executor, timeout_s=120, nodes=started)
         client.start_episode("kitchen_single_2", variant="low_level_policy")
         try:
             client.spin_until(executor, lambda: len(tags) >= 10, 120, "ten tagged actions", check=alive)

@@ -434,8 +434,8 @@ def client_messages(caplog) -> list[str]:
 
 @pytest.mark.parametrize("metadata, keys", [({"policy": "pi0", "action_horizon": 5}, "policy, action_horizon"),
                                             ({}, "none")])
-def test_a_new_client_has_counted_nothing_then_counts_each_connection_and_keeps_the_metadata(caplog, metadata,
-                                                                                              keys):
+def test_a_new_client_has_counted_nothing_then_counts_each_connection_and_keeps_the_metadata(
+        caplog, metadata, keys):
     clock = ManualClock(0.0)  # at time 0 of its clock nothing is pending: the first request connects at once
     with FakePolicyServer(metadata=metadata) as server:
         client = OpenPIClient(ServerSettings(port=server.port), clock=clock)

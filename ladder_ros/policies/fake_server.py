@@ -12,8 +12,8 @@ up). What it answers is programmable: ``respond(observation)`` returns the reply
 error text), :data:`DISCONNECT` (close without answering), ``bytes`` (sent as they are: a message
 openpi's encoding did not make), or raises, which is answered with the traceback as openpi does.
 ``metadata`` may likewise be ``bytes`` or a ``str`` (sent as they are) or :data:`SILENT` (none is
-sent: a server that accepted the connection and then says nothing); ``latency_s`` (a number, or a function of the request count) is each
-inference's time. It only ever binds the loopback interface.
+sent: a server that accepted the connection and then says nothing). ``latency_s`` (a number, or a
+function of the request count) is each inference's time. It only ever binds the loopback interface.
 """
 
 from __future__ import annotations

@@ -757,3 +757,22 @@ def test_the_source_sends_the_prompt_passes_its_bound_and_names_a_reply_without_
         assert not source.client.connected
     with pytest.raises(LadderError, match=r"^policy test_bridge has no server settings$"):
         OpenPISource(dataclasses.replace(config, server=None))
+
+
+def test_a_connection_its_owner_closed_is_reopened_at_once_even_after_an_earlier_failure():
+    # A warm-up retries connect() itself: a failure schedules a back-off, the warm-up's own connect() then
+    # succeeds before it has passed. Once that connection is closed by its owner, the stale back-off of a
+    # failure the connection has since disproved holds nothing back.
+    clock = ManualClock(0.0)
+    with FakePolicyServer() as server:
+        port = server.port
+        client = OpenPIClient(ServerSettings(port=port, backoff_initial_s=0.5), clock=clock)
+        server.stop()
+        with pytest.raises(PolicyUnavailable, match="cannot connect"):
+            client.connect()
+    with FakePolicyServer(port=port) as server:
+        clock.now = 0.1
+        assert client.connect() == {"fake": True} and client.last_error == ""
+        client.close()
+        assert client.infer({"n": 1}).data["actions"].shape == (5, 7)  # reconnected at once, at 0.1 s
+        assert (client.connects, client.failures, server.connections) == (2, 1, 2)

@@ -2,6 +2,7 @@
 schedule on simulated time (no idle while latency < k periods, re-infer at once on a subgoal switch,
 stale observations refused, invalid chunks held)."""
 
+import dataclasses
 import logging
 import math
 import os
@@ -14,7 +15,7 @@ import pytest
 
 from ladder_ros.core.errors import InvalidInputError, LadderError
 from ladder_ros.policies.actions import ActionProcessor, InvalidActionError
-from ladder_ros.policies.chunked import ChunkedPolicy, RawChunk, noise_seed
+from ladder_ros.policies.chunked import ChunkedPolicy, PerStepSource, RawChunk, ReasonLog, noise_seed
 from ladder_ros.policies.config import Normalization, Statistics
 from ladder_ros.policies.executor import ChunkExecutor, ControlLoop, PolicyNotReady, error_kind, percentile
 from ladder_ros.policies.openpi_remote import PolicyServerError, PolicyUnavailable
@@ -886,3 +887,105 @@ def test_without_an_action_ready_after_acting_it_says_inference_is_slower_than_t
     assert hand.messages == ["holding still: no action ready: inference slower than the queue"]
     assert executor.stats()["holds"] == {"no action ready": 1}
     assert executor.episode_report()["held_by_reason"] == {"no action ready": 1}
+
+
+# ------------------------------------------------------------------ the synchronous policy's tags and seams
+def test_every_action_carries_its_chunk_subgoal_stamp_and_the_chunks_inference_time():
+    chunks = iter([np.zeros((5, 7)), np.full((5, 7), np.nan), np.zeros((5, 7))])
+    source = ScriptedSource(chunk=lambda n: next(chunks))
+    source_infer = source.infer
+    source.infer = lambda *args: RawChunk(source_infer(*args).actions, latency_s=0.25)
+    policy = ChunkedPolicy(source, make_config(), seed=0)
+    given = [policy.act_tagged(bundle(step, stamp_ns=1000 + step), "go") for step in range(6)]
+    assert [(a.chunk_id, a.index, a.observation_stamp_ns, a.subgoal) for a in given] == [
+        (0, 0, 1000, "go"), (0, 1, 1000, "go"), (0, 2, 1000, "go"), (0, 3, 1000, "go"),
+        (1, 0, 1004, "go"),  # refused: a hold-still command in its place, tagged as the chunk would be
+        (2, 0, 1005, "go")]
+    held = given[4]
+    assert held.held == "action 0, axis ee_dx is nan (not a finite number)" and held.command[:6].tolist() == [0] * 6
+    assert [a.held for a in given] == ["", "", "", "", held.held, ""]
+    assert [a.inference_ms for a in given] == [250.0] * 6
+    assert policy.report.inference_ms == [250.0] * 3
+    assert policy.policy_report()["held_by_reason"] == {"invalid action": 1}
+
+
+def test_act_tags_the_actions_of_its_chunk_with_the_observations_step():
+    policy = ChunkedPolicy(ScriptedSource(), make_config(), seed=0)
+    command = policy.act(observation(step=7), "go")
+    assert command[0] == 0.0
+    assert policy.act_tagged(bundle(8), "go").observation_stamp_ns == 7  # the rest of the chunk asked at step 7
+
+
+def test_the_seam_is_measured_from_the_last_command_given():
+    # Chunks 0 and 1 move +0.04 m per step (ee_dx), chunk 2 -0.04: from standing still each first command is
+    # within the 0.05 bound, from the last command given the reversal jumps 0.08.
+    config = make_config(seam={"max_translation_m": 0.05})
+    chunks = [np.tile([0.04, 0, 0, 0, 0, 0, 1.0], (5, 1)), np.tile([0.04, 0, 0, 0, 0, 0, 1.0], (5, 1)),
+              np.tile([-0.04, 0, 0, 0, 0, 0, 1.0], (5, 1))]
+    policy = ChunkedPolicy(ScriptedSource(chunk=lambda n: chunks[n]), config, seed=0)
+    given = [policy.act_tagged(bundle(step), "go") for step in range(9)]
+    assert [a.held for a in given[:8]] == [""] * 8
+    assert given[8].held == "the chunk's first action jumps 0.08 m from the last one given (seam bound 0.05)"
+    assert policy.report.seam_max["translation_m"] == pytest.approx(0.08)
+
+
+def test_the_first_joint_chunk_is_measured_from_the_joints_observed():
+    config = absolute_config(seam={"max_joint_rad": 0.1})
+    policy = ChunkedPolicy(ScriptedSource(chunk=joint_chunks((0.3, 0.0), (0.05, 0.0))), config, seed=0)
+    six_joints = dataclasses.replace(observation(), joint_names=tuple("abcdef"), joint_positions=np.zeros(6))
+    first = policy.act_tagged(ObservationBundle(six_joints, 0), "go")  # the observed joints are at 0
+    assert first.held == "the chunk's first action jumps 0.3 rad from the last one given (seam bound 0.1)"
+    assert first.command.tolist() == [0.0] * 6 + [0.0]  # held where the joints are (aperture 1: open)
+    assert policy.act_tagged(ObservationBundle(six_joints, 1), "go").command[0] == pytest.approx(0.05)
+
+
+def test_without_a_log_the_synchronous_policy_says_why_in_the_modules_logger(caplog):
+    policy = ChunkedPolicy(ScriptedSource(chunk=lambda n: np.full((5, 7), np.nan)), make_config(), seed=0)
+    with caplog.at_level(logging.WARNING, logger="ladder_ros.policies.chunked"):
+        policy.act_tagged(bundle(0), "go")
+    assert [r.getMessage() for r in caplog.records if r.name == "ladder_ros.policies.chunked"] == [
+        "policy test_bridge: holding still: invalid action: chunk 0: action 0, axis ee_dx is nan (not a finite "
+        "number)"]
+
+
+def test_a_reason_log_starts_and_ends_each_stretch_with_no_reason():
+    messages = []
+    reasons = ReasonLog(messages.append)
+    assert (reasons.kind, reasons.reason, reasons.counts) == ("", "", {})
+    reasons.clear()
+    assert messages == []  # nothing was said: no "acting again" either
+    reasons.report("no policy server", "refused")
+    reasons.report("no policy server", "refused again", key="")  # no key and an empty key: the same cause
+    assert (reasons.kind, reasons.reason) == ("no policy server", "no policy server: refused again")
+    reasons.clear()
+    assert (reasons.kind, reasons.reason, reasons.counts) == ("", "", {"no policy server": 2})
+    assert messages == ["holding still: no policy server: refused", "acting again"]
+
+
+class CountingPolicy:
+    """A per-step policy that records its resets and answers float32 actions, as a torch model would."""
+
+    name = "counting"
+
+    def __init__(self):
+        self.resets = []
+
+    def reset(self, instruction: str) -> None:
+        self.resets.append(instruction)
+
+    def act(self, observation, instruction):
+        return np.full(7, 0.1, dtype=np.float32)
+
+
+def test_a_per_step_policy_is_reset_on_each_new_instruction_and_gives_one_action_chunks():
+    policy = CountingPolicy()
+    source = PerStepSource(policy)
+    assert source.name == "counting"
+    before = time.perf_counter()
+    for instruction in ("", "", "go", "go", "stop", ""):  # the first request resets it, even for an empty one
+        raw = source.infer(bundle(), instruction, 0)
+    after = time.perf_counter()
+    assert policy.resets == ["", "go", "stop", ""]
+    assert raw.actions.shape == (1, 7) and raw.actions.dtype == np.float64
+    assert raw.actions[0].tolist() == [float(np.float32(0.1))] * 7
+    assert 0.0 <= raw.latency_s <= after - before  # measured around the policy's call

@@ -4,13 +4,14 @@ the wall-clock executor, in the episode record, and in ``sim-eval``'s table when
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 from ladder_ros.core.record import EpisodeRecord, graph_record, interrupted_reason, score_fields, without_timing
-from ladder_ros.policies.audit import SEAM_JUMP, ChunkScreen, PolicyReport, RejectedChunk
+from ladder_ros.policies.audit import SEAM_JUMP, ChunkScreen, PolicyReport, RejectedChunk, guard_statistics
 from ladder_ros.policies.chunked import ChunkedPolicy
 from ladder_ros.policies.config import Normalization, Statistics, parse_policy_config
 from tests.policy_fixtures import ExecutorSimulation, ScriptedSource, bundle, config_data, observation, write_config
@@ -317,3 +318,104 @@ def test_without_timing_touches_only_the_timing_paths():
         "policy_report": {"chunks": 3}}
     assert interrupted_reason("the recorder lost the orchestrator") == (
         "aborted: interrupted: the recorder lost the orchestrator")
+
+
+# ------------------------------------------------------------------ the report's fields and the screen's edges
+def test_the_report_says_every_field_with_latency_percentiles_in_double_precision():
+    config = seam_config()
+    report = PolicyReport.of(config)
+    empty = report.to_dict()
+    assert empty["final"] is True and empty["all_chunks_rejected"] is False  # nothing refused: not "all refused"
+    assert empty["inference_ms"] == {"p50": None, "p95": None, "count": 0}
+    report.inference_ms += [10.0, 20.0, 30.0, 40.0]
+    report.chunks, report.server_errors, report.warm_up_s = 2, 3, 12.5
+    report.refused(SEAM_JUMP)
+    report.step()
+    report.step(SEAM_JUMP)
+    report.seam_max["translation_m"] = 0.02
+    assert report.to_dict(final=False) == {
+        "policy": "test_bridge", "config_hash": config.digest(), "final": False, "chunks": 2,
+        "rejected_chunks": {SEAM_JUMP: 1}, "all_chunks_rejected": False, "steps": 2, "held_steps": 1,
+        "held_by_reason": {SEAM_JUMP: 1}, "inference_ms": {"p50": 25.0, "p95": 38.5, "count": 4},
+        "seam_jump_max": {"translation_m": 0.02}, "ood": {"state": 0, "action": 0, "worst_sigma": 0.0, "worst": ""},
+        "server_errors": 3, "warm_up_s": 12.5}
+    report.chunks = 0
+    assert report.to_dict()["all_chunks_rejected"] is True
+    single = PolicyReport.of(config)  # a model timed in single precision: the percentile is still a double's
+    single.inference_ms += [np.float32(1.1), np.float32(1.3)]
+    expected = float(np.float32(1.1)) + 0.95 * (float(np.float32(1.3)) - float(np.float32(1.1)))
+    assert single.to_dict()["inference_ms"]["p95"] == pytest.approx(expected, rel=1e-15, abs=0)
+
+
+def joint_screen(joints: int, bound: float = 0.1) -> ChunkScreen:
+    data = config_data(embodiment="franka", control_rate_hz=15, chunk={"length": 2, "execute": 1},
+                       action={"key": "actions", "kind": "joint_position", "axes": [
+                           {"name": f"j{i}", "unit": "rad", "low": -3, "high": 3} for i in range(joints)] + [
+                           {"name": "gripper", "unit": "1 closed", "low": 0, "high": 1}]},
+                       seam={"max_joint_rad": bound})
+    config = parse_policy_config(data, source="joints.yaml")
+    return ChunkScreen(config, PolicyReport.of(config))
+
+
+def with_joints(*positions: float):
+    return dataclasses.replace(observation(), joint_names=tuple(f"j{i}" for i in range(len(positions))),
+                               joint_positions=np.array(positions, dtype=np.float64))
+
+
+def test_joint_seams_without_a_joint_reading_or_with_the_gripper_among_the_joints():
+    screen = joint_screen(2)
+    screen.check_seam(np.array([0.9, 0.0, 1.0]), None, None)  # nothing given, nothing measured: not measured
+    screen.check_seam(np.array([0.9, 0.0, 1.0]), None, with_joints())  # a robot without joint readings: the same
+    assert screen.report.seam_max == {}
+    with pytest.raises(RejectedChunk, match=r"jumps 0\.3 rad"):  # from the last target, the arm unobserved
+        screen.check_seam(np.array([0.3, 0.0, 1.0]), np.array([0.0, 0.0, 1.0]), None)
+    # a reading that holds the gripper too (as many numbers as the command): the seam from all of it
+    screen.check_seam(np.array([0.05, 0.0, 1.0]), None, with_joints(0.0, 0.0, 0.95))
+    assert screen.report.seam_max == {"joint_rad": pytest.approx(0.3)}
+    one = joint_screen(1)  # one arm joint and the gripper: the gripper's change is no seam jump
+    one.check_seam(np.array([0.05, 1.0]), np.array([0.0, 0.0]), with_joints(0.0))
+    assert one.report.seam_max == {"joint_rad": pytest.approx(0.05)}
+
+
+def test_a_jump_exactly_at_the_bound_is_allowed():
+    screen = joint_screen(2, bound=0.25)
+    screen.check_seam(np.array([0.25, 0.0, 1.0]), np.array([0.0, 0.0, 1.0]), None)  # exact in binary
+    with pytest.raises(RejectedChunk, match=r"jumps 0\.25 rad from the last one given \(seam bound 0\.25\)"):
+        screen.check_seam(np.array([0.25 + 1e-12, 0.0, 1.0]), np.array([0.0, 0.0, 1.0]), None)
+
+
+def ood_screen():
+    stats = Normalization(mode="mean_std", state=Statistics((0.0,) * 7, (0.5,) * 7),
+                          action=Statistics((0.0,) * 7, (0.015625,) * 7))
+    config = parse_policy_config(config_data(ood_sigmas=3.0), source="ood.yaml")
+    return ChunkScreen(config, PolicyReport.of(config), statistics=stats)
+
+
+def test_a_value_exactly_at_the_guard_is_in_distribution_and_the_first_of_equal_worsts_is_named():
+    screen = ood_screen()
+    screen.check_state(np.array([1.5, 0, 0, 0, 0, 0, 0]))  # 1.5 / 0.5: exactly 3 standard deviations
+    assert screen.report.ood == {"state": 0, "action": 0, "worst_sigma": 0.0, "worst": ""}
+    screen.check_state(np.array([0, 0, 0, 0, -2.0, 0, 0]))  # 4 standard deviations on ee_euler
+    action = np.zeros((5, 7))
+    action[:, 1] = 0.0625  # 0.0625 / 0.015625: 4 standard deviations on ee_dy, no worse than the state's
+    screen.commands(action)
+    assert screen.report.ood == {"state": 1, "action": 1, "worst_sigma": 4.0,
+                                 "worst": "state[4] (ee_euler) 4.0 standard deviations from the data's mean"}
+
+
+def test_the_guard_reads_a_local_models_statistics_then_the_configs_normalisation_then_its_statistics():
+    config = seam_config()
+    own = Normalization(mode="mean_std", state=Statistics((0.0,) * 7, (1.0,) * 7),
+                        action=Statistics((0.0,) * 7, (1.0,) * 7))
+    given = dataclasses.replace(own, mode="quantile")
+    server = dataclasses.replace(own, state=Statistics((0.0,) * 7, (2.0,) * 7))
+
+    class LocalModel:
+        normalization = own
+
+    assert guard_statistics(dataclasses.replace(config, normalization=given), LocalModel()) is own
+    assert guard_statistics(dataclasses.replace(config, normalization=given), object()) is given
+    assert guard_statistics(dataclasses.replace(config, normalization=given, statistics=server), None) is given
+    assert guard_statistics(dataclasses.replace(config, statistics=server), LocalModel()) is own
+    assert guard_statistics(dataclasses.replace(config, statistics=server), None) is server
+    assert guard_statistics(config, None) is None

@@ -9,9 +9,11 @@ inside its event loop, so while it computes it answers nothing else, ``/healthz`
 connections included; the first request also takes ``compile_s`` (a JAX model is compiled on its
 first ``infer``: openpi's ``Policy`` jits ``sample_actions`` and ``serve_policy.py`` does not warm
 up). What it answers is programmable: ``respond(observation)`` returns the reply map, a string (the
-error text), :data:`DISCONNECT` (close without answering), or raises, which is answered with the
-traceback as openpi does; ``latency_s`` (a number, or a function of the request count) is each
-inference's time. It only ever binds the loopback interface.
+error text), :data:`DISCONNECT` (close without answering), ``bytes`` (sent as they are: a message
+openpi's encoding did not make), or raises, which is answered with the traceback as openpi does.
+``metadata`` may likewise be ``bytes`` or a ``str`` (sent as they are) or :data:`SILENT` (none is
+sent: a server that accepted the connection and then says nothing). ``latency_s`` (a number, or a
+function of the request count) is each inference's time. It only ever binds the loopback interface.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from ladder_ros.policies.openpi_wire import packb, unpackb
 
 DISCONNECT = object()
+SILENT = object()
 LOOPBACK = "127.0.0.1"
 
 
@@ -50,6 +53,8 @@ class FakePolicyServer:
         self.requests = 0
         self.connections = 0
         self.errors = 0  # requests answered with an error text
+        self.closed = 0  # connections that ended (closed by either side)
+        self.headers: list[Any] = []  # each connection's HTTP request headers (case-insensitive lookup)
         self.request_times: list[float] = []  # time.monotonic() at each request's arrival
         self.compiled_at: float | None = None  # when the first request's compile ended
         self.observations: list[dict] = []  # the last few requests, decoded
@@ -102,10 +107,19 @@ class FakePolicyServer:
 
     # ------------------------------------------------------------------ one connection
     async def _handle(self, websocket: Any) -> None:
+        self.connections += 1
+        self.headers.append(websocket.request.headers)
+        try:
+            await self._converse(websocket)
+        finally:
+            self.closed += 1
+
+    async def _converse(self, websocket: Any) -> None:
         import websockets
 
-        self.connections += 1
-        await websocket.send(packb(self.metadata))
+        if self.metadata is not SILENT:
+            metadata = self.metadata
+            await websocket.send(metadata if isinstance(metadata, (bytes, str)) else packb(metadata))
         previous_total = None
         while True:
             try:
@@ -121,6 +135,12 @@ class FakePolicyServer:
             if reply is DISCONNECT:
                 await websocket.close()
                 return
+            if isinstance(reply, bytes):
+                try:
+                    await websocket.send(reply)
+                except websockets.ConnectionClosed:
+                    return
+                continue
             if isinstance(reply, str):
                 self.errors += 1
                 await websocket.send(reply)

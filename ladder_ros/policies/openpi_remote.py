@@ -159,7 +159,9 @@ class OpenPIClient:
         self.metadata = metadata
         self.connects += 1
         # The back-off is not reset here: a server that accepts connections and then fails every request
-        # keeps backing off (a reply with actions resets it).
+        # keeps backing off (a reply with actions resets it). A pending retry is over, though: once its owner
+        # closes this connection, the next request reconnects at once (the server was just there).
+        self._retry_at = self._clock()
         self.last_error = ""
         LOG.info("connected to the policy server at %s (metadata keys: %s)", self.settings.uri,
                  ", ".join(map(str, metadata)) or "none")
@@ -195,8 +197,8 @@ class OpenPIClient:
             if self.error_backoff:  # the server is up but failing: the same error, not a missing server
                 raise PolicyServerError(f"the policy server failed: {self.last_server_error}; next attempt in "
                                         f"{wait:.1f} s", self.last_server_error)
-            raise PolicyUnavailable(f"not connected ({self.last_error or 'no attempt yet'}); next attempt in "
-                                    f"{wait:.1f} s")
+            # A retry is only pending after a failure (a connection clears it), so last_error says which.
+            raise PolicyUnavailable(f"not connected ({self.last_error}); next attempt in {wait:.1f} s")
         self.connect()
 
     def healthy(self, timeout_s: float | None = None) -> bool:

@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 from tests.vlm_fixtures.scripted import ScriptedBackend
 
+from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.goals import GoalState
 from ladder_ros.core.observation import Observation, PrivilegedState
 from ladder_ros.core.task import Subgoal
 from ladder_ros.core.verification import CountVerifier, VerificationRequest
 from ladder_ros.vlm import ImagePart, NextSubtask, Planner, Purpose, UsageLedger, Verifier, VLMConfig, make_components
 from ladder_ros.vlm.accounting import ModelPrice, PriceTable
+from ladder_ros.vlm.backends.base import (Attempt, CallFailure, FailureKind, GenerationRequest, Reply, TokenUsage,
+                                          finish_failure)
 from ladder_ros.vlm.backends.oracle import OracleBackend
 from ladder_ros.vlm.backends.replay import RecordingBackend, ReplayBackend
 from ladder_ros.vlm.prompts import load_prompt
@@ -193,7 +196,203 @@ def test_replay_rejects_foreign_files(tmp_path):
 
 
 def test_oracle_refuses_other_purposes_directly():
-    from ladder_ros.vlm.backends.base import GenerationRequest
-
     reply = OracleBackend().generate(GenerationRequest(Purpose.NEXT_SUBTASK, ("x",), 10))
     assert reply.text is None and "count queries only" in reply.error
+
+
+# --- The backend interface's own rules: what a request accepts, how a prompt is identified, which
+# --- finish reasons are failures and what they say, and the records a recording keeps of a reply.
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 3), (1, 9, 3), (9, 1, 3), (480, 640, 3)])
+def test_an_image_of_any_size_down_to_one_pixel_is_a_valid_view(shape):
+    part = ImagePart(np.zeros(shape, np.uint8), "wrist")
+    assert part.image.shape == shape and part.name == "wrist"
+
+
+@pytest.mark.parametrize("shape", [(0, 5, 3), (5, 0, 3), (0, 0, 3)])
+def test_an_empty_image_is_refused_by_name_and_shape(shape):
+    with pytest.raises(InvalidInputError) as refused:
+        ImagePart(np.zeros(shape, np.uint8), "wrist")
+    assert str(refused.value) == f"image 'wrist' is empty: shape {shape}"
+    # Through a component the same words reach the result, and nothing is sent.
+    backend = ScriptedBackend(lambda r: '{"count": 1}')
+    result = Verifier(backend).verify(request(), [("wrist", np.zeros(shape, np.uint8))])
+    assert result.count is None and result.error == f"bad_input: image 'wrist' is empty: shape {shape}"
+    assert backend.requests == []
+
+
+@pytest.mark.parametrize("dtype, shape", [(np.float32, (4, 4, 3)), (np.uint16, (4, 4, 3)), (np.int8, (4, 4, 3)),
+                                          (np.uint8, (4, 4, 4)), (np.uint8, (4, 4, 1)), (np.uint8, (4, 4)),
+                                          (np.uint8, (4, 4, 3, 1))])
+def test_an_image_that_is_not_rgb_uint8_is_refused_with_its_dtype_and_shape(dtype, shape):
+    image = np.zeros(shape, dtype)
+    with pytest.raises(InvalidInputError) as refused:
+        ImagePart(image, "main")
+    assert str(refused.value) == f"image 'main' must be uint8 with shape (H, W, 3), got {image.dtype} {shape}"
+
+
+@pytest.mark.parametrize("image", [[[1, 2, 3]], None, "pixels"])
+def test_an_image_that_is_not_an_array_is_refused_with_its_type(image):
+    with pytest.raises(InvalidInputError) as refused:
+        ImagePart(image, "wrist")
+    assert str(refused.value) == f"image 'wrist' must be a numpy array, got {type(image).__name__}"
+
+
+def test_an_image_digest_follows_the_pixels_and_the_shape_not_the_array():
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        h = int(rng.integers(2, 9))
+        w = h + int(rng.integers(1, 4))  # not square, so the transposed shape is another shape
+        pixels = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+        wide = np.zeros((h, 2 * w, 3), np.uint8)
+        wide[:, ::2] = pixels  # the same pixels in a strided view of a larger array
+        assert ImagePart(wide[:, ::2]).digest() == ImagePart(pixels.copy()).digest()
+        changed = pixels.copy()
+        changed[rng.integers(h), rng.integers(w), rng.integers(3)] ^= 1
+        assert ImagePart(changed).digest() != ImagePart(pixels).digest()
+        # The same bytes laid out in another shape are another image.
+        assert ImagePart(pixels.reshape(w, h, 3)).digest() != ImagePart(pixels).digest()
+
+
+def test_a_generation_request_refuses_an_empty_prompt_and_foreign_parts():
+    with pytest.raises(InvalidInputError) as empty:
+        GenerationRequest(Purpose.VERIFY, (), 10)
+    assert str(empty.value) == "a generation request needs at least one prompt part"
+    with pytest.raises(InvalidInputError) as foreign:
+        GenerationRequest(Purpose.VERIFY, ("count the carrots", IMAGE), 10)
+    assert str(foreign.value) == "prompt parts are str or ImagePart, got ndarray"
+
+
+@pytest.mark.parametrize("tokens", [1, 2, 2048])
+def test_any_positive_token_cap_is_accepted(tokens):
+    assert GenerationRequest(Purpose.PLAN, ("x",), tokens).max_output_tokens == tokens
+
+
+@pytest.mark.parametrize("tokens", [0, -1, -2048, 2.5, 10.0, "10", None])
+def test_a_token_cap_that_is_not_a_positive_integer_is_refused_by_value(tokens):
+    with pytest.raises(InvalidInputError) as refused:
+        GenerationRequest(Purpose.PLAN, ("x",), tokens)
+    assert str(refused.value) == f"max_output_tokens must be a positive integer, got {tokens!r}"
+
+
+def documented_fingerprint(purpose: str, parts) -> str:
+    """The fingerprint of a version-1 recording, rebuilt from its layout: SHA-256 over the purpose,
+    then each part in order, a text as NUL "text" NUL and its UTF-8 bytes, an image as NUL "image"
+    NUL and the hex SHA-256 of its shape's repr and its C-ordered bytes."""
+    import hashlib
+
+    h = hashlib.sha256(purpose.encode())
+    for part in parts:
+        if isinstance(part, str):
+            h.update(b"\x00text\x00" + part.encode("utf-8"))
+        else:
+            image = hashlib.sha256(repr(part.shape).encode() + np.ascontiguousarray(part).tobytes()).hexdigest()
+            h.update(b"\x00image\x00" + image.encode())
+    return h.hexdigest()
+
+
+def test_a_prompt_fingerprint_is_the_recording_format_s_key():
+    """Recordings made by earlier builds must still be found: the key is fixed by the format."""
+    wrist = np.arange(4 * 6 * 3, dtype=np.uint8).reshape(4, 6, 3)
+    parts = ("Count the carrots on the plate. Zählen: ½", ImagePart(IMAGE), "Camera view 'wrist':",
+             ImagePart(wrist, "wrist"))
+    request_ = GenerationRequest(Purpose.VERIFY, parts, 2048, subgoal=CARROT)
+    assert request_.fingerprint() == documented_fingerprint("verify", (parts[0], IMAGE, parts[2], wrist))
+    # Neither the token cap nor the oracle's inputs are part of it; purpose, order and pixels are.
+    assert GenerationRequest(Purpose.VERIFY, parts, 7).fingerprint() == request_.fingerprint()
+    assert GenerationRequest(Purpose.PLAN, parts, 2048).fingerprint() != request_.fingerprint()
+    assert GenerationRequest(Purpose.VERIFY, parts[::-1], 2048).fingerprint() != request_.fingerprint()
+    # A text and an image never collide however their bytes line up.
+    as_text = GenerationRequest(Purpose.VERIFY, (ImagePart(wrist).digest(),), 10)
+    assert as_text.fingerprint() != GenerationRequest(Purpose.VERIFY, (ImagePart(wrist),), 10).fingerprint()
+
+
+def test_a_recording_written_in_the_version_1_layout_is_replayed_in_full(tmp_path):
+    parts = ("Count the carrots.", ImagePart(IMAGE))
+    line = {"fingerprint": documented_fingerprint("verify", ("Count the carrots.", IMAGE)), "purpose": "verify",
+            "reply": {"text": '{"count": 2}', "backend": "gemini", "model": "gemini-2.5-pro", "latency_ms": 812.5,
+                      "usage": {"input_tokens": 1290, "output_tokens": 14, "thinking_tokens": 301},
+                      "thoughts": "two carrots", "finish_reason": "STOP", "error": None, "error_kind": None,
+                      "attempts": [{"latency_ms": 300.0, "status": 503, "error": "overloaded"},
+                                   {"latency_ms": 500.0, "status": 200, "error": None}]}}
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps({"format": "ladder_ros.vlm.recording", "version": 1}) + "\n" + json.dumps(line) + "\n")
+    reply = ReplayBackend(path).generate(GenerationRequest(Purpose.VERIFY, parts, 2048))
+    assert reply.failure is None and reply.backend == "replay"
+    assert (reply.text, reply.model, reply.thoughts, reply.finish_reason) == (
+        '{"count": 2}', "gemini-2.5-pro", "two carrots", "STOP")
+    assert reply.usage == TokenUsage(1290, 14, 301)
+    assert reply.attempts == (Attempt(300.0, 503, "overloaded"), Attempt(500.0, 200, None))
+
+
+def test_a_recording_keeps_every_field_of_a_reply_under_its_documented_name(tmp_path):
+    failed = Reply(text='{"count": 3', backend="scripted", model="gemini-2.5-flash", latency_ms=1234.56789,
+                   usage=TokenUsage(1200, None, 2048), thoughts="counting", finish_reason="MAX_TOKENS",
+                   error="HTTP 503 after 2 attempts", error_kind=FailureKind.HTTP,
+                   attempts=(Attempt(0.1234567, 503, "unavailable"), Attempt(99.9996, None, "timed out")))
+    path = tmp_path / "calls.jsonl"
+    RecordingBackend(ScriptedBackend(lambda r: failed), path).generate(GenerationRequest(Purpose.PLAN, ("x",), 5))
+    entry = json.loads(path.read_text().splitlines()[1])
+    assert entry["purpose"] == "plan"
+    assert entry["reply"] == {
+        "text": '{"count": 3', "backend": "scripted", "model": "gemini-2.5-flash", "latency_ms": 1234.568,
+        "usage": {"input_tokens": 1200, "output_tokens": None, "thinking_tokens": 2048},
+        "thoughts": "counting", "finish_reason": "MAX_TOKENS", "error": "HTTP 503 after 2 attempts",
+        "error_kind": "http",
+        "attempts": [{"latency_ms": 0.123, "status": 503, "error": "unavailable"},
+                     {"latency_ms": 100.0, "status": None, "error": "timed out"}]}
+    back = Reply.from_dict(entry["reply"])
+    assert back.failure == CallFailure(FailureKind.HTTP, "HTTP 503 after 2 attempts")
+    assert (back.text, back.backend, back.model, back.latency_ms, back.usage, back.thoughts, back.finish_reason,
+            back.error, back.error_kind) == ('{"count": 3', "scripted", "gemini-2.5-flash", 1234.568,
+                                             failed.usage, "counting", "MAX_TOKENS", failed.error, FailureKind.HTTP)
+    assert back.attempts == (Attempt(0.123, 503, "unavailable"), Attempt(100.0, None, "timed out"))
+
+
+def test_a_sparse_reply_record_reads_with_empty_defaults_and_numbers_from_text():
+    reply = Reply.from_dict({"text": "{}", "finish_reason": "STOP"})
+    assert (reply.backend, reply.model, reply.latency_ms, reply.usage, reply.attempts) == (
+        "", "", 0.0, TokenUsage(None, None, None), ())
+    assert (reply.thoughts, reply.error, reply.error_kind, reply.failure) == (None, None, None, None)
+    assert Reply.from_dict({"text": None, "usage": None}).usage == TokenUsage()
+    assert TokenUsage.from_dict({"input_tokens": "12", "output_tokens": 3.0}) == TokenUsage(12, 3, None)
+    assert Attempt.from_dict({}) == Attempt(0.0, None, None)
+    assert Attempt.from_dict({"latency_ms": "2.5", "status": "429"}) == Attempt(2.5, 429, None)
+
+
+# Every finish reason and what a user reads about it: only STOP is an answer.
+FINISHES = [
+    ("STOP", None, None),
+    (None, "finish", "no finish reason reported: the reply may be incomplete"),
+    ("", "finish", "no finish reason reported: the reply may be incomplete"),
+    ("  ", "finish", "no finish reason reported: the reply may be incomplete"),
+    ("MAX_TOKENS", "truncated", "the reply was cut at the output-token cap (MAX_TOKENS)"),
+    ("DEADLINE", "timeout", "generation stopped at the call deadline (DEADLINE)"),
+    *[(reason, "blocked", f"the reply was stopped by a filter ({reason})")
+      for reason in ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
+                     "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "LANGUAGE")],
+    *[(reason, "finish", f"the reply did not finish normally ({reason})")
+      for reason in ("OTHER", "FINISH_REASON_UNSPECIFIED", "MALFORMED_FUNCTION_CALL", "stop", "None")],
+]
+
+
+@pytest.mark.parametrize("finish_reason, kind, reason", FINISHES)
+def test_every_finish_reason_but_stop_is_a_failure_of_its_kind_with_its_words(finish_reason, kind, reason):
+    failure = finish_failure(finish_reason)
+    assert (None if failure is None else (failure.kind.value, failure.reason)) == (
+        None if kind is None else (kind, reason))
+    reply = Reply(text='{"count": 2}', backend="b", model="m", latency_ms=1.0, finish_reason=finish_reason)
+    assert reply.failure == failure
+    result = Verifier(ScriptedBackend(lambda r: reply)).verify(request(), [("main", IMAGE)])
+    assert result.count == (2 if kind is None else None)
+    assert result.error == (None if kind is None else f"{kind}: {reason}")
+    assert result.usage["failure"] == kind
+
+
+def test_a_failure_record_reads_back_as_the_same_failure():
+    for kind in FailureKind:
+        failure = CallFailure(kind, f"why {kind.value}")
+        assert failure.to_dict() == {"kind": kind.value, "reason": f"why {kind.value}"}
+        assert CallFailure.from_dict(failure.to_dict()) == failure
+        assert str(failure) == f"{kind.value}: why {kind.value}"

@@ -435,11 +435,13 @@ def assert_refused(results, message, backend):
     ([("main", np.zeros((4, 4, 3), np.float32))],
      "image 'main' must be uint8 with shape (H, W, 3), got float32 (4, 4, 3)"),
 ])
-def test_views_that_cannot_be_read_are_refused_by_every_component_with_the_reason(views, message):
+def test_views_that_cannot_be_read_are_refused_by_every_component_with_the_reason(views, message, caplog):
     ledger = UsageLedger(PRICES)
     backend = scripted()
-    assert_refused(ask_each(backend, views, ledger), message, backend)
+    with caplog.at_level("WARNING", logger="ladder_ros.vlm.components"):
+        assert_refused(ask_each(backend, views, ledger), message, backend)
     assert ledger.records == []
+    assert f"verification 7 not sent: {message}" in [r.getMessage() for r in caplog.records]
 
 
 def test_no_camera_image_is_refused_where_the_backend_reads_pixels_and_sent_where_it_does_not():
@@ -506,6 +508,18 @@ def test_each_component_sends_its_own_token_cap_and_a_configured_one():
     NextSubtask(backend, max_output_tokens=5).propose("x", IMAGE)
     assert [r.max_output_tokens for r in backend.requests[3:]] == [1, 3, 5]
     assert Verifier(backend).name == Planner(backend).name == NextSubtask(backend).name == "scripted"
+
+
+def test_a_component_without_a_ledger_keeps_its_own_and_one_given_is_the_one_used():
+    own = Verifier(scripted())
+    result = own.verify(request(), IMAGE)
+    assert [r.purpose for r in own.ledger.records] == ["verify"] and result.usage["model"] == "gemini-2.5-flash"
+    shared = UsageLedger(PRICES)
+    planner, proposer = Planner(scripted('{"goals": []}'), shared), NextSubtask(scripted("hmm"), shared)
+    planner.plan("x", IMAGE)
+    proposer.propose("x", IMAGE)
+    assert planner.ledger is shared and proposer.ledger is shared
+    assert [(r.purpose, r.failure_kind) for r in shared.records] == [("plan", None), ("next_subtask", "unparseable")]
 
 
 def test_the_planner_prompt_carries_the_robot_the_task_and_the_goals_already_attempted():

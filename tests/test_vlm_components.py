@@ -654,6 +654,18 @@ def test_a_backend_that_raises_or_returns_no_reply_is_a_backend_failure_logged_w
     assert verified.error == "backend: backend raised TypeError: generate() returned bytes, not a Reply"
     assert planned.failure is FailureKind.BACKEND
 
+    class Unnamed:  # names itself but not its model: the record says so rather than failing
+        name = "home-made"
+        reads_pixels = True
+
+        def generate(self, request_):
+            raise ConnectionError("refused")
+
+    ledger = UsageLedger(PRICES)
+    verified = Verifier(Unnamed(), ledger).verify(request(), IMAGE)
+    assert verified.error == "backend: backend raised ConnectionError: refused"
+    assert (ledger.records[0].backend, ledger.records[0].model) == ("home-made", "?")
+
 
 def test_a_parser_that_raises_or_gives_no_reason_is_still_an_unreadable_call(monkeypatch, caplog):
     import ladder_ros.vlm.components as components

@@ -537,10 +537,12 @@ def test_the_planner_prompt_carries_the_robot_the_task_and_the_goals_already_att
     assert all(entry in texts[0] for entry in attempted) and attempted[0] not in texts[1]
     NextSubtask(backend, robot="WidowX 250 robot arm").propose("tidy the table", IMAGE)
     NextSubtask(backend).propose("tidy the table", IMAGE, robot="Franka Panda robot arm")
+    NextSubtask(backend).propose("tidy the table", IMAGE)
     assert [r.parts[0] for r in backend.requests[3:]] == [
         prompts.next_subtask_text("WidowX 250 robot arm", "tidy the table"),
-        prompts.next_subtask_text("Franka Panda robot arm", "tidy the table")]
-    assert [r.purpose for r in backend.requests] == [Purpose.PLAN] * 3 + [Purpose.NEXT_SUBTASK] * 2
+        prompts.next_subtask_text("Franka Panda robot arm", "tidy the table"),
+        prompts.next_subtask_text("robot arm", "tidy the table")]
+    assert [r.purpose for r in backend.requests] == [Purpose.PLAN] * 3 + [Purpose.NEXT_SUBTASK] * 3
 
 
 def test_an_answered_call_s_results_carry_the_reply_and_its_accounting():

@@ -430,6 +430,7 @@ def assert_refused(results, message, backend):
     ([(3, IMAGE)], "a view is an ImagePart or a (name, image) pair, got tuple"),
     ([("main", IMAGE, "extra")], "a view is an ImagePart or a (name, image) pair, got tuple"),
     ([("wrist", "not pixels")], "view 'wrist' is neither a numpy array nor a PIL image: str"),
+    (observation(b"not pixels"), "view 'main' is neither a numpy array nor a PIL image: bytes"),
     (42, "cannot read views from int"),
     ("main", "cannot read views from str"),
     ([("main", np.zeros((4, 4, 3), np.float32))],

@@ -5,8 +5,9 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
-from sensor_msgs.msg import Image, JointState  # noqa: E402
+from sensor_msgs.msg import CameraInfo, Image, JointState  # noqa: E402
 
+from ladder_ros.camera.model import CameraIntrinsics, RigidTransform  # noqa: E402
 from ladder_ros.core.errors import InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalState  # noqa: E402
 from ladder_ros.core.observation import ObjectPose, PrivilegedState  # noqa: E402
@@ -24,15 +25,26 @@ from ladder_ros.ros_conversions import (  # noqa: E402
     ACTION_AXES,
     action_from_msg,
     action_to_msg,
+    camera_info_to_msg,
+    depth_from_msg,
+    depth_to_msg,
+    diagnostic_status,
+    diagnostic_values,
+    diagnostics_to_msg,
     image_from_msg,
     image_to_msg,
+    intrinsics_from_camera_info,
     joint_state_from_msg,
     joint_state_to_msg,
     ns_to_stamp,
     observation_from_msgs,
     pose_from_msg,
+    pose_matrix_from_msg,
+    pose_matrix_to_msg,
     pose_to_msg,
     stamp_to_ns,
+    transform_from_msg,
+    transform_to_msg,
 )
 
 pytestmark = pytest.mark.ros
@@ -239,3 +251,169 @@ def test_a_robot_observation_has_no_controller_target():
     pose = pose_to_msg(np.array([0.1, 0.2, 0.3]), IDENTITY, 9, "base")
     robot = observation_from_msgs(4, joints, pose, "gripper_aperture", embodiment="widowx")
     assert robot.target_position is None and robot.privileged is None
+
+
+# ------------------------------------------------------------------------------ depth
+def _nan_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+
+
+def test_depth_message_fields_and_round_trip():
+    rng = np.random.default_rng(5)
+    for height, width in ((1, 1), (3, 5), (48, 64)):
+        depth = rng.uniform(0.05, 4.0, size=(height, width)).astype(np.float32)
+        depth[rng.random(depth.shape) < 0.2] = np.nan  # REP 118: NaN is "no depth"
+        msg = depth_to_msg(depth, 6_000_000_007, "depth_optical")
+        assert (msg.height, msg.width, msg.step, msg.encoding, msg.is_bigendian) == (height, width, 4 * width,
+                                                                                      "32FC1", 0)
+        assert (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id) == (6, 7, "depth_optical")
+        assert bytes(msg.data) == depth.astype("<f4").tobytes()
+        assert _nan_equal(depth_from_msg(msg), depth)
+
+
+def test_depth_of_a_strided_view_is_sent_as_its_pixels():
+    # a column slice is not contiguous: the message must carry the pixels, row after row, step = 4 * width
+    full = np.arange(4 * 6, dtype=np.float32).reshape(4, 6) + 1.0
+    view = full[:, ::2]
+    msg = depth_to_msg(view, 0, "cam")
+    assert (msg.width, msg.step, len(msg.data)) == (3, 12, 48)
+    assert np.array_equal(depth_from_msg(msg), view)
+    transposed = full.T  # Fortran order: rows in memory are the columns
+    assert np.array_equal(depth_from_msg(depth_to_msg(transposed, 0, "cam")), transposed)
+
+
+def test_depth_refusals_name_the_bad_value():
+    with pytest.raises(InvalidInputError,
+                       match=r"^a depth image is an \(H, W\) float32 array of metres, got float64 \(2, 3\)$"):
+        depth_to_msg(np.zeros((2, 3)), 0, "cam")
+    with pytest.raises(InvalidInputError,
+                       match=r"^a depth image is an \(H, W\) float32 array of metres, got float32 \(2, 3, 1\)$"):
+        depth_to_msg(np.zeros((2, 3, 1), dtype=np.float32), 0, "cam")
+    msg = depth_to_msg(np.ones((2, 3), dtype=np.float32), 0, "cam")
+    msg.encoding = "mono16"
+    with pytest.raises(InvalidInputError, match=r"^only 32FC1 \(m\) and 16UC1 \(mm\) depth images are read, "
+                                                r"got 'mono16'$"):
+        depth_from_msg(msg)
+    msg.encoding = "32FC1"
+    msg.data = bytes(23)
+    with pytest.raises(InvalidInputError, match="^depth data too short: 23 bytes for 2 rows of 12$"):
+        depth_from_msg(msg)
+    msg.data = bytes(24)
+    msg.step = 11  # shorter than a row of 3 float32 pixels
+    with pytest.raises(InvalidInputError, match="^depth data too short: 24 bytes for 2 rows of 11$"):
+        depth_from_msg(msg)
+    mm = Image(height=2, width=3, encoding="16UC1", step=5, data=bytes(12))  # a 16UC1 row is 6 bytes
+    with pytest.raises(InvalidInputError, match="^depth data too short: 12 bytes for 2 rows of 5$"):
+        depth_from_msg(mm)
+    mm.step = 6
+    mm.data = bytes(11)
+    with pytest.raises(InvalidInputError, match="^depth data too short: 11 bytes for 2 rows of 6$"):
+        depth_from_msg(mm)
+
+
+def test_depth_in_millimetres_reads_as_metres_with_zero_as_no_return():
+    # 16UC1 (RealSense, most drivers): millimetres, 0 = no return
+    rng = np.random.default_rng(6)
+    mm = rng.integers(0, 65536, size=(7, 9), dtype=np.uint16)
+    mm[0, 0], mm[1, 1], mm[2, 2] = 0, 1, 65535
+    msg = Image(height=7, width=9, encoding="16UC1", step=18, data=mm.astype("<u2").tobytes())
+    depth = depth_from_msg(msg)
+    assert depth.dtype == np.float32 and depth.shape == (7, 9)
+    expected = mm.astype(np.float32) / np.float32(1000.0)
+    expected[mm == 0] = np.nan
+    assert _nan_equal(depth, expected)
+    assert np.isnan(depth[0, 0]) and depth[1, 1] == np.float32(0.001) and depth[2, 2] == np.float32(65.535)
+
+
+def test_big_endian_and_padded_depth_rows():
+    rng = np.random.default_rng(7)
+    metres = rng.uniform(0.1, 3.0, size=(4, 5)).astype(np.float32)
+    mm = rng.integers(1, 5000, size=(4, 5), dtype=np.uint16)
+    for encoding, values, size, expected in (("32FC1", metres, 4, metres),
+                                             ("16UC1", mm, 2, mm.astype(np.float32) / np.float32(1000.0))):
+        for bigendian in (0, 1):
+            raw = values.astype((">" if bigendian else "<") + values.dtype.str[1:])
+            step = 5 * size + 6  # 6 bytes of padding after each row
+            padded = np.full((4, step), 0xAB, dtype=np.uint8)
+            padded[:, :5 * size] = raw.view(np.uint8).reshape(4, 5 * size)
+            msg = Image(height=4, width=5, encoding=encoding, is_bigendian=bigendian, step=step,
+                        data=padded.tobytes())
+            depth = depth_from_msg(msg)
+            assert depth.dtype == np.float32 and np.array_equal(depth, expected), (encoding, bigendian)
+
+
+def test_depth_that_is_not_a_distance_reads_as_nan():
+    values = np.array([[0.0, -0.5, np.inf, -np.inf], [np.nan, 1e-6, 2.5, 0.25]], dtype=np.float32)
+    depth = depth_from_msg(depth_to_msg(values, 0, "cam"))
+    assert np.isnan(depth[0]).all() and np.isnan(depth[1, 0])
+    assert depth[1, 1:].tolist() == values[1, 1:].tolist()
+
+
+# ------------------------------------------------------------------------------ camera info
+def test_camera_info_carries_k_d_r_p():
+    intrinsics = CameraIntrinsics(640, 480, 615.5, 612.25, 321.5, 239.75, "plumb_bob", (0.1, -0.2, 0.001, 0.002, 0.03))
+    msg = camera_info_to_msg(intrinsics, 8_000_000_009, "camera_color_optical_frame")
+    assert (msg.width, msg.height, msg.distortion_model) == (640, 480, "plumb_bob")
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (8, 9)
+    assert msg.header.frame_id == "camera_color_optical_frame"
+    assert list(msg.d) == [0.1, -0.2, 0.001, 0.002, 0.03]
+    assert list(msg.k) == [615.5, 0.0, 321.5, 0.0, 612.25, 239.75, 0.0, 0.0, 1.0]
+    assert list(msg.r) == [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]  # monocular: R = I
+    assert list(msg.p) == [615.5, 0.0, 321.5, 0.0, 0.0, 612.25, 239.75, 0.0, 0.0, 0.0, 1.0, 0.0]  # [K | 0]
+    back = intrinsics_from_camera_info(msg)
+    assert back == intrinsics and isinstance(back.width, int) and isinstance(back.height, int)
+
+
+def test_camera_info_with_a_given_rectification_and_projection():
+    intrinsics = CameraIntrinsics(64, 48, 50.0, 51.0, 32.0, 24.0)
+    rectification = euler_xyz_to_matrix([0.01, -0.02, 0.03])
+    projection = np.array([[50.0, 0.0, 30.0, -3.5], [0.0, 51.0, 25.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
+    msg = camera_info_to_msg(intrinsics, 0, "right", rectification, projection)
+    assert list(msg.r) == rectification.ravel().tolist() and list(msg.p) == projection.ravel().tolist()
+    # a projection given as nested lists reads the same
+    listed = camera_info_to_msg(intrinsics, 0, "right", rectification.tolist(), projection.tolist())
+    assert list(listed.r) == list(msg.r) and list(listed.p) == list(msg.p)
+
+
+def test_camera_info_round_trips_every_distortion_model():
+    rng = np.random.default_rng(8)
+    for model, count in (("plumb_bob", 5), ("plumb_bob", 4), ("plumb_bob", 8), ("rational_polynomial", 8),
+                         ("equidistant", 4)):
+        for _ in range(5):
+            fx, fy = rng.uniform(100, 1500, size=2)
+            intrinsics = CameraIntrinsics(int(rng.integers(16, 2000)), int(rng.integers(16, 2000)), float(fx),
+                                          float(fy), float(rng.uniform(0, 1000)), float(rng.uniform(0, 800)),
+                                          model, tuple(rng.normal(scale=0.1, size=count).tolist()))
+            back = intrinsics_from_camera_info(camera_info_to_msg(intrinsics, 0, "cam"))
+            assert back == intrinsics, model
+
+
+def test_camera_info_refusals():
+    msg = CameraInfo(width=64, height=48)  # an uncalibrated camera publishes K all zero
+    with pytest.raises(InvalidInputError, match=r"^camera_info has no calibration \(K is zero\)$"):
+        intrinsics_from_camera_info(msg)
+    for fx, fy in ((500.0, 0.0), (0.0, 500.0), (-500.0, 500.0), (500.0, -500.0)):
+        msg.k = [fx, 0.0, 32.0, 0.0, fy, 24.0, 0.0, 0.0, 1.0]
+        with pytest.raises(InvalidInputError, match="no calibration"):
+            intrinsics_from_camera_info(msg)
+    msg.k = [500.0, 0.0, 32.0, 0.0, 500.0, 24.0, 0.0, 0.0, 1.0]
+    msg.d = [0.1, 0.2, 0.3]
+    msg.distortion_model = "plumb_bob"
+    with pytest.raises(InvalidInputError, match="^camera_info: distortion model plumb_bob takes 5 coefficients") as err:
+        intrinsics_from_camera_info(msg)
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+    msg.width = 0
+    msg.d = []
+    with pytest.raises(InvalidInputError, match="^camera_info: intrinsics width must be a positive number of pixels, "
+                                                "got 0$"):
+        intrinsics_from_camera_info(msg)
+
+
+def test_camera_info_without_a_distortion_model_is_plumb_bob():
+    msg = CameraInfo(width=64, height=48, k=[500.0, 0.0, 32.0, 0.0, 501.0, 24.0, 0.0, 0.0, 1.0])
+    msg.d = [0.01, 0.02, 0.0, 0.0, 0.0]
+    intrinsics = intrinsics_from_camera_info(msg)
+    assert intrinsics == CameraIntrinsics(64, 48, 500.0, 501.0, 32.0, 24.0, "plumb_bob", (0.01, 0.02, 0.0, 0.0, 0.0))
+    msg.distortion_model = "equidistant"
+    msg.d = [0.01, 0.02, 0.03, 0.04]
+    assert intrinsics_from_camera_info(msg).distortion_model == "equidistant"

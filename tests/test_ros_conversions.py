@@ -417,3 +417,170 @@ def test_camera_info_without_a_distortion_model_is_plumb_bob():
     msg.distortion_model = "equidistant"
     msg.d = [0.01, 0.02, 0.03, 0.04]
     assert intrinsics_from_camera_info(msg).distortion_model == "equidistant"
+
+
+# ------------------------------------------------------------------------------ poses
+def _random_poses(seed: int, count: int):
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        q = rng.normal(size=4)
+        yield rng.uniform(-1.0, 1.0, size=3), q / np.linalg.norm(q)
+
+
+def test_pose_matrix_round_trip():
+    for position, q in _random_poses(9, 50):
+        pose = np.eye(4)
+        pose[:3, :3], pose[:3, 3] = quaternion_to_matrix(q), position
+        msg = pose_matrix_to_msg(pose, 10_000_000_011, "base_link")
+        assert (msg.header.frame_id, msg.header.stamp.sec, msg.header.stamp.nanosec) == ("base_link", 10, 11)
+        p, o = msg.pose.position, msg.pose.orientation
+        assert [p.x, p.y, p.z] == position.tolist()
+        sent = np.array([o.w, o.x, o.y, o.z])
+        assert np.linalg.norm(sent) == pytest.approx(1.0, abs=1e-15)
+        assert np.allclose(sent, q, atol=1e-12) or np.allclose(sent, -q, atol=1e-12)  # q and -q: one rotation
+        back = pose_matrix_from_msg(msg)
+        assert back.shape == (4, 4) and back[3].tolist() == [0.0, 0.0, 0.0, 1.0]
+        assert back[:3, 3].tolist() == position.tolist()
+        assert np.allclose(back[:3, :3], pose[:3, :3], atol=1e-12)
+
+
+def test_pose_matrix_refusals_name_the_shape():
+    with pytest.raises(InvalidInputError, match=r"^a pose is a finite 4x4 matrix, got shape \(3, 4\)$"):
+        pose_matrix_to_msg(np.eye(4)[:3], 0, "base")
+    bad = np.eye(4)
+    bad[0, 3] = np.nan
+    with pytest.raises(InvalidInputError, match=r"^a pose is a finite 4x4 matrix, got shape \(4, 4\)$"):
+        pose_matrix_to_msg(bad, 0, "base")
+    bad[0, 3], bad[1, 1] = 0.0, np.inf
+    with pytest.raises(InvalidInputError, match="finite 4x4"):
+        pose_matrix_to_msg(bad, 0, "base")
+    # nested lists are a pose too
+    msg = pose_matrix_to_msg(np.eye(4).tolist(), 0, "base")
+    assert np.array_equal(pose_matrix_from_msg(msg), np.eye(4))
+
+
+def test_pose_refusals_name_the_bad_values():
+    ok_q = np.array([1.0, 0.0, 0.0, 0.0])
+    cases = [
+        (np.array([0.1, np.nan, 0.3]), ok_q, r"\[0\.1, nan, 0\.3\] and \[1\.0, 0\.0, 0\.0, 0\.0\]"),
+        (np.array([0.1, 0.2, 0.3]), np.array([np.inf, 0.0, 0.0, 0.0]), r"\[0\.1, 0\.2, 0\.3\] and \[inf, 0\.0"),
+        (np.array([0.1, 0.2]), ok_q, r"\[0\.1, 0\.2\] and \[1\.0"),
+        (np.array([0.1, 0.2, 0.3]), np.array([1.0, 0.0, 0.0]), r"\[0\.1, 0\.2, 0\.3\] and \[1\.0, 0\.0, 0\.0\]$"),
+        # a coordinate nobody filled in (None) is refused as not finite
+        ([0.1, None, 0.3], ok_q, r"\[0\.1, nan, 0\.3\]"),
+        ([0.1, 0.2, 0.3], [1.0, None, 0.0, 0.0], r"\[0\.1, 0\.2, 0\.3\] and \[1\.0, nan, 0\.0, 0\.0\]$"),
+    ]
+    for position, quaternion, shown in cases:
+        with pytest.raises(InvalidInputError, match=r"^a pose is a finite position \(3\) and quaternion \(4\), got "
+                                                    + shown):
+            pose_to_msg(position, quaternion, 0, "base")
+
+
+def test_a_pose_is_sent_with_a_unit_quaternion():
+    for position, q in _random_poses(10, 30):
+        for scale in (1e-6, 0.5, 3.0, 1e6):
+            o = pose_to_msg(position, scale * q, 0, "base").pose.orientation
+            sent = np.array([o.w, o.x, o.y, o.z])
+            assert np.allclose(sent, q, atol=1e-15) and abs(np.linalg.norm(sent) - 1.0) < 1e-15
+    # the smallest quaternion still taken as a direction: norm 1e-9
+    o = pose_to_msg(np.zeros(3), [1e-9, 0.0, 0.0, 0.0], 0, "base").pose.orientation
+    assert (o.w, o.x, o.y, o.z) == (1.0, 0.0, 0.0, 0.0)
+    with pytest.raises(InvalidInputError, match="^a zero quaternion has no orientation$"):
+        pose_to_msg(np.zeros(3), [0.9e-9, 0.0, 0.0, 0.0], 0, "base")
+
+
+def test_a_single_precision_quaternion_is_normalised_in_double_precision():
+    # a float32 quaternion (a vision pipeline's output) is normalised as the float64 it converts to exactly
+    for position, q in _random_poses(11, 30):
+        single = (2.0 * q).astype(np.float32)
+        sent, expected = (pose_to_msg(position.astype(np.float32), v, 0, "base").pose for v in
+                          (single, single.astype(np.float64)))
+        assert sent == expected
+
+
+def test_a_received_pose_reads_back_as_a_unit_quaternion():
+    for position, q in _random_poses(12, 30):
+        msg = pose_to_msg(position, q, 0, "base")
+        o = msg.pose.orientation
+        o.w, o.x, o.y, o.z = (float(v) for v in 2.5 * q)  # a sender that did not normalise
+        back_position, back_q = pose_from_msg(msg)
+        assert back_position.tolist() == position.tolist()
+        assert np.allclose(back_q, q, atol=1e-15)
+    o.w, o.x, o.y, o.z = 1e-9, 0.0, 0.0, 0.0
+    assert pose_from_msg(msg)[1].tolist() == [1.0, 0.0, 0.0, 0.0]
+    for bad, shown in (((0.0, 0.0, 0.0, 0.0), r"\[0\.0, 0\.0, 0\.0, 0\.0\]"), ((0.9e-9, 0.0, 0.0, 0.0), r"\[9e-10"),
+                       ((np.nan, 0.0, 0.0, 1.0), r"\[nan, 0\.0, 0\.0, 1\.0\]"), ((np.inf, 0.0, 0.0, 0.0), r"\[inf")):
+        o.w, o.x, o.y, o.z = bad
+        with pytest.raises(InvalidInputError, match="^pose orientation is not a rotation: " + shown):
+            pose_from_msg(msg)
+
+
+# ------------------------------------------------------------------------------ transforms
+def test_transform_round_trip_carries_tf2_quaternion_order():
+    for translation, q in _random_poses(13, 30):
+        transform = RigidTransform(quaternion_to_matrix(q), translation)
+        msg = transform_to_msg(transform, "world", "camera_link", 12_000_000_013)
+        assert (msg.header.frame_id, msg.child_frame_id) == ("world", "camera_link")
+        assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (12, 13)
+        tr, r = msg.transform.translation, msg.transform.rotation
+        assert [tr.x, tr.y, tr.z] == translation.tolist()
+        assert [r.x, r.y, r.z, r.w] == transform.quaternion_xyzw.tolist()  # tf2: x, y, z, w
+        xyzw = np.array([q[1], q[2], q[3], q[0]])
+        assert np.allclose([r.x, r.y, r.z, r.w], xyzw, atol=1e-12) or np.allclose([r.x, r.y, r.z, r.w], -xyzw,
+                                                                                 atol=1e-12)
+        back, parent, child = transform_from_msg(msg)
+        assert (parent, child) == ("world", "camera_link")
+        assert back.t.tolist() == translation.tolist() and np.allclose(back.R, transform.R, atol=1e-12)
+
+
+# ------------------------------------------------------------------------------ diagnostics
+def test_diagnostic_levels_and_fields():
+    for level, value in (("ok", b"\x00"), ("warn", b"\x01"), ("error", b"\x02"), ("stale", b"\x03")):
+        status = diagnostic_status("/widowx/driver: arm", "wx250s", level, "why", {})
+        assert (status.name, status.hardware_id, status.level, status.message) == ("/widowx/driver: arm", "wx250s",
+                                                                                   value, "why")
+    with pytest.raises(InvalidInputError, match="^diagnostic level must be one of ok, warn, error, stale, got 'fatal'$"):
+        diagnostic_status("n", "h", "fatal", "", {})
+    with pytest.raises(InvalidInputError, match="got 'OK'$"):  # levels are lower case
+        diagnostic_status("n", "h", "OK", "", {})
+
+
+def test_diagnostic_values_as_text():
+    values = {"latency_ms": 12.3456789, "tiny_m": 0.000123456789, "big_hz": 1234567.0, "count": 1234567,
+              "flag": True, "label": "bridge", "missing": None, "nested": {"inner_ms": 2.0, "n": 7, "none": None},
+              3: "a key that is not text"}
+    status = diagnostic_status("n", "h", "ok", "m", values)
+    # numbers: 6 significant digits for floats, integers in full; nested keys flattened with a dot, in order
+    assert [(kv.key, kv.value) for kv in status.values] == [
+        ("latency_ms", "12.3457"), ("tiny_m", "0.000123457"), ("big_hz", "1.23457e+06"), ("count", "1234567"),
+        ("flag", "True"), ("label", "bridge"), ("missing", ""), ("nested.inner_ms", "2"), ("nested.n", "7"),
+        ("nested.none", ""), ("3", "a key that is not text")]
+    assert diagnostic_values(status)["count"] == "1234567"
+
+
+def test_diagnostic_values_formatting_holds_for_many_numbers():
+    rng = np.random.default_rng(14)
+    for value in rng.lognormal(0.0, 6.0, size=200):
+        number = float(value) * (1 if rng.random() < 0.5 else -1)
+        text = diagnostic_values(diagnostic_status("n", "h", "ok", "", {"x": number}))["x"]
+        assert float(text) == pytest.approx(number, rel=5e-6) and text == f"{number:.6g}"
+        whole = int(value * 1e6)
+        assert diagnostic_values(diagnostic_status("n", "h", "ok", "", {"x": whole}))["x"] == str(whole)
+
+
+def test_diagnostics_array_is_stamped_and_carries_one_status():
+    array = diagnostics_to_msg("/franka/driver: arm", "fr3", "error", "reflex", {"a": {"b": 1.5}}, 13_000_000_014)
+    assert (array.header.stamp.sec, array.header.stamp.nanosec) == (13, 14) and len(array.status) == 1
+    status = array.status[0]
+    assert (status.name, status.hardware_id, status.level, status.message) == ("/franka/driver: arm", "fr3", b"\x02",
+                                                                               "reflex")
+    assert diagnostic_values(status) == {"a.b": "1.5"}
+
+
+# ------------------------------------------------------------------------------ actions over other axes
+def test_an_action_over_named_axes_refuses_a_missing_target():
+    axes = ("j1", "j2", "j3")
+    msg = action_to_msg([0.5, -0.25, 1], 0, axes)
+    assert tuple(msg.joint_names) == axes and list(msg.points[0].positions) == [0.5, -0.25, 1.0]
+    with pytest.raises(InvalidInputError, match=r"^an action over 3 axes needs 3 finite numbers, got \[0\.5, nan, 1\.0\]$"):
+        action_to_msg([0.5, None, 1.0], 0, axes)

@@ -539,7 +539,8 @@ def test_diagnostic_levels_and_fields():
         status = diagnostic_status("/widowx/driver: arm", "wx250s", level, "why", {})
         assert (status.name, status.hardware_id, status.level, status.message) == ("/widowx/driver: arm", "wx250s",
                                                                                    value, "why")
-    with pytest.raises(InvalidInputError, match="^diagnostic level must be one of ok, warn, error, stale, got 'fatal'$"):
+    with pytest.raises(InvalidInputError,
+                       match="^diagnostic level must be one of ok, warn, error, stale, got 'fatal'$"):
         diagnostic_status("n", "h", "fatal", "", {})
     with pytest.raises(InvalidInputError, match="got 'OK'$"):  # levels are lower case
         diagnostic_status("n", "h", "OK", "", {})
@@ -582,5 +583,6 @@ def test_an_action_over_named_axes_refuses_a_missing_target():
     axes = ("j1", "j2", "j3")
     msg = action_to_msg([0.5, -0.25, 1], 0, axes)
     assert tuple(msg.joint_names) == axes and list(msg.points[0].positions) == [0.5, -0.25, 1.0]
-    with pytest.raises(InvalidInputError, match=r"^an action over 3 axes needs 3 finite numbers, got \[0\.5, nan, 1\.0\]$"):
+    with pytest.raises(InvalidInputError,
+                       match=r"^an action over 3 axes needs 3 finite numbers, got \[0\.5, nan, 1\.0\]$"):
         action_to_msg([0.5, None, 1.0], 0, axes)

@@ -264,8 +264,8 @@ def test_depth_message_fields_and_round_trip():
         depth = rng.uniform(0.05, 4.0, size=(height, width)).astype(np.float32)
         depth[rng.random(depth.shape) < 0.2] = np.nan  # REP 118: NaN is "no depth"
         msg = depth_to_msg(depth, 6_000_000_007, "depth_optical")
-        assert (msg.height, msg.width, msg.step, msg.encoding, msg.is_bigendian) == (height, width, 4 * width,
-                                                                                      "32FC1", 0)
+        fields = (msg.height, msg.width, msg.step, msg.encoding, msg.is_bigendian)
+        assert fields == (height, width, 4 * width, "32FC1", 0)
         assert (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id) == (6, 7, "depth_optical")
         assert bytes(msg.data) == depth.astype("<f4").tobytes()
         assert _nan_equal(depth_from_msg(msg), depth)
@@ -526,8 +526,8 @@ def test_transform_round_trip_carries_tf2_quaternion_order():
         assert [tr.x, tr.y, tr.z] == translation.tolist()
         assert [r.x, r.y, r.z, r.w] == transform.quaternion_xyzw.tolist()  # tf2: x, y, z, w
         xyzw = np.array([q[1], q[2], q[3], q[0]])
-        assert np.allclose([r.x, r.y, r.z, r.w], xyzw, atol=1e-12) or np.allclose([r.x, r.y, r.z, r.w], -xyzw,
-                                                                                 atol=1e-12)
+        sent = np.array([r.x, r.y, r.z, r.w])
+        assert np.allclose(sent, xyzw, atol=1e-12) or np.allclose(sent, -xyzw, atol=1e-12)  # one rotation
         back, parent, child = transform_from_msg(msg)
         assert (parent, child) == ("world", "camera_link")
         assert back.t.tolist() == translation.tolist() and np.allclose(back.R, transform.R, atol=1e-12)

@@ -586,3 +586,19 @@ def test_an_action_over_named_axes_refuses_a_missing_target():
     with pytest.raises(InvalidInputError,
                        match=r"^an action over 3 axes needs 3 finite numbers, got \[0\.5, nan, 1\.0\]$"):
         action_to_msg([0.5, None, 1.0], 0, axes)
+
+
+def test_a_pose_message_filled_with_single_precision_numbers_reads_back_in_double_precision():
+    # rclpy lets a float64 field hold a numpy float32 or an int until the message is sent: read it the same
+    for position, q in _random_poses(15, 30):
+        msg = pose_to_msg(position, q, 0, "base")
+        p, o = msg.pose.position, msg.pose.orientation
+        p.x, p.y, p.z = (np.float32(v) for v in position)
+        o.w, o.x, o.y, o.z = (np.float32(2.0 * v) for v in q)
+        back_position, back_q = pose_from_msg(msg)
+        assert back_position.dtype == np.float64 and back_q.dtype == np.float64
+        single = np.array([float(np.float32(2.0 * v)) for v in q])
+        assert back_q.tolist() == (single / np.linalg.norm(single)).tolist()
+        assert back_position.tolist() == [float(np.float32(v)) for v in position]
+    p.x, p.y, p.z = 1, 2, 3
+    assert pose_from_msg(msg)[0].dtype == np.float64

@@ -602,3 +602,20 @@ def test_a_pose_message_filled_with_single_precision_numbers_reads_back_in_doubl
         assert back_position.tolist() == [float(np.float32(v)) for v in position]
     p.x, p.y, p.z = 1, 2, 3
     assert pose_from_msg(msg)[0].dtype == np.float64
+
+
+def test_a_camera_in_normalised_image_coordinates_is_calibrated():
+    # K = I (focal length 1, principal point at 0: normalised image coordinates) is a calibration, not "K zero"
+    msg = CameraInfo(width=2, height=2, k=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], d=[0.0] * 5)
+    assert intrinsics_from_camera_info(msg) == CameraIntrinsics(2, 2, 1.0, 1.0, 0.0, 0.0)
+    msg.k = [0.5, 0.0, 1.0, 0.0, 0.25, 1.0, 0.0, 0.0, 1.0]
+    intrinsics = intrinsics_from_camera_info(msg)
+    assert (intrinsics.fx, intrinsics.fy, intrinsics.cx, intrinsics.cy) == (0.5, 0.25, 1.0, 1.0)
+
+
+def test_a_pose_matrix_with_an_entry_nobody_filled_in_is_refused():
+    for row, column in ((0, 3), (1, 1), (3, 3)):
+        pose = np.eye(4).tolist()
+        pose[row][column] = None
+        with pytest.raises(InvalidInputError, match=r"^a pose is a finite 4x4 matrix, got shape \(4, 4\)$"):
+            pose_matrix_to_msg(pose, 0, "base")

@@ -150,3 +150,71 @@ def test_the_franka_rehearsal_plan_points_the_driver_and_the_policy_at_this_mach
               "timing": None, "finish_reason": "plan_exhausted"}
     summary = summarize([record])
     assert summary["scored"] is False and summary["success"] == {}
+
+
+def run_lossy_node(steps: int, seed: int, drop_p: float, lose_p: float, arm_gain: float, hand_lag_steps: int = 6):
+    """The sweep behind a model of the policy node's queue (ladder_ros/policies/executor.py): a request goes out
+    when fewer than ``lead`` rows are queued and its chunk arrives 1-3 steps later; the chunk's seam is checked
+    against the last row queued, or, after the queue ran dry or was dropped, against the joints of the
+    observation it was computed from (``ChunkScreen.check_seam``); a refused chunk is not queued. With
+    probability ``drop_p`` a step finds the observation stale: the queue is dropped and the arm holds; with
+    probability ``lose_p`` a chunk is lost (refused for another reason). Returns the seam jumps refused, the arm's
+    joints and the hand as seen, per step."""
+    rng = np.random.default_rng(seed)
+    chunker, processor = SweepChunker(CONFIG), ActionProcessor(CONFIG)
+    bound = CONFIG.seam.max_joint_rad
+    queue, previous, pending = [], None, None  # pending: (arrival step, rows, joints the request showed)
+    arm, commanded, refused = np.array(READY_JOINTS), [0.0], []
+    arms, hand = [], []
+    for step in range(steps):
+        seen = commanded[max(0, len(commanded) - 1 - hand_lag_steps)]
+        if pending is not None and pending[0] <= step:
+            _, rows, shown = pending
+            pending = None
+            reference = queue[-1][:7] if queue else (previous if previous is not None else shown)
+            jump = float(np.max(np.abs(rows[0, :7] - reference)))
+            if jump > bound:
+                refused.append(jump)
+            elif rng.random() >= lose_p:
+                queue.extend(rows[:CONFIG.execute_steps])
+        if rng.random() < drop_p:
+            queue, previous = [], None
+        elif queue:
+            row = queue.pop(0)
+            previous = np.asarray(row[:7], dtype=np.float64)
+            commanded.append(float(row[7]))
+            arm = arm + arm_gain * (previous - arm)
+        else:
+            previous = None
+        if pending is None and len(queue) < int(rng.integers(1, CONFIG.execute_steps + 1)):
+            rows = processor.check_chunk(chunker.chunk(request(arm, gripper=seen)))
+            pending = (step + int(rng.integers(1, 4)), rows, arm.copy())
+        arms.append(arm.copy())
+        hand.append(seen)
+    return refused, np.array(arms), np.array(hand), chunker
+
+
+@pytest.mark.parametrize("seed, drop_p, lose_p, arm_gain", [(0, 0.03, 0.0, 1.0), (1, 0.0, 0.05, 1.0),
+                                                            (2, 0.03, 0.03, 0.5), (3, 0.08, 0.05, 0.3),
+                                                            (4, 0.02, 0.1, 0.15)])
+def test_a_node_that_drops_its_queue_or_loses_chunks_never_sees_a_seam_jump(seed, drop_p, lose_p, arm_gain):
+    """Rows the node never executed are not counted as done: the next chunk starts where its seam check
+    measures from, and every cycle is still an attempt the Franka trigger ends on the release."""
+    from ladder_ros.core.triggers import GripperTrigger
+
+    refused, arm, hand, chunker = run_lossy_node(3000, seed, drop_p, lose_p, arm_gain)
+    assert refused == []
+    assert chunker.resyncs > 0  # rows were lost and the script took its place from the arm
+    trigger = GripperTrigger(get_preset("franka").trigger)
+    ends = [e for step, (joints, closed) in enumerate(zip(arm, hand))
+            if (e := trigger.update(step, 1.0 - closed, forward_kinematics(joints)[2, 3])) is not None]
+    assert len(ends) >= 5 and all(e.reason == "release" for e in ends), ends
+
+
+def test_without_taking_its_place_from_the_arm_the_sweep_jumps_after_lost_rows(monkeypatch):
+    """The control: a sweep that only counts chunks (never re-anchors) has its chunks refused by the seam check."""
+    import ladder_ros.policies.rehearsal_sweep as sweep
+
+    monkeypatch.setattr(sweep, "RESYNC_FRACTION", float("inf"))
+    refused, *_ = run_lossy_node(3000, 3, 0.08, 0.05, 0.3)
+    assert len(refused) > 10

@@ -37,7 +37,7 @@ class FrankaTwinNode(Node):
     and ``twin/joint_states`` (the simulated arm's joints and velocities as franky-sim stepped them, stamped
     when sampled, at ``state_rate_hz``).
     Parameters: ``FRANKA_TWIN`` in :mod:`ladder_ros.nodes.robot_parameters` (host, start_joints (rad),
-    behind_warn_s (s), state_rate_hz (Hz), preset, clock_mode).
+    behind_warn_s (s), state_rate_hz (Hz), loop_nice, preset, clock_mode).
     """
 
     def __init__(self, *, node_name: str = "franka_twin", **node_options):
@@ -46,13 +46,14 @@ class FrankaTwinNode(Node):
         if p["clock_mode"] != WALL_CLOCK:
             raise ConfigError(f"parameter {self.get_name()}.clock_mode: the twin runs on the wall clock, got "
                               f"{p['clock_mode']!r}")
-        self.sim = FrankySimServer(p["host"], p["start_joints"]).start()
+        self.sim = FrankySimServer(p["host"], p["start_joints"], loop_nice=p["loop_nice"]).start()
         self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
         self._joints_pub = self.create_publisher(JointState, TWIN_JOINT_STATES, qos(topics.STREAM))
         self._published_ns = 0
         self.create_timer(1.0, self._publish_diagnostics)
         self.create_timer(1.0 / p["state_rate_hz"], self._publish_joints)
         self.get_logger().info(f"Franka twin: franky-sim (MuJoCo FR3 and Franka Hand) listening at {self.sim.host}")
+        self._said_priority = False
 
     def _publish_joints(self) -> None:
         joints = self.sim.joints
@@ -65,6 +66,9 @@ class FrankaTwinNode(Node):
 
     def _publish_diagnostics(self) -> None:
         stats = self.sim.stats()
+        if not self._said_priority and stats["loop_priority"] != "not started":
+            self._said_priority = True
+            self.get_logger().info(f"franky-sim's loop runs at {stats['loop_priority']}")
         if not stats["running"]:
             level, message = "error", "franky-sim's loop stopped"
         elif stats["behind_s"] > self.params["behind_warn_s"]:

@@ -27,7 +27,19 @@ The lift is a joint offset found once per episode: the least-squares joint step 
 (the driver's own forward kinematics, :func:`ladder_ros.robots.franka.forward_kinematics`) by
 ``LIFT_M`` at the centre. A chunk's rows follow on from the previous chunk's executed ones (the
 script advances by the executed length; the rows past it are its prediction), so the seam between
-chunks is one step's motion, far below the config's seam limit. Nothing here imports rclpy.
+chunks is one step's motion, far below the config's seam limit.
+
+The script cannot see whether its rows were executed. The policy node drops its queue and holds
+when an observation is too old, refuses a chunk that fails its checks, and then measures the next
+chunk's seam from where the arm is rather than from the last row it queued
+(``ladder_ros/policies/executor.py``); a script that only counted chunks would then jump by every row
+it lost, and each refused jump would put it further ahead. So each chunk starts from the row the
+previous one left off at, unless the request shows the arm further than ``RESYNC_FRACTION`` of the
+seam bound from it: then it starts between the two (half way, or as close to the arm as the bound
+needs), so its seam passes whichever the node measures from; the rows then move towards the script
+by at most ``CATCH_UP_RAD`` a step per joint, twice the script's own fastest, until they are on it
+again. The hand's cycle keeps its count (it is closed on what the requests show anyway). Nothing
+here imports rclpy.
 """
 
 from __future__ import annotations
@@ -60,6 +72,8 @@ SWEEP_STEPS = 120  # one sweep of joint 1 every 8 s at 15 Hz
 SEEN_CLOSED = 0.5  # DROID's gripper position at or above which the request shows the hand closed (the trigger's
 # open threshold, 0.5 of the aperture, Appendix B)
 OPENING, CLOSING = "opening", "closing"  # waiting for the request to show the hand open, closed
+CATCH_UP_RAD = 0.02  # per joint and step: twice the script's fastest joint motion (joint 1: 0.0105 rad a step)
+RESYNC_FRACTION = 0.8  # of the config's seam bound: an arm further than this from the last row has missed rows
 JACOBIAN_STEP_RAD = 1e-4
 INSIDE = 1e-5  # rows are clipped this far inside the config's bounds, so float32 rounding never crosses one
 
@@ -183,6 +197,8 @@ class SweepChunker:
         self.step = 0
         self.hand = HandScript()
         self.chunks = 0
+        self.last: np.ndarray | None = None  # the arm's joints in the previous chunk's last executed row
+        self.resyncs = 0  # chunks that started between that row and the arm (module docstring)
 
     def chunk(self, request: Mapping[str, Any]) -> np.ndarray:
         """``length`` rows (float32) from the episode's next step on; the first request fixes the centre."""
@@ -191,6 +207,7 @@ class SweepChunker:
             self.centre = joints.copy()
             self.lift = lift_offset(self.centre)
         hand = self.hand.seen(gripper, hand_height(joints))
+        at = self._start(joints)
         rows = []
         for k in range(self.step, self.step + self.length):
             if k == self.step + self.execute:
@@ -198,9 +215,26 @@ class SweepChunker:
             hand, lift, command = hand.step()
             q = self.centre + lift * self.lift
             q[0] += SWEEP_RAD * math.sin(2.0 * math.pi * k / SWEEP_STEPS)
-            rows.append(np.append(q, command))
+            at = at + np.clip(q - at, -CATCH_UP_RAD, CATCH_UP_RAD)
+            rows.append(np.append(at, command))
         if self.execute >= self.length:
             self.hand = hand
         self.step += self.execute
         self.chunks += 1
-        return _inside_bounds(np.array(rows), self.config)
+        out = _inside_bounds(np.array(rows), self.config)
+        self.last = out[min(self.execute, self.length) - 1, :ARM_JOINTS].astype(np.float64)
+        return out
+
+    def _start(self, joints: np.ndarray) -> np.ndarray:
+        """Where this chunk's rows start from: the previous chunk's last executed row, or a point between it and
+        the arm when the arm is too far from it for the node's seam check (module docstring)."""
+        if self.last is None:
+            return joints.copy()
+        bound = self.config.seam.max_joint_rad
+        gap = self.last - joints
+        distance = float(np.max(np.abs(gap)))
+        reach = None if bound is None else RESYNC_FRACTION * bound
+        if reach is None or distance <= reach:
+            return self.last.copy()
+        self.resyncs += 1
+        return joints + gap * min(0.5, max(0.0, reach - CATCH_UP_RAD) / distance)

@@ -12,11 +12,20 @@ command does, with the address chosen by the caller:
 * a ``SimulationServer`` bound to ``host`` only (``hostname_candidates=[host]``; the command
   picks the first free 127.x.y.z instead). A port already taken there is an error naming the
   address, never a silent move to another one the driver would not find;
-* its loop (``run_async``: process the client's commands, step MuJoCo by 1 ms, send the state,
-  sleep to hold 1 kHz) in a daemon thread. A tick that takes longer than 1 ms is not made up: the
-  simulated robot's time (its tick count) then falls behind the wall clock, and the Franka moves
-  slower than commanded in wall-clock terms, as the real arm never would. :meth:`stats` reports
-  the lag so a rehearsal on a loaded machine says so.
+* its loop in a daemon thread: each tick is the vendor's ``run_once`` (process the client's commands,
+  step MuJoCo by 1 ms, send the state) without its sleep, paced here on absolute deadlines
+  (:class:`Pacer`). The vendor's ``run_async`` sleeps 1 ms less the tick's own time after every
+  tick, so every sleep's overshoot is lost for good: its tick costs about 0.6 ms of Python here and
+  its loop ran at 0.71 of real time on an idle machine (``benchmarks/bench_franky_sim_loop.py``). Paced
+  on deadlines, a late tick is made up by the next ones running back to back, up to
+  ``MAX_DEBT_S`` behind; a longer stall is dropped, not made up (a burst would move the arm faster
+  than it can move). The loop's thread runs at ``loop_nice`` (default -10, a larger share of the
+  CPU than the graph's processes): the real arm's control runs on its own real-time computer, so
+  the simulated one should not queue behind the policy's or the tests' work. Where the system refuses
+  the priority, the loop runs at the process's and :meth:`stats` says so. Simulated time still falls
+  behind the wall clock when the machine cannot give the loop its 0.6 ms a tick; the Franka then
+  moves slower than commanded in wall-clock terms, as the real arm never would. :meth:`stats`
+  reports the lag so a rehearsal on a loaded machine says so.
 
 What franky-sim does not model (docs/rehearsal_franka.md): no objects (the hand closes on nothing),
 no reflexes from contact, no real-time kernel, the FR3's dynamics rather than a Panda's.
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -45,6 +55,46 @@ MISSING = ("the Franka twin needs franky-sim (pip install franky-sim==1.0.4, req
            "backend")
 SERVING = "franky-sim serving the Franka at"  # the line the process prints once it listens
 SAMPLE_TICKS = 10  # the arm's joints are sampled every 10 ticks (100 Hz of simulated time) for reports
+MAX_DEBT_S = 0.1  # project choice: a late loop makes up at most this much simulated time back to back (100 ticks)
+DEFAULT_LOOP_NICE = -10  # project choice: the loop thread's niceness, ahead of the graph's processes (nice 0)
+
+
+class Pacer:
+    """Paces a loop of period ``period_s`` on absolute deadlines (:meth:`wait` after each tick).
+
+    A tick that ends before its deadline sleeps until it; one that ends late does not sleep, so the
+    next ticks run back to back until the loop is on time again. A debt of more than ``max_debt_s``
+    is dropped (the deadline moves to now) and counted in :attr:`dropped_s`.
+    """
+
+    def __init__(self, period_s: float, max_debt_s: float, clock=time.monotonic, sleep=time.sleep):
+        if not (period_s > 0 and max_debt_s >= 0):
+            raise ConfigError(f"a pacer needs a positive period and a debt of at least 0, got {period_s}, "
+                              f"{max_debt_s}")
+        self.period_s, self.max_debt_s = period_s, max_debt_s
+        self._clock, self._sleep = clock, sleep
+        self.deadline = clock() + period_s
+        self.dropped_s = 0.0
+
+    def wait(self) -> None:
+        now = self._clock()
+        if now < self.deadline:
+            self._sleep(self.deadline - now)
+        elif now - self.deadline > self.max_debt_s:
+            self.dropped_s += now - self.deadline - self.max_debt_s
+            self.deadline = now - self.max_debt_s
+        self.deadline += self.period_s
+
+
+def set_thread_nice(nice: int) -> str | None:
+    """Give the calling thread niceness ``nice`` (Linux: per thread); None when done, else why not."""
+    if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+        return "no per-thread priority on this platform"
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), int(nice))
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -61,7 +111,7 @@ class FrankySimServer:
     """One simulated FR3 with its hand behind libfranka's protocol at ``host`` (module docstring)."""
 
     def __init__(self, host: str = "127.0.0.1", start_joints: Sequence[float] | None = None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, loop_nice: int | None = DEFAULT_LOOP_NICE):
         try:
             franky_sim = importlib.import_module("franky_sim")
             mujoco_simulator = importlib.import_module("franky_sim.mujoco_simulator")
@@ -69,7 +119,13 @@ class FrankySimServer:
             raise LadderError(f"{MISSING} ({exc})") from None
         if start_joints is not None and len(start_joints) != 7:
             raise ConfigError(f"start_joints: the FR3 has 7 joints, got {len(start_joints)}")
+        if loop_nice is not None and not -20 <= loop_nice <= 19:
+            raise ConfigError(f"loop_nice: a niceness is -20 .. 19, got {loop_nice}")
         self._clock = clock
+        self.loop_nice = loop_nice
+        self.loop_priority = "not started"  # what the loop's thread runs at, once it runs
+        self._thread: threading.Thread | None = None
+        self._pacer: Pacer | None = None
         self.sim = mujoco_simulator.MujocoSimulator(enable_visualization=False)
         self.sim.init()
         kwargs = {} if start_joints is None else {"initial_q": tuple(float(q) for q in start_joints)}
@@ -100,8 +156,23 @@ class FrankySimServer:
         self._started = self._clock()
         self._last_stats = (self._started, 0)
         self.ticks = 0
-        self.server.run_async(realtime=True)
+        self._pacer = Pacer(TICK_S, MAX_DEBT_S, clock=self._clock)
+        self.server.running = True
+        self._thread = threading.Thread(target=self._loop, name="franky-sim loop", daemon=True)
+        self._thread.start()
         return self
+
+    def _loop(self) -> None:
+        if self.loop_nice is None:
+            self.loop_priority = "the process's"
+        else:
+            refused = set_thread_nice(self.loop_nice)
+            self.loop_priority = f"nice {self.loop_nice}" if refused is None else \
+                f"the process's (nice {self.loop_nice} refused: {refused})"
+        pacer = self._pacer
+        while self.server.running:
+            self.server.run_once(realtime=False)  # the vendor's tick without its sleep
+            pacer.wait()
 
     def stats(self) -> dict:
         """Simulated time against the wall clock since :meth:`start` (how far the 1 kHz loop fell behind), and the
@@ -116,25 +187,32 @@ class FrankySimServer:
                 "behind_s": round(max(0.0, wall - simulated), 3),
                 "real_time_factor": round(simulated / wall, 3) if wall > 0 else None,
                 "recent_real_time_factor": None if recent is None else round(recent, 3),
-                "running": bool(self.server.async_thread and self.server.async_thread.is_alive())}
+                "dropped_s": round(self._pacer.dropped_s, 3) if self._pacer else 0.0,
+                "loop_priority": self.loop_priority,
+                "running": bool(self._thread and self._thread.is_alive())}
 
     def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
-        self.server.cleanup()  # stops the loop, joins its thread, closes the sockets
+        self.server.running = False
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        self.server.cleanup()  # closes the sockets
         self.sim.cleanup()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="franky-sim (MuJoCo, one FR3 with its hand) on a loopback address")
     parser.add_argument("--host", default="127.0.0.1", help=f"address to listen at; {AUTO}: the first free 127.x.y.z")
+    parser.add_argument("--nice", type=int, default=DEFAULT_LOOP_NICE,
+                        help=f"the 1 kHz loop thread's niceness (default {DEFAULT_LOOP_NICE})")
     args = parser.parse_args(argv)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        server = FrankySimServer(args.host).start()
+        server = FrankySimServer(args.host, loop_nice=args.nice).start()
     except LadderError as exc:
         print(f"ladder_ros franky-sim: error: {exc}", file=sys.stderr, flush=True)
         return 2

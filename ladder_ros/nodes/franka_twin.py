@@ -46,7 +46,7 @@ class FrankaTwinNode(Node):
         if p["clock_mode"] != WALL_CLOCK:
             raise ConfigError(f"parameter {self.get_name()}.clock_mode: the twin runs on the wall clock, got "
                               f"{p['clock_mode']!r}")
-        self.sim = FrankySimServer(p["host"], p["start_joints"], loop_nice=p["loop_nice"]).start()
+        self.sim = FrankySimServer(p["host"], p["start_joints"], loop_nice=p["loop_nice"] or None).start()
         self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
         self._joints_pub = self.create_publisher(JointState, TWIN_JOINT_STATES, qos(topics.STREAM))
         self._published_ns = 0

@@ -152,9 +152,10 @@ FRANKA_TWIN = COMMON + (
               "behind the wall clock (s): its arm then moves slower than commanded", min=0.01, max=3600.0),
     ParamSpec("state_rate_hz", FLOAT, 50.0, "Publish the simulated arm's own joint states on twin/joint_states this "
               "often (Hz; sampled at 100 Hz of simulated time)", min=1.0, max=100.0),
-    ParamSpec("loop_nice", INT, -10, "Niceness of franky-sim's 1 kHz loop thread: below the graph's 0 so the simulated "
-              "arm keeps the wall clock on a busy machine, as the real one does on its own computer (where the "
-              "system refuses it, the loop runs at the process's and diagnostics say so)", min=-20, max=19),
+    ParamSpec("loop_nice", INT, 0, "Niceness of franky-sim's 1 kHz loop thread; 0: the process's. A negative one "
+              "(-10) keeps the simulated arm on the wall clock on a busy machine, as the real one is on its own "
+              "computer, but takes that CPU from the graph's nodes (where the system refuses it, the loop runs "
+              "at the process's and diagnostics say so)", min=-20, max=19),
 )
 
 REHEARSAL_SERVER = COMMON + (

@@ -19,10 +19,12 @@ command does, with the address chosen by the caller:
   its loop ran at 0.71 of real time on an idle machine (``benchmarks/bench_franky_sim_loop.py``). Paced
   on deadlines, a late tick is made up by the next ones running back to back, up to
   ``MAX_DEBT_S`` behind; a longer stall is dropped, not made up (a burst would move the arm faster
-  than it can move). The loop's thread runs at ``loop_nice`` (default -10, a larger share of the
-  CPU than the graph's processes): the real arm's control runs on its own real-time computer, so
-  the simulated one should not queue behind the policy's or the tests' work. Where the system refuses
-  the priority, the loop runs at the process's and :meth:`stats` says so. Simulated time still falls
+  than it can move). ``loop_nice`` gives the loop's thread a niceness of its own (None, the default:
+  the process's). A negative one (-10) keeps the simulated arm on the wall clock beside a busy graph,
+  as the real arm's control on its own computer is, but takes that CPU from the graph: with two test
+  suites on two cores the driver beside it then missed its control periods (its watchdog held most
+  of a fuzzing run's actions), so it is left to the user. Where the system refuses the niceness, the
+  loop runs at the process's and :meth:`stats` says so. Simulated time still falls
   behind the wall clock when the machine cannot give the loop its 0.6 ms a tick; the Franka then
   moves slower than commanded in wall-clock terms, as the real arm never would. :meth:`stats`
   reports the lag so a rehearsal on a loaded machine says so.
@@ -56,7 +58,7 @@ MISSING = ("the Franka twin needs franky-sim (pip install franky-sim==1.0.4, req
 SERVING = "franky-sim serving the Franka at"  # the line the process prints once it listens
 SAMPLE_TICKS = 10  # the arm's joints are sampled every 10 ticks (100 Hz of simulated time) for reports
 MAX_DEBT_S = 0.1  # project choice: a late loop makes up at most this much simulated time back to back (100 ticks)
-DEFAULT_LOOP_NICE = -10  # project choice: the loop thread's niceness, ahead of the graph's processes (nice 0)
+DEFAULT_LOOP_NICE = None  # the loop thread keeps the process's niceness unless asked (module docstring)
 
 
 class Pacer:
@@ -206,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="franky-sim (MuJoCo, one FR3 with its hand) on a loopback address")
     parser.add_argument("--host", default="127.0.0.1", help=f"address to listen at; {AUTO}: the first free 127.x.y.z")
     parser.add_argument("--nice", type=int, default=DEFAULT_LOOP_NICE,
-                        help=f"the 1 kHz loop thread's niceness (default {DEFAULT_LOOP_NICE})")
+                        help="the 1 kHz loop thread's niceness (default: the process's)")
     args = parser.parse_args(argv)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -225,7 +225,9 @@ def assert_stopped_cleanly(launch: Launch, code: int, nodes: int, died: tuple[st
     assert code == 0, log[-3000:]
     assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-3000:]
     assert "context is invalid" not in log, log[-3000:]  # nodes still log and publish while they close
-    assert len(re.findall(r"process has finished cleanly", log)) == nodes, log[-3000:]
+    started = set(re.findall(r"\[INFO\] \[(\w+-\d+)\]: process started", log))
+    finished = set(re.findall(r"\[INFO\] \[(\w+-\d+)\]: process has finished cleanly", log))
+    assert len(finished) == nodes, (f"not finished cleanly: {sorted(started - finished)}", log[-3000:])
     assert sorted(re.findall(r"\[ERROR\] \[(\w+)-\d+\]: process has died", log)) == sorted(died), log[-3000:]
     assert launch.processes() == []
 

@@ -387,6 +387,9 @@ def run_node(name: str, build: Callable[[], Node], args: Sequence[str] | None = 
         if rclpy.ok():
             raise
     finally:
+        # From here on a stop signal (launch's SIGINT after a node that failed to start, a second Ctrl-C) only
+        # marks the stop: raising in the middle of destroying the node would leave a traceback, not a stop.
+        stop.interrupt = False
         try:
             if node is not None:
                 close = getattr(node, "close", None)

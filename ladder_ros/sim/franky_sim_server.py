@@ -16,7 +16,8 @@ command does, with the address chosen by the caller:
   step MuJoCo by 1 ms, send the state) without its sleep, paced here on absolute deadlines
   (:class:`Pacer`). The vendor's ``run_async`` sleeps 1 ms less the tick's own time after every
   tick, so every sleep's overshoot is lost for good: its tick costs about 0.6 ms of Python here and
-  its loop ran at 0.71 of real time on an idle machine (``benchmarks/bench_franky_sim_loop.py``). Paced
+  its loop ran at 0.71 to 0.83 of real time on an idle machine (``benchmarks/bench_franky_sim_loop.py``,
+  docs/rehearsal_franka.md). Paced
   on deadlines, a late tick is made up by the next ones running back to back, up to
   ``MAX_DEBT_S`` behind; a longer stall is dropped, not made up (a burst would move the arm faster
   than it can move). ``loop_nice`` gives the loop's thread a niceness of its own (None, the default:

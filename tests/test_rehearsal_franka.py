@@ -53,6 +53,8 @@ def test_a_franka_rehearsal_episode_runs_the_robot_graph_against_franky_sim(rehe
     # No scene: nothing is scored, and the record says so instead of claiming a failure.
     assert not record["scored"] and record["score_source"] == UNSCORED
     assert record["twin"]["franky_sim"]["host"] == "127.0.0.1"
+    # The twin mode runs franky-sim's loop ahead of the graph (granted as root, said where the system refuses it).
+    assert "nice -10" in record["twin"]["franky_sim"]["loop_priority"], record["twin"]
     # The lab's policy config, through its openpi client and chunk executor, in pi0.5-DROID's format.
     # (Its requests carry both views: the policy node sends none without the wrist camera's frame. The recorder
     # keeps the main camera's.)

@@ -501,6 +501,8 @@ def test_a_hold_refused_at_a_joint_past_the_apis_limit_is_sent_clamped_inside_it
     assert probe.trigger(executor, topics.ESTOP_SERVICE).success
     probe.spin_until(executor, lambda: "hold_refused" in probe.kinds(), 5, "the refused hold counted")
     probe.spin_until(executor, lambda: "clamped" in probe.state().get("stop", ""), 5, "the clamped hold")
+    # the state can say so before the SDK's subscriber has taken the command: wait for the command itself
+    probe.spin_until(executor, lambda: sdk.calls_of("commands/joint_group"), 5, "the clamped hold at the SDK")
     hold = sdk.calls_of("commands/joint_group")[-1].cmd
     assert hold[1] == pytest.approx(wx250s.LOWER[1] + 2e-3, abs=1e-6)  # just inside the API's limit
     assert probe.state()["recovery_required"] == ""  # held: no torque-off, no recovery needed

@@ -24,7 +24,8 @@ command does, with the address chosen by the caller:
   the process's). A negative one (-10) keeps the simulated arm on the wall clock beside a busy graph,
   as the real arm's control on its own computer is, but takes that CPU from the graph: with two test
   suites on two cores the driver beside it then missed its control periods (its watchdog held most
-  of a fuzzing run's actions), so it is left to the user. Where the system refuses the niceness, the
+  of a fuzzing run's actions in the driver's own test process), so the default leaves it alone and the
+  Franka graph's twin mode asks for -10 (``config/graphs/franka.yaml``). Where the system refuses the niceness, the
   loop runs at the process's and :meth:`stats` says so. Simulated time still falls
   behind the wall clock when the machine cannot give the loop its 0.6 ms a tick; the Franka then
   moves slower than commanded in wall-clock terms, as the real arm never would. :meth:`stats`

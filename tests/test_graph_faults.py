@@ -78,6 +78,18 @@ class StepProbe:
         """True when the newest value of ``values`` came at least ``times`` more times after its first copy."""
         return bool(values) and values.count(values[-1]) > times and values[-1] == max(values)
 
+    def mark(self):
+        """Where the lists stand now: :meth:`resent_since` counts only what arrives after this."""
+        return len(self.observation_stamps), len(self.decisions)
+
+    def resent_since(self, mark, episode_id, times):
+        """The held step's observation and decision each came ``times`` more times after their first copy,
+        counting only copies that arrived after ``mark``: copies of a slow step from before a kill say nothing
+        of what the graph does after it (an action sent just before the kill still steps the simulator)."""
+        stamps = self.observation_stamps[mark[0]:]
+        steps = [d.step for d in self.decisions[mark[1]:] if d.episode_id == episode_id]
+        return self.resent(stamps, times) and self.resent(steps, times)
+
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory):
@@ -90,6 +102,16 @@ def graph(tmp_path_factory):
         session.probe = StepProbe(session.client)
         session.params = params
         yield session
+
+
+@pytest.fixture(autouse=True)
+def idle_graph(graph):
+    """Each test leaves the graph between episodes, so that the next one (or its rerun) starts on an idle
+    orchestrator even when this one failed midway (a restarted node ends the episode it was in)."""
+    yield
+    client = graph.client
+    spin(graph, lambda: client.status is None or client.status.state != "running", 120,
+         "the orchestrator to end the test's episode")
 
 
 def spin(session, condition, timeout_s, what):
@@ -154,16 +176,17 @@ def test_policy_killed_nothing_steps_and_a_restart_ends_the_episode_with_its_rec
     episode = client.start_episode(TASK, variant="periodic_trigger", layout=2, seed=2)
     spin(graph, lambda: max(graph.probe.steps(episode), default=-1) >= 10, 120, "ten steps")
     kill_and_wait(graph, "policy", signal.SIGKILL)
+    probe = graph.probe
+    killed = probe.mark()
     try:
         # Actions already on their way may still step the simulator; then it waits for the action.
         # Once the bridge has resent the held step's observation twice and the orchestrator its
-        # decision twice, the graph is known to be waiting; after two more resends of each, nothing
-        # may have stepped.
-        probe = graph.probe
-
+        # decision twice after the kill, the graph is known to be waiting; after two more resends of
+        # each, nothing may have stepped. (Resends from before the kill do not count: a step the
+        # policy was slow to answer is resent too, and its action may arrive after the kill.)
         def resent(times):
-            return probe.resent(probe.observation_stamps, times) and probe.resent(probe.steps(episode), times)
-        spin(graph, lambda: resent(2), 60, "the held step's observation and decision resent twice")
+            return probe.resent_since(killed, episode, times)
+        spin(graph, lambda: resent(2), 60, "the held step's observation and decision resent twice after the kill")
         held_at = probe.last
         spin(graph, lambda: resent(4) or probe.last != held_at, 60, "two more resends of each")
         assert probe.last == held_at  # the simulator waits for the action: nothing steps

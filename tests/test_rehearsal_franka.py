@@ -12,6 +12,7 @@ reached only when something is broken.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -23,9 +24,21 @@ pytest.importorskip("franky_sim", reason="needs franky-control and franky-sim (r
 
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.evaluation.rehearsal import UNSCORED, Rehearsal, plan_rehearsal  # noqa: E402
+from ladder_ros.sim.franky_sim_server import set_thread_nice  # noqa: E402
 from tests.rehearsal_checks import check_policy_timing_and_recording  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+
+def nice_is_granted(nice: int) -> bool:
+    """Whether this system lets a thread of this user take niceness ``nice`` (asked in a throwaway thread)."""
+    refused: list = []
+    thread = threading.Thread(target=lambda: refused.append(set_thread_nice(nice)))
+    thread.start()
+    thread.join()
+    return refused == [None]
+
+
 TASK = "kitchen_single_1"
 EPISODE_TIMEOUT_S = 120.0  # the first attempt ends about 9 s in (some 130 steps at 15 Hz); the budget is 60 s
 STILL_RAD = 1e-4  # franky-sim's joints at rest: unchanged to this between readings
@@ -54,7 +67,11 @@ def test_a_franka_rehearsal_episode_runs_the_robot_graph_against_franky_sim(rehe
     assert not record["scored"] and record["score_source"] == UNSCORED
     assert record["twin"]["franky_sim"]["host"] == "127.0.0.1"
     # The twin mode runs franky-sim's loop ahead of the graph (granted as root, said where the system refuses it).
-    assert "nice -10" in record["twin"]["franky_sim"]["loop_priority"], record["twin"]
+    priority = record["twin"]["franky_sim"]["loop_priority"]
+    if nice_is_granted(-10):
+        assert priority == "nice -10", record["twin"]
+    else:  # no CAP_SYS_NICE here: the loop runs at the process's priority, and the record says why
+        assert priority.startswith("the process's (nice -10 refused: "), record["twin"]
     # The lab's policy config, through its openpi client and chunk executor, in pi0.5-DROID's format.
     # (Its requests carry both views: the policy node sends none without the wrist camera's frame. The recorder
     # keeps the main camera's.)

@@ -105,8 +105,9 @@ def hold_at(probe, executor, q, gripper, until, timeout_s, what):
     import time
     deadline = time.monotonic() + timeout_s
     while not until():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        if time.monotonic() > deadline:  # say why the driver did not get there: it holds for a reason it names
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; the driver's safety state: "
+                                 f"{probe.state()}; interventions: {sorted(set(probe.kinds()))}")
         stream(probe, executor, [q], gripper)
 
 

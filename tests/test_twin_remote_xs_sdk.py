@@ -137,3 +137,52 @@ def test_the_twin_api_runs_unchanged_over_the_remote_xs_sdk(link):
     finally:
         widowx_twin.reset()
         assert rclpy.ok()
+
+
+class Gate:
+    """An rclpy endpoint whose match count reads 0 until opened: discovery that has matched one direction only."""
+
+    def __init__(self, endpoint, count: str):
+        self._endpoint, self._count, self.open = endpoint, count, False
+        setattr(self, count, lambda: getattr(self._endpoint, self._count)() if self.open else 0)
+
+    def __getattr__(self, name):
+        return getattr(self._endpoint, name)
+
+
+def test_a_call_waits_until_the_clients_reply_subscription_has_matched_the_twin(link):
+    sdk, server, client = link
+    client.call("get_robot_info", xs_msgs.RobotInfo.Request(cmd_type="group", name="arm")).result(WAIT_S)
+    asked = len(sdk.calls_of("get_robot_info"))
+    client._reply_sub = gate = Gate(client._reply_sub, "get_publisher_count")
+    assert not client.server_is_available() and not client.connected
+    future = client.call("get_robot_info", xs_msgs.RobotInfo.Request(cmd_type="group", name="arm"))
+    time.sleep(0.3)  # not a wait for an event: the check that the call is not sent before the match
+    assert len(sdk.calls_of("get_robot_info")) == asked and not future.done()
+    gate.open = True
+    assert len(future.result(WAIT_S).joint_names) == 6 and len(sdk.calls_of("get_robot_info")) == asked + 1
+
+
+def test_an_answer_waits_until_its_caller_has_matched_the_twins_reply_publisher(link):
+    sdk, server, client = link
+    client.call("get_robot_info", xs_msgs.RobotInfo.Request(cmd_type="group", name="arm")).result(WAIT_S)
+    server._reply_pub = gate = Gate(server._reply_pub, "get_subscription_count")
+    assert not server.callers_hear_replies()
+    future = client.call("get_motor_registers", xs_msgs.RegisterValues.Request(
+        cmd_type="group", name="arm", reg=dxl.PROFILE_VELOCITY))
+    wait_for(lambda: server._held, "the twin to hold its answer")
+    assert sdk.calls_of("get_motor_registers") and not future.done()
+    gate.open = True
+    assert len(future.result(WAIT_S).values) == 6 and not server._held
+
+
+def test_an_answer_held_for_an_unmatched_caller_goes_out_after_its_bound(link, monkeypatch):
+    from ladder_ros.sim.widowx_twin import ros_server
+
+    sdk, server, client = link
+    client.call("get_robot_info", xs_msgs.RobotInfo.Request(cmd_type="group", name="arm")).result(WAIT_S)
+    monkeypatch.setattr(ros_server, "REPLY_MATCH_WAIT_S", 0.5)
+    server._reply_pub = Gate(server._reply_pub, "get_subscription_count")  # never opened: a caller gone missing
+    asked = time.monotonic()
+    future = client.call("torque_enable", xs_msgs.TorqueEnable.Request(cmd_type="group", name="arm", enable=True))
+    assert future.result(WAIT_S) == xs_msgs.TorqueEnable.Response() and time.monotonic() - asked >= 0.5

@@ -9,9 +9,12 @@ arm of a physics simulation on the wall clock, instead of motors in the driver's
 It keeps the API's semantics: ``call`` returns a future that is answered when the twin answers,
 and never otherwise (a call to an xs_sdk that hangs, or is gone, waits for ever, and the API's
 service methods with it); a call made before the twin listens goes out once it does, as a ROS
-service client's request waits for its server; commands are fire and forget; joint states arrive
-as xs_sdk publishes them. It has its own rclpy node (``<driver>_xs_sdk``, no remapping from the
-process's arguments) spun on its own thread, as the API's node is.
+service client's request waits for its server. "Listens" is rmw_fastrtps's rule for a server being
+there (ros2/rmw_fastrtps, ``rmw_fastrtps_shared_cpp/src/rmw_service_server_is_available.cpp`` at
+03fde2bf): the request writer has matched a reader *and* the response reader a writer. A call sent
+while only the first had matched lost its answer on a loaded machine. Commands are fire and forget;
+joint states arrive as xs_sdk publishes them. It has its own rclpy node (``<driver>_xs_sdk``, no
+remapping from the process's arguments) spun on its own thread, as the API's node is.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ class RemoteXsSdk:
         self._call_pub = self.node.create_publisher(String, name(xs_wire.CALL_TOPIC), reliable(100))
         self._command_pubs = {t: self.node.create_publisher(JointState, name(t), reliable(50))
                               for t in xs_wire.COMMAND_TOPICS}
-        self.node.create_subscription(String, name(xs_wire.REPLY_TOPIC), self._on_reply, reliable(100))
+        self._reply_sub = self.node.create_subscription(String, name(xs_wire.REPLY_TOPIC), self._on_reply,
+                                                        reliable(100))
         self.node.create_subscription(JointState, name(xs_wire.JOINT_STATES), self._on_joint_state, reliable(10))
         self.node.create_timer(FLUSH_PERIOD_S, self._flush)
         self._executor = SingleThreadedExecutor()
@@ -129,12 +133,18 @@ class RemoteXsSdk:
     # ------------------------------------------------------------------ the twin's side
     @property
     def connected(self) -> bool:
-        """The twin listens to calls and has been heard (joint states)."""
-        return self._call_pub.get_subscription_count() > 0 and self.latest is not None
+        """The twin listens to calls, can be heard answering them, and has been heard (joint states)."""
+        return self.server_is_available() and self.latest is not None
+
+    def server_is_available(self) -> bool:
+        """A call sent now is heard, and its answer can be: the call publisher has matched a subscriber and the
+        reply subscription a publisher (rmw_fastrtps's rule, the module docstring; it also wants as many of each,
+        which plain topics cannot promise: anyone may listen to the calls)."""
+        return self._call_pub.get_subscription_count() > 0 and self._reply_sub.get_publisher_count() > 0
 
     def _flush(self) -> None:
         """Send the calls made before the twin listened (a service request waits for its server)."""
-        if not self._unsent or self._call_pub.get_subscription_count() == 0:
+        if not self._unsent or not self.server_is_available():
             return
         with self._lock:
             unsent, self._unsent = self._unsent, []

@@ -4,13 +4,19 @@
 time, as xs_sdk serves them) on the topics of :mod:`.xs_wire` under ``/<robot_name>``: joint states
 out at xs_sdk's rate, commands in, every service call answered when the simulated xs_sdk answers it
 (a hang injected into a service holds the answer back, and everything queued behind it, as a
-wedged bus would). Faults injected on ``twin/fault`` reach the motors under xs_sdk's motor lock.
+wedged bus would). An answer waits, at most ``REPLY_MATCH_WAIT_S``, until the reply publisher has
+matched as many subscribers as the call subscription has publishers: DDS matches each direction on its
+own, so a client whose call arrived may not be matched as a reader of the replies yet, and a reliable,
+volatile reply sent before that match is lost for it (the client's half of the rule: :mod:`.remote`).
+Faults injected on ``twin/fault`` reach the motors under xs_sdk's motor lock.
 It adds publishers and subscriptions to a node it is given (the ``widowx_twin`` node).
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from typing import Any
 
 from rclpy.node import Node
@@ -24,6 +30,11 @@ from ladder_ros.sim.widowx_twin.motors import GROUPS
 from ladder_ros.sim.widowx_twin.remote import reliable, sample_to_msg
 from ladder_ros.sim.widowx_twin.xs_sdk import Hang, SimulatedXsSdk
 
+# Project choice: how long an answer waits for its caller's reply subscription to be matched (discovery on one
+# machine takes milliseconds; a starved process, seconds); past it the answer goes out anyway, and is logged.
+REPLY_MATCH_WAIT_S = 5.0
+HELD_REPLIES_PERIOD_S = 0.01  # how often held answers are looked at
+
 
 class XsSdkRosServer:
     """Serves ``sdk`` as xs_sdk of ``robot_name`` on ``node`` (see the module docstring)."""
@@ -36,7 +47,10 @@ class XsSdkRosServer:
         name = lambda n: xs_wire.topic(robot_name, n)  # noqa: E731
         self._joint_pub = node.create_publisher(JointState, name(xs_wire.JOINT_STATES), reliable(10))
         self._reply_pub = node.create_publisher(String, name(xs_wire.REPLY_TOPIC), reliable(100))
-        node.create_subscription(String, name(xs_wire.CALL_TOPIC), self._on_call, reliable(100))
+        self._call_sub = node.create_subscription(String, name(xs_wire.CALL_TOPIC), self._on_call, reliable(100))
+        self._held: deque[tuple[float, str, String]] = deque()  # (send by, service, reply) in answer order
+        self._held_lock = threading.Lock()
+        node.create_timer(HELD_REPLIES_PERIOD_S, self._send_held)
         for command in xs_wire.COMMAND_TOPICS:
             node.create_subscription(JointState, name(command), lambda m, t=command: self._on_command(t, m),
                                      reliable(50))
@@ -59,11 +73,32 @@ class XsSdkRosServer:
         if done.exception() is not None:  # the simulated xs_sdk answers every valid call; nothing else comes here
             self.node.get_logger().error(f"xs_sdk call {call.service} failed: {done.exception()!r}")
             return
-        try:
-            reply = xs_wire.XsSdkReply.of(call.call_id, call.service, done.result())
-            self._reply_pub.publish(String(data=encode(reply)))
-        except Exception as exc:  # shutting down: nobody is left to answer
-            self.node.get_logger().warning(f"could not answer xs_sdk call {call.service}: {exc!r}")
+        reply = String(data=encode(xs_wire.XsSdkReply.of(call.call_id, call.service, done.result())))
+        with self._held_lock:
+            self._held.append((time.monotonic() + REPLY_MATCH_WAIT_S, call.service, reply))
+        self._send_held()
+
+    def callers_hear_replies(self) -> bool:
+        """Every publisher of calls this server has matched is matched as a subscriber of its replies."""
+        return self._reply_pub.get_subscription_count() >= self._call_sub.get_publisher_count()
+
+    def _send_held(self) -> None:
+        """Send the held answers, in order, once their callers hear replies (or once they have waited enough)."""
+        with self._held_lock:  # held while publishing: the xs_sdk thread and the timer send in answer order
+            if not self._held:
+                return
+            ready = self.callers_hear_replies()
+            now = time.monotonic()
+            while self._held and (ready or self._held[0][0] <= now):
+                _, service, reply = self._held.popleft()
+                if not ready:
+                    self.node.get_logger().warning(
+                        f"answering xs_sdk call {service} after {REPLY_MATCH_WAIT_S:g} s although a caller is not "
+                        "matched as a reader of the replies yet")
+                try:
+                    self._reply_pub.publish(reply)
+                except Exception as exc:  # shutting down: nobody is left to answer
+                    self.node.get_logger().warning(f"could not answer xs_sdk call {service}: {exc!r}")
 
     def _on_command(self, topic: str, msg: JointState) -> None:
         names, values = list(msg.name), list(msg.position)

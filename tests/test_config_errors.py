@@ -1,12 +1,12 @@
-"""The configuration errors every loader raises: exact messages that name the file, the key and the fix.
+"""The unknown-key error every config loader raises: the exact message names the file, the key and the fix.
 
 A user reads these when a YAML file is wrong, so their wording is the behaviour: each message is
-compared whole.
+compared whole (reading files: tests/test_task_and_queue.py).
 """
 
 import pytest
 
-from ladder_ros.core.errors import ConfigError, check_keys, read_text, read_yaml
+from ladder_ros.core.errors import ConfigError, check_keys
 
 
 @pytest.mark.parametrize("mapping, where, key, message", [
@@ -28,20 +28,3 @@ def test_valid_keys_pass_and_the_first_unknown_key_is_the_one_named():
     with pytest.raises(ConfigError) as refused:
         check_keys({"budget": 1, "x": 2, "y": 3}, ["budget"], source=None)
     assert str(refused.value) == "x: unknown key (valid: budget)" and refused.value.source is None
-
-
-def test_a_file_that_cannot_be_read_is_named_with_what_it_was_for(tmp_path):
-    with pytest.raises(ConfigError) as missing:
-        read_text(tmp_path / "none.yaml", "policy config")
-    assert str(missing.value) == f"{tmp_path / 'none.yaml'}: policy config not found"
-    binary = tmp_path / "bad.yaml"
-    binary.write_bytes(b"a: \xff\xfe\n")
-    with pytest.raises(ConfigError) as undecodable:
-        read_text(binary, "task suite")
-    assert str(undecodable.value) == f"{binary}: task suite is not UTF-8 text: invalid start byte"
-    with pytest.raises(ConfigError) as directory:
-        read_text(tmp_path, "graph description")
-    assert str(directory.value) == f"{tmp_path}: cannot read graph description: Is a directory"
-    text = tmp_path / "ok.yaml"
-    text.write_text("a: [1, 2]\nb: é\n", encoding="utf-8")
-    assert read_text(text, "x") == "a: [1, 2]\nb: é\n" and read_yaml(text, "x") == {"a": [1, 2], "b": "é"}

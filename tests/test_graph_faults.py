@@ -52,6 +52,7 @@ class StepProbe:
         self.decisions: list[DecisionDoc] = []
         self.observation_stamps: list[int] = []
         self.requests: list[tuple[str, int]] = []
+        self.first_query_step: dict[str, int] = {}  # episode id -> the step its first verification query is about
         client.create_subscription(message_class(topics.DECISION), topics.DECISION.name, self._on_decision,
                                    qos(topics.STREAM))
         client.create_subscription(JointState, topics.JOINT_STATES.name,
@@ -66,6 +67,7 @@ class StepProbe:
 
     def _on_request(self, doc):
         self.requests.append((doc.episode_id, doc.request["request_id"]))
+        self.first_query_step.setdefault(doc.episode_id, doc.step)
 
     def steps(self, episode_id):
         return [d.step for d in self.decisions if d.episode_id == episode_id]
@@ -277,9 +279,12 @@ def test_recorder_killed_its_chunks_are_recovered(graph, tmp_path):
         episode = client.start_episode(TASK, variant="proprio_verifier", layout=4, seed=4)
         spin(graph, lambda: any(e == episode for e, _ in graph.probe.requests), 120,
              "the episode's first verification query")
-        asked_at = max(graph.probe.steps(episode))
+        # The query says which step it is about; that step's decision waits for the answer (lockstep), every
+        # earlier one is out. The last of those may still be on its way to the probe (another topic: no order
+        # between them), so the probe's newest decision would not say where the query stands.
+        asked_at = graph.probe.first_query_step[episode] - 1  # the last step decided before the query
         spin(graph, lambda: sorted(set(graph.probe.steps(episode))) == list(range(asked_at + 1)), 60,
-             "every decision before the query")
+             f"every decision before the query about step {asked_at + 1}")
         before_query = len(graph.probe.steps(episode))
         # kill it once those decisions are in its flushed chunks (the recorder can lag behind the graph)
         flushed = FlushedBag(_episode_bag(graph, episode), tmp_path)

@@ -271,3 +271,73 @@ def test_loading_names_the_file_when_it_is_missing_or_not_yaml(tmp_path):
     with pytest.raises(ConfigError) as bad:
         load_policy_config(broken)
     assert str(bad.value) == f"{broken}: line 2, column 1: invalid YAML: expected ',' or ']', but got '<stream end>'"
+
+
+CAMERA = {"name": "primary", "topic": "camera/image_raw", "key": "observation/image", "height": 32, "width": 32}
+ZEROS, ONES = [0.0] * 7, [1.0] * 7
+
+
+def quantiles(state_q99=ONES, action_q99=ONES) -> dict:
+    return {"mode": "quantile", "state": {"q01": ZEROS, "q99": state_q99}, "action": {"q01": ZEROS, "q99": action_q99}}
+
+
+# Rules between fields: each broken one is refused with its exact message, naming the field to change.
+CROSS_FIELD_REFUSALS = [
+    (lambda: config_data(backend="scripted_expert", server=None, simulation_only=False),
+     "simulation_only: the scripted expert reads the simulator's privileged state: it must be simulation_only: true"),
+    (lambda: config_data(cameras=[CAMERA, {**CAMERA, "key": "other"}]),
+     "cameras: camera names and keys must be unique, 'primary' appears twice"),
+    (lambda: config_data(cameras=[CAMERA, {**CAMERA, "name": "other"}]),
+     "cameras: camera names and keys must be unique, 'observation/image' appears twice"),
+    (lambda: config_data(backend="transformers", model={"path": "m"}),
+     "server: only the openpi backend talks to a server (backend is transformers)"),
+    (lambda: config_data(model={"path": "m"}),
+     "model: only the transformers backend loads a local model (backend is openpi)"),
+    (lambda: with_value(transformers_data(), ("cameras",), ...),
+     "cameras: a transformers policy needs at least one camera"),
+    (lambda: config_data(cameras=None, state=None), "state: a learned policy needs cameras or state entries to read"),
+    (lambda: with_value(transformers_data(), ("normalization",), "zscore"),
+     "normalization: must be none, processor or a mapping (mode, state, action), got 'zscore'"),
+    (lambda: config_data(normalization="processor"),
+     "normalization: only a local model is normalised here (a server normalises itself): use normalization: none"),
+    (lambda: {**transformers_data(), "normalization": "processor", "statistics": quantiles()},
+     "statistics: the normalization statistics are the guard's already; give statistics only when the server "
+     "normalises (normalization: none)"),
+    (lambda: config_data(statistics=quantiles(action_q99=[0.0, *ONES[1:]])),
+     "statistics.action.q99: entry 0 must be greater than q01 (0.0), got 0.0"),
+    (lambda: config_data(statistics=quantiles(state_q99=ONES[:6])),
+     "statistics.state.q99: must have 7 entries (one per dimension), got 6"),
+    (lambda: config_data(statistics={"mode": "mean_std", "state": {"mean": ZEROS, "std": [*ONES[:6], math.nan]},
+                                     "action": {"mean": ZEROS, "std": ONES}}),
+     "statistics.state.std: must be a list of finite numbers, got [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, nan]"),
+    (lambda: with_value(config_data(), ("action", "gripper"), "binary"),
+     "action.gripper: must be one of open_fraction, signed, got 'binary'"),
+    (lambda: with_value(with_value(config_data(), ("action", "kind"), "joint_position"), ("action", "gripper"), ...),
+     "action.rotation: only ee_delta actions have a rotation convention"),
+    (lambda: with_value(config_data(), ("action", "axes", 1, "name"), "ee_dx"),
+     "action.axes: axis names must be unique, 'ee_dx' appears twice"),
+    (lambda: with_value(config_data(), ("action", "axes", 0, "high"), -0.1),
+     "action.axes[0].high: must be greater than low (-0.1), got -0.1"),
+    (lambda: with_value(config_data(), ("action", "axes"), config_data()["action"]["axes"][:6]),
+     "action.axes: an ee_delta action has 7 axes (dx, dy, dz in m, three rotation numbers in rad, gripper), got 6"),
+    (lambda: config_data(schema_version="1"), "schema_version: unsupported '1'; this version reads 1"),
+]
+
+
+@pytest.mark.parametrize("build, message", CROSS_FIELD_REFUSALS, ids=lambda v: v.split(":")[0] if isinstance(v, str)
+                         else None)
+def test_a_broken_rule_between_fields_is_refused_naming_the_field_to_change(build, message):
+    assert refusal(build()) == f"{SOURCE}: {message}"
+
+
+def test_the_rules_between_fields_accept_what_they_allow():
+    assert parse_policy_config(config_data(state=None), source=SOURCE).cameras  # cameras alone are inputs enough
+    assert parse_policy_config(config_data(cameras=None), source=SOURCE).state  # and so is state alone
+    below = {"mean": [5.0] * 7, "std": ONES}
+    statistics = {"mode": "mean_std", "state": below, "action": below}
+    parsed = parse_policy_config(config_data(statistics=statistics), source=SOURCE).statistics
+    assert parsed.mode == "mean_std" and parsed.state.second == tuple(ONES)  # a deviation below the mean is fine
+    parsed = parse_policy_config(config_data(statistics=quantiles()), source=SOURCE).statistics
+    assert parsed.action.first == tuple(ZEROS) and parsed.action.second == tuple(ONES)
+    expert = parse_policy_config(config_data(backend="scripted_expert", server=None), source=SOURCE)
+    assert expert.simulation_only and expert.server is None

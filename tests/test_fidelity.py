@@ -405,6 +405,24 @@ def test_quaternions_of_the_tabletop_are_its_sites_own():
     sim.close()
 
 
+def test_the_base_orientation_is_the_quaternion_given_in_double_or_the_one_of_the_euler_angles():
+    from ladder_ros.core.observation import Observation
+    from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_quaternion
+
+    image = np.zeros((4, 4, 3), dtype=np.uint8)
+    euler = np.array([0.1, -0.2, 0.3])
+    given = np.array([0.9, 0.1, -0.2, 0.3], dtype=np.float32)
+    joints = {"joint_names": ("a",), "joint_positions": np.zeros(1)}
+    with_quaternion = Observation(step=0, image=image, aperture=1.0, ee_position=np.zeros(3), ee_euler=euler,
+                                  ee_quaternion=given, **joints)
+    orientation = with_quaternion.base_orientation()
+    assert orientation.dtype == np.float64 and np.array_equal(orientation, given.astype(np.float64))
+    without = Observation(step=0, image=image, aperture=1.0, ee_position=np.zeros(3), ee_euler=euler, **joints)
+    np.testing.assert_allclose(without.base_orientation(), matrix_to_quaternion(euler_xyz_to_matrix(euler)),
+                               atol=1e-12)
+    assert abs(np.linalg.norm(without.base_orientation()) - 1.0) < 1e-12
+
+
 # ------------------------------------------------------------------ 11. the tabletop camera's intrinsics
 def test_tabletop_intrinsics_project_onto_the_rendered_object():
     mujoco = pytest.importorskip("mujoco")

@@ -22,6 +22,16 @@ import time
 from pathlib import Path
 
 STARTED_LINE = "Ray runtime started."
+# A driver that waits until the cluster's resources hold every node's CPUs: "Ray runtime started." says a node runs,
+# not that the head schedules onto it yet (a sweep submitted before then ran on the head alone).
+ALL_NODES_JOINED = """
+import sys, time, ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+wanted, deadline = float(sys.argv[2]), time.monotonic() + float(sys.argv[3])
+while ray.cluster_resources().get("CPU", 0.0) < wanted and time.monotonic() < deadline:
+    time.sleep(0.2)
+print(ray.cluster_resources().get("CPU", 0.0))
+"""
 
 
 def free_port() -> int:
@@ -88,10 +98,21 @@ class LocalRayCluster:
         try:
             for n in range(self.nodes):
                 self._start_node(head=n == 0)
+            self._wait_until_all_nodes_joined()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _wait_until_all_nodes_joined(self) -> None:
+        wanted = self.nodes * self.cpus_per_node
+        done = subprocess.run([sys.executable, "-c", ALL_NODES_JOINED, self.address, str(wanted),
+                               str(self.start_timeout_s)], env={**os.environ, **self.env}, capture_output=True,
+                              text=True, timeout=self.start_timeout_s + 60)
+        lines = done.stdout.split()
+        if done.returncode != 0 or not lines or float(lines[-1]) < wanted:
+            raise RuntimeError(f"the cluster's resources did not reach {wanted} CPUs ({self.nodes} nodes) within "
+                               f"{self.start_timeout_s:.0f} s: {done.stdout[-500:]}{done.stderr[-2000:]}")
 
     def pids(self) -> list[int]:
         """Every live process of this cluster (those in its nodes' sessions)."""

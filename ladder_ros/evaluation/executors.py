@@ -381,7 +381,11 @@ class RayExecutor(EpisodeExecutor):
     task). Ray's own task retries are off (``max_retries=0``): a task whose worker or node died comes
     back :class:`Lost` and :func:`drive` decides, so every rerun is written down. Before the first
     episode one check task runs on each node that can take an episode: it sets up as a worker would
-    (assets, Vulkan driver, run key) and a node that cannot is named in one error.
+    (assets, Vulkan driver, run key) and a node that cannot is named in one error. Episodes are
+    scheduled ``"SPREAD"`` (Ray's strategy that puts tasks on different nodes): under Ray's default
+    one, a task goes to the driver's node while the driver's view of the others is stale (just after
+    the check tasks left them busy), and the driver then reuses that node's worker for every later
+    episode, so a sweep on two nodes ran on one.
     """
 
     name = "ray"
@@ -474,7 +478,7 @@ class RayExecutor(EpisodeExecutor):
         return self._remote.options(**options)
 
     def submit(self, job: Any) -> None:
-        self._refs[self._task_options().remote(self.work, job)] = job
+        self._refs[self._task_options("SPREAD").remote(self.work, job)] = job
 
     @property
     def in_flight(self) -> int:

@@ -186,8 +186,15 @@ def diagnostic_values(status: DiagnosticStatus) -> dict[str, str]:
 # ------------------------------------------------------------------------------ joint states
 def joint_state_to_msg(names: Sequence[str], positions: np.ndarray, aperture: float, stamp_ns: int,
                        aperture_joint: str) -> JointState:
-    """Arm joints plus one entry ``aperture_joint`` holding the normalised aperture (0 closed, 1 open)."""
-    values = np.asarray(positions, dtype=np.float64).ravel()
+    """Arm joints plus one entry ``aperture_joint`` holding the normalised aperture (0 closed, 1 open).
+
+    Positions must be numbers: a missing one (None) is refused rather than published as NaN, which
+    would read downstream as a measured but failed reading. A NaN the caller measured is passed on
+    (the policy node's state guard refuses it)."""
+    given = np.asarray(positions)
+    if given.dtype.kind not in "biuf":
+        raise InvalidInputError(f"joint positions are numbers, got {given.ravel().tolist()}")
+    values = given.astype(np.float64).ravel()
     if len(names) != len(values):
         raise InvalidInputError(f"{len(names)} joint names for {len(values)} positions")
     if aperture_joint in names:

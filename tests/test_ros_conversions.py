@@ -189,6 +189,11 @@ def test_joint_state_message_fields_and_refusals():
         joint_state_to_msg(("a", "b"), np.array([0.1]), 1.0, 0, "gripper_aperture")
     with pytest.raises(InvalidInputError, match="^joint name 'gripper_aperture' is reserved for the gripper aperture$"):
         joint_state_to_msg(("gripper_aperture",), np.array([0.1]), 1.0, 0, "gripper_aperture")
+    for missing in ([0.1, None], [None], ["0.1"]):
+        with pytest.raises(InvalidInputError, match=r"^joint positions are numbers, got \["):
+            joint_state_to_msg(("a",) * len(missing), missing, 1.0, 0, "gripper_aperture")
+    measured_nan = joint_state_to_msg(("a", "b"), [np.nan, 1], 0.5, 0, "gripper_aperture")  # ints become floats
+    assert np.isnan(measured_nan.position[0]) and list(measured_nan.position[1:]) == [1.0, 0.5]
     bad = JointState(name=["a", "gripper_aperture"], position=[0.1])
     with pytest.raises(InvalidInputError, match="^joint state has 2 names but 1 positions$"):
         joint_state_from_msg(bad, "gripper_aperture")

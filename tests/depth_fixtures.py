@@ -46,3 +46,22 @@ def save_tiny_depth_anything(folder: Path, kind: str = "metric") -> Path:
     DPTImageProcessorPil(size={"height": 70, "width": 70}, keep_aspect_ratio=True, ensure_multiple_of=14,
                          image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]).save_pretrained(folder)
     return Path(folder)
+
+
+def save_depth_anything_small(folder: Path) -> Path:
+    """Depth Anything V2 Small's architecture (its published transformers config: a DINOv2 ViT-S/14 backbone at
+    518 px, DPT neck 48/96/192/384, fusion 64) as a metric model with random weights: for timing only."""
+    import torch
+    from transformers import DepthAnythingConfig, DepthAnythingForDepthEstimation, Dinov2Config, DPTImageProcessorPil
+
+    torch.manual_seed(0)
+    backbone = Dinov2Config(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536,
+                            patch_size=14, image_size=518, out_features=["stage3", "stage6", "stage9", "stage12"],
+                            reshape_hidden_states=False)
+    config = DepthAnythingConfig(backbone_config=backbone, neck_hidden_sizes=[48, 96, 192, 384], fusion_hidden_size=64,
+                                 head_hidden_size=32, reassemble_hidden_size=384, depth_estimation_type="metric",
+                                 max_depth=20)
+    DepthAnythingForDepthEstimation(config).save_pretrained(folder)
+    DPTImageProcessorPil(size={"height": 518, "width": 518}, keep_aspect_ratio=True, ensure_multiple_of=14,
+                         image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]).save_pretrained(folder)
+    return Path(folder)

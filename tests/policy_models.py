@@ -66,6 +66,40 @@ def build_tiny_pi0(directory: str | Path, seed: int = 0, steps: int = 2, image_p
     return directory
 
 
+def build_pi0_paper_size(directory: str | Path, device: str = "cuda", dtype: str = "bfloat16", seed: int = 0) -> Path:
+    """pi0's architecture at its published size, with random weights: for timing, never for actions.
+
+    transformers' ``PI0Config`` defaults are the released pi0's (a PaliGemma backbone: Gemma 2B, 18 layers of
+    2048, with a 27-layer SigLIP at 224 px in 14-px patches; a Gemma action expert, 18 layers of 1024; 50-step
+    chunks; 10 flow-matching steps). The tokenizer and the processor's statistics are the tiny model's; the
+    weights are built on ``device`` in ``dtype`` (about 3.5 billion parameters) and saved as a checkpoint.
+    """
+    import torch
+    from transformers import PI0Config, PI0ForConditionalGeneration, PI0Processor
+    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+
+    directory = Path(directory)
+    defaults = PI0Config()
+    vision = defaults.vlm_config.vision_config
+    tokenizer = byte_level_tokenizer(["put the carrot on the plate", "put the spoon on the cloth"],
+                                     ["<pad>", "<eos>", "<bos>", "<unk>"], vocab_size=300)
+    images = SiglipImageProcessorPil(size={"height": vision.image_size, "width": vision.image_size})
+    images.image_seq_length = (vision.image_size // vision.patch_size) ** 2
+    processor = PI0Processor(image_processor=images, tokenizer=tokenizer, state_mean=STATE_MEAN,
+                             state_std=STATE_STD, actions_mean=ACTIONS_MEAN, actions_std=ACTIONS_STD,
+                             max_state_dim=defaults.max_state_dim, chunk_size=defaults.chunk_size)
+    vlm = defaults.vlm_config.to_dict()
+    vlm["image_token_id"] = processor.image_token_id
+    config = PI0Config(vlm_config=vlm, dit_config=defaults.dit_config.to_dict())
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = PI0ForConditionalGeneration(config).to(getattr(torch, dtype)).eval()
+    model.save_pretrained(directory)
+    processor.save_pretrained(directory)
+    del model
+    return directory
+
+
 def tiny_pi0_policy(model_dir: Path, *, threads: int = 1, chunk: tuple[int, int] = (5, 4), image_size: int = 32,
                     normalization="processor") -> dict:
     """A policy config (as a dict) for the tiny model on the WidowX: one camera, the Bridge-like state."""

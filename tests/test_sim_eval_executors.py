@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from concurrent.futures import wait
 
 import pytest
 
@@ -20,10 +21,12 @@ from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.metrics import EPISODE_ERROR
 from ladder_ros.evaluation.executors import (
     ExecutorSettings,
+    Finished,
     InProcessExecutor,
     Lost,
     LocalProcessExecutor,
     WorkerSetupError,
+    WorkSpec,
     drive,
     parse_env_vars,
 )
@@ -249,3 +252,33 @@ def test_a_local_worker_process_killed_mid_sweep_is_replaced_and_its_episode_rer
     assert records_of(out) == reference
     rerun = [r for r in raw_records(out) if r["execution"]["attempts"] > 1]
     assert rerun and all("worker process died" in r["execution"]["lost"][0] for r in rerun)
+
+
+def _no_setup(config) -> dict:
+    return {}
+
+
+def _die_or_echo(job) -> dict:
+    if job == "die":
+        os._exit(3)  # a worker process killed mid-episode (out of memory, a crash in a native library)
+    return {"job": job}
+
+
+def test_a_job_submitted_after_a_worker_died_goes_to_a_fresh_pool():
+    """A worker can die after the sweep collected an outcome and before it submits the next job: the pool is
+    broken when the job arrives. The job goes to a fresh pool, and the episode that was in the broken one comes
+    back lost (a submit that raised BrokenProcessPool stopped the sweep)."""
+    executor = LocalProcessExecutor(2)
+    executor.start(WorkSpec(setup=_no_setup, run=_die_or_echo, config=None, key="k"))
+    try:
+        executor.submit("die")
+        wait(list(executor._futures))  # the worker is gone and the pool broken; no outcome was asked for yet
+        executor.submit("next")
+        outcomes = [executor.next_outcome(), executor.next_outcome()]
+        assert executor.in_flight == 0
+        executor.submit("after")  # the fresh pool is not replaced again by the old pool's late news
+        assert executor.next_outcome().payload == {"job": "after"}
+    finally:
+        executor.close(abort=True)
+    assert [o.job for o in outcomes if isinstance(o, Lost)] == ["die"]
+    assert [o.payload for o in outcomes if isinstance(o, Finished)] == [{"job": "next"}]

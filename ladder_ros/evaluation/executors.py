@@ -316,7 +316,8 @@ class LocalProcessExecutor(EpisodeExecutor):
 
     At most ``jobs`` episodes are in flight, one per process. When a process dies the pool breaks
     and cannot say which episode killed it, so every episode in flight at that moment counts the
-    loss and is rerun in a fresh pool.
+    loss and is rerun in a fresh pool. The first to notice replaces the pool: an outcome of the
+    current pool that comes back broken, or a submit that finds it broken.
     """
 
     name = "local"
@@ -342,7 +343,14 @@ class LocalProcessExecutor(EpisodeExecutor):
         return {"executor": "local", "processes": self.jobs}
 
     def submit(self, job: Any) -> None:
-        self._futures[self._pool.submit(run_in_worker, self.work, job)] = (job, self._generation)
+        try:
+            future = self._pool.submit(run_in_worker, self.work, job)
+        except BrokenProcessPool:
+            # A worker died after the last outcome was collected: the job goes to a fresh pool, and the
+            # episodes of the broken one come back Lost from next_outcome (their generation is now the old one).
+            self._new_pool()
+            future = self._pool.submit(run_in_worker, self.work, job)
+        self._futures[future] = (job, self._generation)
 
     @property
     def in_flight(self) -> int:

@@ -47,7 +47,7 @@ def test_prerequisites_follow_the_category():
     (lambda: Subgoal("carrot", "  ", "x"), "subgoal destination must be a non-empty string, got '  '"),
     (lambda: Subgoal("carrot", "plate", None), "subgoal text must be a non-empty string, got None"),
     (lambda: task("single_destination"), "t.subgoals: a task needs at least one subgoal"),
-    (lambda: task("single_destination", CARROT, layouts=0), "t.layouts: layouts must be >= 1, got 0"),
+    (lambda: task("single_destination", CARROT, layouts=0), "t.layouts: layouts must be a positive integer, got 0"),
     (lambda: task("exclusion", CARROT), "t.distractors: an exclusion task names its distractors"),
     (lambda: task("single_destination", CARROT, distractors=["carrot", "spoon"]),
      "t.distractors: objects are both moved and distractors: ['carrot']"),

@@ -67,15 +67,14 @@ class TaskSuite:
         return tasks
 
 
-def _require(mapping: Any, key: str, where: str, source: str, kind: type | tuple = object) -> Any:
+def _require(mapping: Any, key: str, where: str, source: str, kind: type = object) -> Any:
     if not isinstance(mapping, Mapping):
         raise ConfigError(f"expected a mapping, got {type(mapping).__name__}", source=source, key=where)
     if key not in mapping:
         raise ConfigError("missing required key", source=source, key=f"{where}.{key}" if where else key)
     value = mapping[key]
     if kind is not object and not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise ConfigError(f"expected {names}, got {type(value).__name__} {value!r}",
+        raise ConfigError(f"expected {kind.__name__}, got {type(value).__name__} {value!r}",
                           source=source, key=f"{where}.{key}" if where else key)
     return value
 
@@ -148,7 +147,7 @@ def parse_suite(data: Any, source: str = "<suite>") -> TaskSuite:
                 raise ConfigError(f"unknown distractor {d!r} in scene {scene!r}", source=source,
                                   key=f"{where}.distractors")
         layouts = raw.get("layouts", 24)
-        if not isinstance(layouts, int) or layouts < 1:
+        if isinstance(layouts, bool) or not isinstance(layouts, int) or layouts < 1:
             raise ConfigError(f"layouts must be a positive integer, got {layouts!r}", source=source,
                               key=f"{where}.layouts")
         instruction = str(_require(raw, "instruction", where, source, str))

@@ -100,8 +100,9 @@ class Task:
     def __post_init__(self) -> None:
         if not self.subgoals:
             raise ConfigError("a task needs at least one subgoal", key=f"{self.task_id}.subgoals")
-        if self.layouts < 1:
-            raise ConfigError(f"layouts must be >= 1, got {self.layouts}", key=f"{self.task_id}.layouts")
+        if isinstance(self.layouts, bool) or not isinstance(self.layouts, int) or self.layouts < 1:
+            raise ConfigError(f"layouts must be a positive integer, got {self.layouts!r}",
+                              key=f"{self.task_id}.layouts")
         if self.success_rule not in SUCCESS_RULES:
             raise ConfigError(f"unknown success_rule {self.success_rule!r}; valid: {', '.join(SUCCESS_RULES)}",
                               key=f"{self.task_id}.success_rule")
@@ -170,7 +171,7 @@ class Task:
             distractors=tuple(data.get("distractors", ())),
             suite=data.get("suite", ""),
             ladder=data.get("ladder", ""),
-            layouts=int(data.get("layouts", 24)),
-            success_rule=str(data.get("success_rule", LADDER_RULE)),
+            layouts=data.get("layouts", 24),  # checked as given: 2.7 or "3" is refused, not cut or converted
+            success_rule=data.get("success_rule", LADDER_RULE),
             budget_steps=data.get("budget_steps"),
         )

@@ -299,16 +299,18 @@ class PolicyConfig:
     def reads_images(self) -> bool:
         return bool(self.cameras)
 
-    def error(self, message: str, key: str | None = None) -> ConfigError:
-        """A :class:`ConfigError` about this config's file (and ``key``)."""
-        return ConfigError(message, source=self.source, key=key)
-
     def digest(self) -> str:
         """A short hash of the config as it runs (the file's fields, with a rotation convention that
         replaced the file's): two records with the same digest ran the same policy config."""
         effective = {"file": self.raw, "action_rotation": self.action.rotation}
-        text = json.dumps(effective, sort_keys=True, default=str, separators=(",", ":"))
+        text = json.dumps(effective, sort_keys=True, default=_as_json, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _as_json(value: Any) -> Any:
+    """What json does not write itself: a mapping (a section a caller gave as another mapping type) as the dict
+    it holds, so the digest is that of the same fields given as dicts; anything else as its text."""
+    return dict(value) if isinstance(value, Mapping) else str(value)
 
 
 # ---------------------------------------------------------------------------------------- parsing
@@ -341,8 +343,6 @@ class _Reader:
 
     def string(self, name: str, default: Any = ..., *, choices: tuple[str, ...] = (), empty: bool = False) -> Any:
         value = self.raw(name, default)
-        if value is None and default is None:
-            return None
         if not isinstance(value, str) or (not empty and not value.strip()):
             raise self.fail(name, f"must be a{'' if empty else ' non-empty'} string, got {value!r}")
         if choices and value not in choices:

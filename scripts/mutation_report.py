@@ -7,8 +7,8 @@ them apart from the code), one per line: ``NAME | changed line | reason``. A lis
 changes a different line (the function was edited, the numbers moved) is reported as stale.
 
 Usage: mutation_report.py                   the table and the unexplained survivors (exit 1 if any)
-       mutation_report.py --readme README.md  write the table and the equivalents into the README's
-                                            mutation section (between its markers)
+       mutation_report.py --readme README.md  write the table into the README's mutation section (between
+                                            its markers) and the equivalents into docs/mutation_equivalents.md
        mutation_report.py --modules         the modules setup.cfg mutates, safety modules first
        mutation_report.py --survivors MODULE  each survivor of MODULE with the line it changes
        mutation_report.py --survivor-names MODULE  their names and those no test reached (mutation.sh --survivors)
@@ -30,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 MUTANTS = REPO / "mutants"
 EQUIVALENTS = REPO / "scripts" / "mutation_equivalents.txt"
+EQUIVALENTS_DOC = REPO / "docs" / "mutation_equivalents.md"
 BEGIN, END = "<!-- mutation:begin -->", "<!-- mutation:end -->"
 # The modules that decide whether an arm moves: reported first, held to the stricter bar (README, Testing).
 SAFETY = ("ladder_ros.core.safety", "ladder_ros.core.safety_supervisor", "ladder_ros.robots.")
@@ -193,11 +194,15 @@ def short(module: str) -> str:
     return module.removeprefix("ladder_ros.").replace(".", "/") + ".py"
 
 
-def readme_section(mutants: list[Mutant], equivalent: list[tuple[Mutant, str]]) -> str:
+def readme_section(mutants: list[Mutant], equivalent: list[tuple[Mutant, str]], unexplained: list[Mutant]) -> str:
+    """The README's table: per module, its mutants, kills, survivors, and how many survivors are named equivalents."""
+    named = collections.Counter(m.module for m, _ in equivalent)
     lines = ["Last run (mutmut 3.8.1, `scripts/mutation.sh`, on this project's 2-core machine; killed includes",
-             "time-outs; safety modules first):", "",
-             "| module | mutants | killed | survived | no test | kill rate |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+             "time-outs; safety modules in bold, first). Every surviving mutant named *equivalent* is listed with its",
+             f"changed line and the reason no input tells it apart from the code in [{EQUIVALENTS_DOC.name}]"
+             f"({EQUIVALENTS_DOC.relative_to(REPO)}).", "",
+             "| module | mutants | killed | survived | of them equivalent | no test | kill rate |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     total = collections.Counter()
     unrun = []
     for module, c in rows(mutants):
@@ -205,22 +210,38 @@ def readme_section(mutants: list[Mutant], equivalent: list[tuple[Mutant, str]]) 
             unrun.append(module)
             continue
         name = f"**`{short(module)}`**" if is_safety(module) else f"`{short(module)}`"
-        lines.append(f"| {name} | {checked(c)} | {caught(c)} | {c['survived']} | {c['no tests']} | {rate(c)} |")
+        lines.append(f"| {name} | {checked(c)} | {caught(c)} | {c['survived']} | {named[module]} | {c['no tests']} | "
+                     f"{rate(c)} |")
         total.update(c)
-    lines.append(f"| all | {checked(total)} | {caught(total)} | {total['survived']} | {total['no tests']} | "
-                 f"{rate(total)} |")
+    lines.append(f"| all | {checked(total)} | {caught(total)} | {total['survived']} | {sum(named.values())} | "
+                 f"{total['no tests']} | {rate(total)} |")
     if unrun:
         lines += ["", *textwrap.wrap("Not run this time (no results): " + ", ".join(f"`{short(m)}`" for m in unrun)
                                      + ".", 110)]
-    lines += ["", "Survivors that are equivalent mutants (no input tells them apart from the code), by module:", ""]
+    if unexplained:
+        lines += ["", *textwrap.wrap(f"{len(unexplained)} survivor(s) are not yet named equivalent or killed: "
+                                     + ", ".join(f"`{m.name}`" for m in unexplained) + ".", 110)]
+    return "\n".join(lines)
+
+
+def equivalents_page(mutants: list[Mutant], equivalent: list[tuple[Mutant, str]]) -> str:
+    """docs/mutation_equivalents.md: every surviving mutant named equivalent, by module, with its reason."""
+    lines = ["# Equivalent mutants", "",
+             *textwrap.wrap("The mutants that survived the last run of `scripts/mutation.sh` and that no input can "
+                            "tell apart from the code, by module: the function, the line as the mutant changes it, "
+                            "and why. "
+                            "Written by `scripts/mutation.sh --readme` from `scripts/mutation_equivalents.txt`; the "
+                            "kill rates are in the README's Testing section.", 110)]
     by_module: dict[str, list[tuple[Mutant, str]]] = collections.defaultdict(list)
     for m, reason in equivalent:
         by_module[m.module].append((m, reason))
     for module, _ in rows(mutants):
         if by_module.get(module):
-            entries = "; ".join(f"`{m.function}` `{m.change}`: {reason}" for m, reason in by_module[module])
-            lines.append(f"- `{short(module)}`: {entries}.")
-    return "\n".join(lines)
+            lines += ["", f"## `{short(module)}`", ""]
+            for m, reason in by_module[module]:
+                reason = reason.rstrip(".")
+                lines.append(f"- `{m.function}`: `{m.change}`. {reason[0].upper()}{reason[1:]}.")
+    return "\n".join(lines) + "\n"
 
 
 def write_readme(path: Path, section: str) -> None:
@@ -250,7 +271,8 @@ def main(argv: list[str]) -> int:
         return 1
     equivalent, unexplained, stale = classify(mutants, load_equivalents())
     if argv[:1] == ["--readme"]:
-        write_readme(Path(argv[1]), readme_section(mutants, equivalent))
+        write_readme(Path(argv[1]), readme_section(mutants, equivalent, unexplained))
+        EQUIVALENTS_DOC.write_text(equivalents_page(mutants, equivalent))
     print_table(mutants)
     print(f"\n{len(equivalent)} survivor(s) listed as equivalent in scripts/{EQUIVALENTS.name}")
     for m, line in stale:

@@ -322,8 +322,8 @@ def test_a_robot_launch_ends_the_graph_when_a_node_it_cannot_run_without_exits(
     graph = load_graph(namespace)
     params = {name: {"backend": "fake"} for name in graph.mode("real").nodes
               if graph.nodes[name].executable == "camera"}  # no camera here: the fake one, which starts
-    if namespace == "franka":
-        params["franka_driver"] = {"host": "127.0.0.1"}
+    if namespace == "franka":  # refused at once: no retrying for the robot's 30 s (a booting control box)
+        params["franka_driver"] = {"host": "127.0.0.1", "connect_timeout_s": 2.0}
     params_file = write_params_file(graph.params_file_for("real"), params, namespace, tmp_path / "p.yaml")
     launch = Launch(tmp_path, launch_file, "use_sim:=false", f"output_dir:={tmp_path / 'recordings'}",
                     f"params_file:={params_file}")

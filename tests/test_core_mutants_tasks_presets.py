@@ -167,24 +167,15 @@ def test_an_unknown_subgoal_key_names_the_file_the_subgoal_and_the_nearest_key()
         parse_suite(_suite_with(lambda d: d["tasks"][0]["subgoals"][0].update(destinaton="plate")), source="s.yaml")
 
 
-def test_a_suite_task_budget_is_a_positive_whole_number_of_steps():
-    for steps in (1, 2, 900):
-        suite = parse_suite(_suite_with(lambda d: d["tasks"][0].update(budget_steps=steps)), source="s.yaml")
-        assert suite.task("a").budget_steps == steps
+@pytest.mark.parametrize("key,good", [("budget_steps", (1, 2, 900)), ("layouts", (1, 24))])
+def test_a_suite_tasks_step_budget_and_layouts_are_positive_whole_numbers(key, good):
+    for value in good:
+        suite = parse_suite(_suite_with(lambda d: d["tasks"][0].update({key: value})), source="s.yaml")
+        assert getattr(suite.task("a"), key) == value
     for wrong in NOT_A_STEP_COUNT:
         with pytest.raises(ConfigError, match=_exactly(
-                f"s.yaml: tasks[0] (a).budget_steps: budget_steps must be a positive integer, got {wrong!r}")):
-            parse_suite(_suite_with(lambda d: d["tasks"][0].update(budget_steps=wrong)), source="s.yaml")
-
-
-def test_a_suite_task_has_a_positive_whole_number_of_layouts():
-    for count in (1, 24):
-        suite = parse_suite(_suite_with(lambda d: d["tasks"][0].update(layouts=count)), source="s.yaml")
-        assert suite.task("a").layouts == count
-    for wrong in NOT_A_STEP_COUNT:
-        with pytest.raises(ConfigError, match=_exactly(
-                f"s.yaml: tasks[0] (a).layouts: layouts must be a positive integer, got {wrong!r}")):
-            parse_suite(_suite_with(lambda d: d["tasks"][0].update(layouts=wrong)), source="s.yaml")
+                f"s.yaml: tasks[0] (a).{key}: {key} must be a positive integer, got {wrong!r}")):
+            parse_suite(_suite_with(lambda d: d["tasks"][0].update({key: wrong})), source="s.yaml")
 
 
 def test_a_suite_task_with_an_unknown_success_rule_names_the_file_the_task_and_the_rules():

@@ -303,14 +303,10 @@ class PolicyConfig:
         """A short hash of the config as it runs (the file's fields, with a rotation convention that
         replaced the file's): two records with the same digest ran the same policy config."""
         effective = {"file": self.raw, "action_rotation": self.action.rotation}
-        text = json.dumps(effective, sort_keys=True, default=_as_json, separators=(",", ":"))
+        # json calls default for what it cannot write itself: here only a section a caller gave as another mapping
+        # type (the parser lets nothing else through), written as the dict it holds, so it hashes as that dict.
+        text = json.dumps(effective, sort_keys=True, default=dict, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _as_json(value: Any) -> Any:
-    """What json does not write itself: a mapping (a section a caller gave as another mapping type) as the dict
-    it holds, so the digest is that of the same fields given as dicts; anything else as its text."""
-    return dict(value) if isinstance(value, Mapping) else str(value)
 
 
 # ---------------------------------------------------------------------------------------- parsing

@@ -114,6 +114,8 @@ def test_read_text_reads_utf8_under_an_ascii_locale(tmp_path):
     """The encoding is named, not taken from the locale: a UTF-8 file reads the same under LC_ALL=C."""
     path = tmp_path / "suite.yaml"
     path.write_bytes("scene: caf\u00e9\n".encode("utf-8"))
+    # here first (mutation testing runs a test for a function only if the test calls it in its own process)
+    assert errors_module.read_text(path, "suite file") == "scene: caf\u00e9\n"
     root = Path(errors_module.__file__).resolve().parents[2]
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
            "PYTHONPATH": str(root)}

@@ -20,28 +20,35 @@ import numpy as np
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.observation import Observation
 from ladder_ros.policies.config import EE_DELTA, PolicyConfig
-from ladder_ros.core.action_conventions import GRIPPER_OPEN_THRESHOLD, ActionConvention
+from ladder_ros.core.action_conventions import (GRIPPER_OPEN_THRESHOLD, ActionConvention, GripperConvention,
+                                                RotationConvention)
 
 
 class InvalidActionError(InvalidInputError):
     """A chunk that fails validation; the message says why, naming the action, the axis and the bound."""
 
 
+def _convention(kind: type, name: str, source: str, key: str):
+    """``kind.parse(name)``; a name this build lacks is refused naming the config's file and key."""
+    try:
+        return kind.parse(name)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (not available in this build's action conventions)", source=source,
+                          key=key) from None
+
+
 class ActionProcessor:
     """Validates chunks and converts single actions, for one policy config."""
 
     def __init__(self, config: PolicyConfig):
-        self.config = config
         self.spec = config.action
         self.execute = config.execute_steps
         self._low, self._high = self.spec.low, self.spec.high
         self.convention: ActionConvention | None = None
         if self.spec.kind == EE_DELTA:
-            try:
-                self.convention = ActionConvention.parse(self.spec.rotation, self.spec.gripper)
-            except ConfigError as exc:
-                raise ConfigError(f"{exc} (not available in this build's action conventions)", source=config.source,
-                                  key="action.rotation") from None
+            self.convention = ActionConvention(
+                _convention(RotationConvention, self.spec.rotation, config.source, "action.rotation"),
+                _convention(GripperConvention, self.spec.gripper, config.source, "action.gripper"))
 
     @property
     def axes(self) -> tuple[str, ...]:

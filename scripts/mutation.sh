@@ -51,6 +51,14 @@ run() {  # the tests import the ROS message wheels: keep them on loopback as scr
   fi
 }
 
+# mutmut traces the selected tests once to learn which test calls which function, and traces a test again only
+# when its name is new: a test edited to call another function is then never run against that function's mutants
+# (they read as survivors although the test fails against them). Every run therefore traces again; a run of every
+# module starts from a fresh ./mutants (mutmut does not refresh the files there it does not mutate).
+if [[ $mode == run || $mode == survivors ]]; then
+  if [[ $mode == run && $# -eq 0 ]]; then rm -rf mutants; else rm -f mutants/mutmut-stats.json; fi
+fi
+
 case $mode in
   run)
     for module in "${MODULES[@]}"; do

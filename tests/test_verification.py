@@ -1,11 +1,14 @@
 """The proprioceptive verifier's rules (Appendix B): when it asks, what counts as complete, what it records."""
 
+import math
+import re
+
 import pytest
 
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.presets import FRANKA, WIDOWX
 from ladder_ros.core.task import Subgoal
-from ladder_ros.core.verification import (VerificationRequest, VerificationResult, VerificationTiming,
+from ladder_ros.core.verification import (MAX_COUNT, VerificationRequest, VerificationResult, VerificationTiming,
                                           check_count, is_complete, required_count)
 
 CORN = Subgoal("corn", "cloth", "put the corn on the cloth")
@@ -97,6 +100,25 @@ def test_a_count_must_be_a_non_negative_integer(bad):
 
 def test_an_integral_float_count_is_an_integer():
     assert check_count(2.0) == 2 and isinstance(check_count(2.0), int)
+
+
+@pytest.mark.parametrize("value,message", [
+    # more objects than any scene holds: a garbled reply, never a count (1e308 would be a 309-digit integer)
+    (MAX_COUNT + 1, f"count must be at most {MAX_COUNT}, got {MAX_COUNT + 1}"),
+    (1e308, f"count must be at most {MAX_COUNT}, got 1e+308"),
+    (1e20, f"count must be at most {MAX_COUNT}, got 1e+20"),
+    (10 ** 31, f"count must be at most {MAX_COUNT}, got {10 ** 31}"),
+    # refused as they were given, never printed as the hundreds of digits they convert to
+    (-1e308, "count must be a non-negative integer, got -1e+308"),
+    (math.inf, "count must be an integer, got inf"),
+    (-math.inf, "count must be an integer, got -inf"),
+    (math.nan, "count must be an integer, got nan"),
+    ("2", "count must be a non-negative integer, got '2'"),
+])
+def test_a_count_past_any_scene_or_not_finite_is_refused_with_its_value_as_given(value, message):
+    with pytest.raises(InvalidInputError, match=f"^{re.escape(message)}$"):
+        check_count(value)
+    assert check_count(MAX_COUNT) == MAX_COUNT and check_count(float(MAX_COUNT)) == MAX_COUNT
 
 
 def test_a_result_dict_may_leave_out_what_a_backend_did_not_report():

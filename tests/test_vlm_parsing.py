@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ladder_ros.core.verification import MAX_COUNT
 from ladder_ros.vlm.parsing import (json_objects, last_json_object, parse_count, parse_next_subtask,
                                     parse_plan)
 
@@ -297,7 +298,8 @@ def test_each_parsing_limit_is_inclusive_and_refused_one_past_it():
     from ladder_ros.vlm.parsing import LIMITS, _short, scan_objects
 
     digits = "1" * LIMITS.max_number_chars
-    assert parse_count('{"count": %s}' % digits).count == int(digits)
+    # 32 digits are read as a number (then refused as more objects than any scene holds, not as a degenerate reply)
+    assert parse_count('{"count": %s}' % digits).error == f"count must be at most {MAX_COUNT}, got {digits}"
     assert parse_count('{"count": %s1}' % digits).error == "degenerate reply: a number of 33 digits (more than 32)"
     fraction = "1." + "5" * (LIMITS.max_number_chars - 2)  # 32 characters: read, then refused as no integer
     assert parse_count('{"count": %s}' % fraction).error.startswith("count must be an integer, got 1.555")

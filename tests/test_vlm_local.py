@@ -64,6 +64,20 @@ def test_programmed_tiny_vlm_counts_through_the_full_verify_path(programmed_mode
     components.close()
 
 
+@pytest.mark.gpu
+def test_on_a_gpu_the_local_vlm_runs_in_half_precision_and_counts(programmed_model):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device on this machine")
+    components = local_components(programmed_model, **{"local.device": "auto"})
+    assert components.backend.device == "cuda" and components.backend.dtype in (torch.bfloat16, torch.float16)
+    image = np.random.default_rng(0).integers(0, 255, (48, 64, 3), dtype=np.uint8)
+    result = components.verifier.verify(request(1), camera_observation(image))
+    assert result.raw_reply == REPLY and result.count == 1 and result.error is None
+    components.close()
+
+
 def test_two_views_go_through_the_processor(programmed_model):
     components = local_components(programmed_model)
     main = np.zeros((40, 40, 3), np.uint8)

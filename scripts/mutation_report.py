@@ -199,8 +199,8 @@ def readme_section(mutants: list[Mutant], equivalent: list[tuple[Mutant, str]], 
     named = collections.Counter(m.module for m, _ in equivalent)
     lines = ["Last run (mutmut 3.8.1, `scripts/mutation.sh`, on this project's 2-core machine; killed includes",
              "time-outs; safety modules in bold, first). Every surviving mutant named *equivalent* is listed with its",
-             f"changed line and the reason no input tells it apart from the code in [{EQUIVALENTS_DOC.name}]"
-             f"({EQUIVALENTS_DOC.relative_to(REPO)}).", "",
+             f"changed line and the reason no input tells it apart from the code in "
+             f"[{EQUIVALENTS_DOC.relative_to(REPO)}]({EQUIVALENTS_DOC.relative_to(REPO)}).", "",
              "| module | mutants | killed | survived | of them equivalent | no test | kill rate |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     total = collections.Counter()
@@ -239,8 +239,7 @@ def equivalents_page(mutants: list[Mutant], equivalent: list[tuple[Mutant, str]]
         if by_module.get(module):
             lines += ["", f"## `{short(module)}`", ""]
             for m, reason in by_module[module]:
-                reason = reason.rstrip(".")
-                lines.append(f"- `{m.function}`: `{m.change}`. {reason[0].upper()}{reason[1:]}.")
+                lines.append(f"- `{m.function}` `{m.change}`: {reason.rstrip('.')}.")
     return "\n".join(lines) + "\n"
 
 

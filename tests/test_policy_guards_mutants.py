@@ -5,6 +5,7 @@ with an unknown reference or angle reading (each reachable by a caller that buil
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -30,26 +31,17 @@ def test_the_processor_executes_the_configs_horizon_over_its_axes():
     assert processor.execute == config.execute_steps and processor.axes == config.action.names
 
 
-def test_a_hand_built_config_with_a_rotation_convention_this_build_lacks_is_refused_naming_file_and_key():
+@pytest.mark.parametrize("field,name,valid", [("rotation", "quaternion", "axis_angle, euler_xyz, sxyz_axis_angle"),
+                                              ("gripper", "binary", "open_fraction, signed")])
+def test_a_hand_built_config_with_a_convention_this_build_lacks_is_refused_naming_file_and_key(field, name, valid):
     """The loader only lets known conventions through; a caller replacing the action spec by hand does not."""
     config = make_config()
-    unknown = dataclasses.replace(config, action=dataclasses.replace(config.action, rotation="quaternion"))
-    with pytest.raises(ConfigError, match=r"^test\.yaml: action\.rotation: unknown rotation convention 'quaternion'; "
-                                          r"valid: axis_angle, euler_xyz, sxyz_axis_angle \(not available in this "
-                                          r"build's action conventions\)$") as caught:
+    unknown = dataclasses.replace(config, action=dataclasses.replace(config.action, **{field: name}))
+    message = (f"test.yaml: action.{field}: unknown {field} convention '{name}'; valid: {valid} (not available in "
+               "this build's action conventions)")
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$") as caught:
         ActionProcessor(unknown)
-    assert (caught.value.source, caught.value.key) == ("test.yaml", "action.rotation")
-    assert caught.value.__cause__ is None and caught.value.__suppress_context__
-
-
-def test_a_hand_built_config_with_a_gripper_convention_this_build_lacks_names_the_gripper_key():
-    config = make_config()
-    unknown = dataclasses.replace(config, action=dataclasses.replace(config.action, gripper="binary"))
-    with pytest.raises(ConfigError, match=r"^test\.yaml: action\.gripper: unknown gripper convention 'binary'; "
-                                          r"valid: open_fraction, signed \(not available in this build's action "
-                                          r"conventions\)$") as caught:
-        ActionProcessor(unknown)
-    assert (caught.value.source, caught.value.key) == ("test.yaml", "action.gripper")
+    assert (caught.value.source, caught.value.key) == ("test.yaml", f"action.{field}")
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
 
 

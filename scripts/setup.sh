@@ -25,6 +25,16 @@ for arg in "$@"; do
   esac
 done
 
+# Disk: .venv takes about 4 GB and .venv-lerobot about 8 GB (PyPI's CUDA torch for Python 3.12), plus about 4 GB of
+# downloads while pip installs; the tests write up to 2 GB more to the temporary folder. Said up front, so that a
+# setup that will run out of space says why before it fails half-way ("No space left on device").
+need_gb=$(( WITH_LEROBOT == 1 ? 16 : 6 ))
+free_gb=$(( $(df -Pk . | awk 'NR == 2 {print $4}') / 1024 / 1024 ))
+echo "[setup] ${free_gb} GB free for $REPO; this setup needs about ${need_gb} GB"
+if [[ $free_gb -lt $need_gb ]]; then
+  echo "[setup] warning: less free disk than the setup needs; free some, or skip the LeRobot reader (--no-lerobot)" >&2
+fi
+
 # Shared libraries the Python wheels load: libusb for pyrealsense2, libGL and GLib for OpenCV. Installed
 # from Debian only when missing (CI runs as root on Debian 12).
 system_libs=(libusb-1.0-0 libgl1 libglib2.0-0)

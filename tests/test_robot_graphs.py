@@ -44,9 +44,12 @@ class StandInPolicy(NodeLaunch):
 
 
 def bring_up(robot: str, tmp_path: Path, overrides: list[str]) -> tuple:
-    # No camera here: the graph's camera node runs its fake backend (the real ones are tested on recordings).
+    # No camera here: the graph's camera node runs its fake backend (the real ones are tested on recordings), at
+    # 160x120: the recorder keeps every frame, and a minute of 640x480 colour and two float depth images at 30 Hz
+    # is 6 GB of disk.
     graph, launches = prepare(robot, "real", None, [f"episode_recorder.output_dir={tmp_path / 'rec'}",
-                                                    "camera.backend=fake", *overrides],
+                                                    "camera.backend=fake", "camera.width=160", "camera.height=120",
+                                                    *overrides],
                               None, work_dir=tmp_path / "work")
     launches = [StandInPolicy(**vars(launch)) if launch.name == "policy" else launch for launch in launches]
     return graph, GraphSession(graph, launches, tmp_path / "logs", startup_timeout_s=180.0)

@@ -222,6 +222,8 @@ def run(args: argparse.Namespace) -> int:
                                 "identical": difference is None, "first_difference": difference,
                                 "steps": reference["steps_used"], "reference_wall_s": reference["wall_s"],
                                 "graph_wall_s": outcome.wall_s, "attempt_ends": attempt_ends(reference)})
+                # on disk after every episode: a run that ends early (a hung middleware teardown) keeps them
+                (out / "parity.json").write_text(json.dumps(results, indent=2))
                 verdict = "identical" if difference is None else f"DIFFERS at {difference}"
                 ends = Counter(e["reason"] for e in results[-1]["attempt_ends"])
                 if ends:

@@ -37,7 +37,7 @@ def matrix(tmp_path_factory):
     launches = description.launches("sim", overrides=overrides, work_dir=out)
     reference = ReferenceRunner(params, load_suite(resolve_share_file(params["orchestrator"]["suite"])))
     try:
-        with GraphSession(description, launches, out / "logs") as session:
+        with GraphSession(description, launches, out / "logs", startup_timeout_s=180.0) as session:
             yield FaultMatrix(session, params, reference=lambda task, variant, layout, seed: reference.run(
                 ParityEpisode(task, variant, layout, seed)))
     finally:

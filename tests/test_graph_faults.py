@@ -100,7 +100,7 @@ def graph(tmp_path_factory):
     overrides = {**OVERRIDES, "episode_recorder": {"output_dir": str(out / "recordings")}}
     launches = description.launches("sim", overrides=overrides, work_dir=out)
     params = description.node_parameters("sim", overrides=overrides)
-    with GraphSession(description, launches, out / "logs") as session:
+    with GraphSession(description, launches, out / "logs", startup_timeout_s=180.0) as session:
         session.probe = StepProbe(session.client)
         session.params = params
         yield session

@@ -43,6 +43,9 @@ OVERRIDES = {
     "orchestrator": {"verifier_retry_s": 0.5, "decision_resend_s": 0.5, "score_timeout_s": SCORE_TIMEOUT_S,
                      "stall_warn_s": STALL_WARN_S, "stall_abort_s": STALL_ABORT_S},
 }
+# Bound on a whole episode's wait: an episode ends by itself (its budget, the stall abort), so this only catches a
+# graph that is broken outright, and is wide enough for a machine whose cores are busy with other work.
+EPISODE_WAIT_S = 300.0
 # Fast DDS notices a participant killed without goodbye when its lease runs out (20 s by default).
 DDS_LEASE_S = 20.0
 
@@ -80,7 +83,7 @@ def graph(tmp_path_factory):
                  "episode_recorder": {"output_dir": str(out / "recordings"),
                                       "config_files": description.config_files()}}
     launches = description.launches("sim", overrides=overrides, work_dir=out)
-    with GraphSession(description, launches, out / "logs") as session:
+    with GraphSession(description, launches, out / "logs", startup_timeout_s=180.0) as session:
         session.probe = Probe(session.client)
         session.recordings = out / "recordings"
         yield session
@@ -120,7 +123,7 @@ def test_item1_a_joint_state_without_the_aperture_does_not_use_up_the_next_step(
         spin_for(graph.executor, 0.5)
     finally:
         release_policy(graph)
-    outcome = client.wait_until_over(graph.executor, episode, STALL_ABORT_S + SCORE_TIMEOUT_S + 30)
+    outcome = client.wait_until_over(graph.executor, episode, EPISODE_WAIT_S)
     assert outcome.state == "finished", outcome.result["finish_reason"]  # used to freeze at step held + 1
     spin_for(graph.executor, 0.3)
     assert sorted(set(graph.probe.steps(episode))) == list(range(outcome.result["steps_used"] + 1))
@@ -135,7 +138,7 @@ def test_item1_a_stalled_episode_says_what_it_waits_for_then_ends_with_that_reas
         assert client.status.state == "running"
         assert client.status.waiting_for == f"policy/action of step {held} (from the policy)"
         assert client.status.message == f"stalled: waiting for {client.status.waiting_for}"
-        outcome = client.wait_until_over(graph.executor, episode, STALL_ABORT_S + SCORE_TIMEOUT_S + 10)
+        outcome = client.wait_until_over(graph.executor, episode, EPISODE_WAIT_S)
     finally:
         release_policy(graph)
     assert outcome.state == "aborted"
@@ -146,7 +149,8 @@ def test_item1_a_stalled_episode_says_what_it_waits_for_then_ends_with_that_reas
 
 def test_item1_and_item7_bad_starts_are_refused_with_a_reply_and_leave_the_status_alone(graph):
     client = graph.client
-    done = client.run_episode(graph.executor, "kitchen_single_1", variant="periodic_trigger", seed=2, timeout_s=60)
+    done = client.run_episode(graph.executor, "kitchen_single_1", variant="periodic_trigger", seed=2,
+                              timeout_s=EPISODE_WAIT_S)
     before = client.status
     refused = {
         "reused": dict(episode_id=done.episode_id, task_id="kitchen_single_1"),  # used to freeze
@@ -168,7 +172,7 @@ def test_item1_and_item7_bad_starts_are_refused_with_a_reply_and_leave_the_statu
     client.send_start("intruder", "kitchen_single_1")
     spin(graph, lambda: "intruder" in client.replies, 20, "the reply")
     assert client.replies["intruder"].reason == f"start refused: episode {running} is running"
-    outcome = client.wait_until_over(graph.executor, running, 60)
+    outcome = client.wait_until_over(graph.executor, running, EPISODE_WAIT_S)
     assert client.status.seq > before.seq and "refused" not in client.status.message
     assert outcome.state == "finished"
 
@@ -191,7 +195,7 @@ def test_item2_a_foreign_publisher_and_a_second_action_are_never_applied_and_are
         release_policy(graph)
         graph.executor.remove_node(rogue)
         rogue.destroy_node()
-    outcome = client.wait_until_over(graph.executor, episode, 120)
+    outcome = client.wait_until_over(graph.executor, episode, EPISODE_WAIT_S)
     steps = [s for s in range(outcome.result["steps_used"] + 1) if (episode, s) in graph.probe.targets]
     assert np.array_equal(graph.probe.targets[(episode, held + 1)], graph.probe.targets[(episode, held)])
     for a, b in zip(steps, steps[1:]):  # no step moved beyond the bound (a step the probe missed counts twice)
@@ -233,13 +237,14 @@ def test_item5_a_killed_orchestrator_still_ends_with_a_record_on_disk_and_a_fina
     assert record["interrupted"] is True and record["episode_id"] == episode and record["events"]
     assert record["finish_reason"] == "aborted: interrupted: the orchestrator left the graph without ending the episode"
     # The restarted orchestrator finds the episode in its journal and publishes its final status.
-    outcome = client.wait_until_over(graph.executor, episode, 60)
+    outcome = client.wait_until_over(graph.executor, episode, EPISODE_WAIT_S)
     assert outcome.state == "aborted" and outcome.result["interrupted"] is True
     assert outcome.result["finish_reason"] == "aborted: interrupted: the orchestrator was killed mid-episode and " \
                                               "restarted"
     # The next episode's steps are stamped past every step of the interrupted one, which the sim
     # bridge republished while the orchestrator was gone: none of those is taken for a new step.
-    after = client.run_episode(graph.executor, "kitchen_single_1", variant="periodic_trigger", seed=7, timeout_s=60)
+    after = client.run_episode(graph.executor, "kitchen_single_1", variant="periodic_trigger", seed=7,
+                               timeout_s=EPISODE_WAIT_S)
     assert after.state == "finished", after.result["finish_reason"]
 
 
@@ -257,4 +262,4 @@ def test_item5_recover_restores_a_killed_recorders_custom_data(graph, tmp_path):
     assert {"widowx.yaml", "widowx_params.yaml"} <= set(__import__("json").loads(custom["config_files"]))
     assert "rclpy" in custom["versions"] and custom["task_id"] == "kitchen_single_4"
     assert bag_custom_data(Path(recovered.path)) == custom  # written into the recovered bag's metadata
-    client.wait_until_over(graph.executor, episode, 120)
+    client.wait_until_over(graph.executor, episode, EPISODE_WAIT_S)

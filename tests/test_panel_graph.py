@@ -70,7 +70,7 @@ def graph(tmp_path_factory):
     overrides = {"sim_bridge": {"render": True, "image_size": 192},
                  "episode_recorder": {"output_dir": str(out / "recordings")}}
     launches = description.launches("sim", overrides=overrides, work_dir=out)
-    with GraphSession(description, launches, out / "logs") as session:
+    with GraphSession(description, launches, out / "logs", startup_timeout_s=180.0) as session:
         session.out = out
         session.namespace = description.namespace
         plan = out / "plan.yaml"

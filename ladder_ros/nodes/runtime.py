@@ -49,6 +49,7 @@ from rclpy.signals import SignalHandlerOptions
 from ladder_ros.core.errors import LadderError
 from ladder_ros.messages import ABORT, RUNNING, WALL_CLOCK, EpisodeCommand, EpisodeStatus, SchemaError
 from ladder_ros.nodes import topics
+from ladder_ros.nodes.process_exit import exit_past_native_threads
 from ladder_ros.nodes.param_spec import BOOL, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec
 from ladder_ros.nodes.supervision import die_with_supervisor
 from ladder_ros.interface_conversions import document_from_msg, document_to_msg
@@ -351,7 +352,16 @@ def run_node(name: str, build: Callable[[], Node], args: Sequence[str] | None = 
     ``close()``; then the node is destroyed and rclpy shut down. A node with a ``drain_on_stop_s``
     attribute (the recorder) first handles the messages that had already arrived when the stop came,
     for at most that long, so what was sent before the stop is kept.
+    Threads of the node still in native code after all that end the process at once
+    (:mod:`ladder_ros.nodes.process_exit`).
     """
+    code = _serve_node(name, build, args, executor_factory)
+    exit_past_native_threads(name, code)
+    return code
+
+
+def _serve_node(name: str, build: Callable[[], Node], args: Sequence[str] | None,
+                executor_factory: Callable[[], Executor]) -> int:
     die_with_supervisor()
     stop = _StopRequest()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -75,17 +75,21 @@ def rig(connected):
     it, instead of failing on the previous test's fault (and says so).
     """
     executor, driver, probe = connected
+    probe.trigger(executor, topics.ESTOP_RELEASE_SERVICE)
+    probe.arm(executor, False)
+    probe.spin_until(executor, lambda: probe.state().get("armed") == "false", 10, "the disarmed state")
+    probe.spin_until(executor, lambda: at_rest(probe), 60, "the arm at rest")
+    # Checked once the arm is at rest and the driver has polled franky since: the previous test's last motion
+    # (or the brake that disarming starts) may fail after that test ended, and its fault is reported then.
+    probe.spin_for(executor, 3 / 15)
     fault = probe.state().get("recovery_required", "")
     if fault:
         print(f"the previous test left the arm holding for a fault ({fault}); recovering it first")
         assert probe.trigger(executor, topics.RECOVER_SERVICE).success, probe.state()
         probe.spin_until(executor, lambda: probe.state().get("recovery_required", "") == "", 60, "the fault cleared")
-    probe.trigger(executor, topics.ESTOP_RELEASE_SERVICE)
-    probe.arm(executor, False)
-    probe.spin_until(executor, lambda: probe.state().get("armed") == "false", 10, "the disarmed state")
+        probe.spin_until(executor, lambda: at_rest(probe), 60, "the arm at rest")
     probe.interventions.clear()
     probe.commands.clear()
-    probe.spin_until(executor, lambda: at_rest(probe), 60, "the arm at rest")
     probe.spin_for(executor, 2 / 15)  # a fresh stamp for the next action (one per period)
     return connected
 

@@ -22,12 +22,13 @@ from ladder_ros.bringup.graph import GraphDescription, NodeLaunch
 from ladder_ros.bringup.parent_guard import guarded
 from ladder_ros.bringup.up import DEFAULT_STOP_TIMEOUT_S, GraphProcesses, NodeDied
 from ladder_ros.core.errors import ConfigError, LadderError
+from ladder_ros.nodes.process_exit import ros_teardown_deadline
 from ladder_ros.ros_env import apply_network_safe_environment
 
 
 RECORDER_WAIT_MIN_S = 10.0  # at least this long for the recorder to match the graph once the nodes are up (s)
 # A client's ROS 2 teardown takes well under a second; past this it waits on a middleware deadlock (see
-# GraphSession._release_ros_within_deadline).
+# ladder_ros.nodes.process_exit).
 RELEASE_DEADLINE_S = 30.0
 STATUS_FOLLOWERS = frozenset({"sim_bridge", "policy", "gripper_trigger", "episode_recorder", "widowx_driver",
                               "franka_driver", "widowx_twin", "rehearsal_server"})
@@ -136,34 +137,15 @@ class GraphSession:
             self._release_ros_within_deadline()
 
     def _release_ros_within_deadline(self) -> None:
-        """Destroy the client node and shut rclpy down; if the middleware hangs there, end the process.
-
-        Fast DDS 3.2 (the ROS 2 wheels' middleware) can deadlock two of its own threads when a remote
-        participant's lease check fires while a remote writer is being removed, as happens when the graph's
-        nodes stop (eProsima/Fast-DDS issue 6502, open; seen in a test run on a loaded machine): every later
-        teardown call, the destruction of this client's publishers first, then waits forever while holding
-        Python's GIL, so neither a Python timer nor Ctrl-C can end it. faulthandler's watchdog is a C thread:
-        past ``RELEASE_DEADLINE_S`` it prints where the process hangs and exits with status 1. Output is
-        flushed before, so nothing already printed is lost.
-        """
-        import faulthandler
-
+        """Destroy the client node and shut rclpy down; if the middleware deadlocks there (Fast DDS 3.2, see
+        :mod:`ladder_ros.nodes.process_exit`), the process ends with status 1 after ``RELEASE_DEADLINE_S``."""
         import rclpy
 
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-        try:  # the process's own standard error: a replaced sys.stderr may have no file descriptor
-            faulthandler.dump_traceback_later(RELEASE_DEADLINE_S, exit=True, file=sys.__stderr__)
-        except (AttributeError, ValueError, OSError):
-            pass  # no standard error to report on (a windowless process): released without the watchdog
-        try:
+        with ros_teardown_deadline(RELEASE_DEADLINE_S):
             if self.client is not None:
                 self.client.destroy_node()
                 self.client = None
             rclpy.try_shutdown()
-        finally:
-            faulthandler.cancel_dump_traceback_later()
 
 
 def add_launch_argument(parser) -> None:

@@ -49,8 +49,8 @@ from rclpy.signals import SignalHandlerOptions
 from ladder_ros.core.errors import LadderError
 from ladder_ros.messages import ABORT, RUNNING, WALL_CLOCK, EpisodeCommand, EpisodeStatus, SchemaError
 from ladder_ros.nodes import topics
-from ladder_ros.nodes.process_exit import exit_past_native_threads
 from ladder_ros.nodes.param_spec import BOOL, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec
+from ladder_ros.nodes.process_exit import exit_past_native_threads
 from ladder_ros.nodes.supervision import die_with_supervisor
 from ladder_ros.interface_conversions import document_from_msg, document_to_msg
 

@@ -17,12 +17,20 @@ from ladder_ros.core.errors import InvalidInputError, LadderError
 from ladder_ros.policies.actions import ActionProcessor, InvalidActionError
 from ladder_ros.policies.chunked import ChunkedPolicy, PerStepSource, RawChunk, ReasonLog, noise_seed
 from ladder_ros.policies.config import Normalization, Statistics
-from ladder_ros.policies.executor import ChunkExecutor, ControlLoop, PolicyNotReady, error_kind, percentile
+from ladder_ros.policies.control_loop import ControlLoop
+from ladder_ros.policies.executor import ChunkExecutor, PolicyNotReady, error_kind, percentile
 from ladder_ros.policies.openpi_remote import PolicyServerError, PolicyUnavailable
 from ladder_ros.policies.openpi_wire import WireFormatError
 from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder, resize_image
 from ladder_ros.core.rotations import axis_angle_to_euler_xyz
-from tests.policy_fixtures import ExecutorSimulation, ScriptedSource, bundle, make_config, observation
+from tests.policy_fixtures import ExecutorSimulation, ScriptedSource, bundle, observation
+from tests.policy_fixtures import make_config as any_config
+
+
+def make_config(**changes):
+    """The test config under the synchronous rule, which the wall-clock tests of this module pin (the realtime
+    mode has its own tests: tests/test_policy_realtime.py)."""
+    return any_config(**{"execution": "synchronous", **changes})
 
 
 # ------------------------------------------------------------------------------ validation and conversion
@@ -326,7 +334,8 @@ class HandClock:
 STATS_KEYS = {"ticks", "acted", "idle", "idle_first_chunk", "idle_share", "chunks", "rejected_chunks", "lead_periods",
               "inference_ms_last", "inference_ms_p50", "inference_ms_p99", "request_ms_p50", "request_ms_p99",
               "period_error_ms_p50", "period_error_ms_p99", "server_timing", "holding", "holds", "held_steps",
-              "rejected_by_reason", "seam_jump_max", "ood"}
+              "rejected_by_reason", "seam_jump_max", "ood", "execution", "request_threshold", "stale_dropped",
+              "splice_jump_max"}
 
 
 def test_percentiles_interpolate_in_double_precision_and_are_none_without_samples():
@@ -781,13 +790,13 @@ def test_the_control_loop_ticks_on_absolute_deadlines_and_skips_the_ones_it_miss
     loop = ControlLoop(0.25, time_.on_tick, clock=time_.clock, name="control-test")
     time_.loop = loop
     loop._stop = SteppingEvent(time_)  # its waits advance the simulated clock
-    with caplog.at_level(logging.ERROR, logger="ladder_ros.policies.executor"):
+    with caplog.at_level(logging.ERROR, logger="ladder_ros.policies.control_loop"):
         loop.start()
         assert time_.done.wait(60), "the control loop never reached its seventh tick"
         loop.stop(timeout_s=60)
     assert time_.ticks == [0.25, 0.5, 0.75, 1.75, 2.0, 2.25, 2.5]  # no drift from the 0.125 s tick, no burst
     assert loop.missed == 3
-    assert [r.getMessage() for r in caplog.records if r.name == "ladder_ros.policies.executor"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "ladder_ros.policies.control_loop"] == [
         "control tick failed"]  # and it kept its rhythm
     assert not any(t.name == "control-test" for t in threading.enumerate())
 

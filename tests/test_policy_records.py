@@ -18,7 +18,8 @@ from tests.policy_fixtures import ExecutorSimulation, ScriptedSource, bundle, co
 
 
 def seam_config(**seam):
-    return parse_policy_config(config_data(seam=seam), source="seam.yaml")
+    """The test config with the given seam bounds, under the synchronous rule (its seams are at chunk ends)."""
+    return parse_policy_config(config_data(seam=seam, execution="synchronous"), source="seam.yaml")
 
 
 def chunk_of(first_dx: float, then_dx: float = 0.0) -> np.ndarray:
@@ -338,7 +339,8 @@ def test_the_report_says_every_field_with_latency_percentiles_in_double_precisio
         "rejected_chunks": {SEAM_JUMP: 1}, "all_chunks_rejected": False, "steps": 2, "held_steps": 1,
         "held_by_reason": {SEAM_JUMP: 1}, "inference_ms": {"p50": 25.0, "p95": 38.5, "count": 4},
         "seam_jump_max": {"translation_m": 0.02}, "ood": {"state": 0, "action": 0, "worst_sigma": 0.0, "worst": ""},
-        "server_errors": 3, "warm_up_s": 12.5}
+        "server_errors": 3, "warm_up_s": 12.5, "execution": "lockstep", "blend_steps": 0, "stale_dropped": 0,
+        "splice_jump_max": {}, "splices": 0, "blended": 0, "guided_chunks": 0}
     report.chunks = 0
     assert report.to_dict()["all_chunks_rejected"] is True
     single = PolicyReport.of(config)  # a model timed in single precision: the percentile is still a double's

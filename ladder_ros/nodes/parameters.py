@@ -102,6 +102,11 @@ POLICY = COMMON + (
               "convention the policy declares (empty: the policy's own); its actions are converted to the "
               "Euler XYZ of policy/action (ladder_ros/core/action_conventions.py)",
               choices=("",) + tuple(c.value for c in RotationConvention)),
+    ParamSpec("execution", STR, "", "Wall clock: how chunks run, replacing the policy config's execution.mode "
+              "(empty: the config's; realtime by default): realtime overlaps inference with execution, each chunk "
+              "anchored where its observation was taken; synchronous is the paper's rule, a chunk of deltas "
+              "requested once the queue is empty (ladder_ros/policies/executor.py). Lockstep always runs the "
+              "paper's rule", choices=("", "synchronous", "realtime")),
     ParamSpec("aperture_joint", STR, "gripper_aperture", "JointState entry with the normalised gripper aperture"),
     ParamSpec("control_priority", INT, 10, "Wall clock: real-time (SCHED_FIFO) priority of the control thread "
               "where the system grants it (an rtprio limit), 0 for normal scheduling; refused, the node runs at "

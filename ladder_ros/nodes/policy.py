@@ -46,11 +46,9 @@ from ladder_ros.policies.audit import guard_statistics
 from ladder_ros.policies.base import LowLevelPolicy
 from ladder_ros.policies.chunked import ChunkedPolicy, ReasonLog, TaggedAction
 from ladder_ros.policies.config import EE_DELTA
-from ladder_ros.policies.executor import (
-    CONTROL_SWITCH_INTERVAL_S,
-    ChunkExecutor,
-    ControlLoop,
-)
+from ladder_ros.policies.config import with_execution
+from ladder_ros.policies.control_loop import CONTROL_SWITCH_INTERVAL_S, ControlLoop
+from ladder_ros.policies.executor import ChunkExecutor
 from ladder_ros.policies.factory import PolicyProvider
 from ladder_ros.policies.observation import ObservationBundle
 from ladder_ros.policies.warmup import WarmUp
@@ -94,7 +92,8 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
     Every end-effector action is converted from the policy's own convention (its config's, or
     ``rotation_convention`` when set) to the graph's contract.
     Parameters: preset, clock_mode, policy (config name or path), noise (scripted expert),
-    rotation_convention, aperture_joint, control_priority (SCHED_FIFO priority of the control thread, 0 normal),
+    rotation_convention, execution (wall clock: realtime or synchronous; empty: the config's), aperture_joint,
+    control_priority (SCHED_FIFO priority of the control thread, 0 normal),
     max_observation_age_s (s), warm_up_timeout_s (s).
     """
 
@@ -192,6 +191,7 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
         config_limit = config.max_observation_age_s
         if self.params["max_observation_age_s"] < config_limit:
             self.config = replace(config, max_observation_age_s=self.params["max_observation_age_s"])
+        self.config = with_execution(self.config, self.params["execution"])
 
     def _on_episode_start(self, status: EpisodeStatus) -> None:
         self.episode = None

@@ -54,8 +54,9 @@ class ActionProcessor:
     def axes(self) -> tuple[str, ...]:
         return self.spec.names
 
-    def check_chunk(self, actions: object) -> np.ndarray:
-        """The first ``execute`` actions of a chunk as float64 ``(k, D)``; :class:`InvalidActionError` if bad."""
+    def check_chunk(self, actions: object, steps: int | None = None) -> np.ndarray:
+        """The first ``steps`` actions of a chunk (default and at least the execution horizon ``k``; fewer when
+        the chunk is shorter, never fewer than ``k``) as float64; :class:`InvalidActionError` if bad."""
         arr = np.asarray(actions)
         if arr.dtype.kind not in "biuf":
             raise InvalidActionError(f"actions must be numbers, got dtype {arr.dtype}")
@@ -67,7 +68,7 @@ class ActionProcessor:
         if arr.shape[0] < self.execute:
             raise InvalidActionError(f"chunk of {arr.shape[0]} actions is shorter than the execution horizon "
                                      f"({self.execute})")
-        rows = arr[:self.execute].astype(np.float64)
+        rows = arr[:max(self.execute, steps or 0)].astype(np.float64)
         bad = ~np.isfinite(rows)
         if bad.any():
             i, j = map(int, np.argwhere(bad)[0])

@@ -67,6 +67,13 @@ class PolicyReport:
     ood: dict = field(default_factory=lambda: {"state": 0, "action": 0, "worst_sigma": 0.0, "worst": ""})
     server_errors: int = 0
     warm_up_s: float | None = None
+    execution: str = "lockstep"  # how chunks ran: lockstep, or the wall clock's synchronous or realtime mode
+    blend_steps: int = 0  # realtime: the configured blend (commands)
+    stale_dropped: int = 0  # realtime: actions dropped because their time had passed when their chunk came
+    splice_max: dict[str, float] = field(default_factory=dict)  # realtime: the largest jump where a chunk took over
+    splices: int = 0  # realtime: chunks that replaced queued actions
+    blended: int = 0  # realtime: commands blended from an old plan into a new one
+    guided_chunks: int = 0  # chunks sampled with RTC guidance
 
     @classmethod
     def of(cls, config: PolicyConfig) -> "PolicyReport":
@@ -85,6 +92,15 @@ class PolicyReport:
     def refused(self, kind: str) -> None:
         self.rejected[kind] = self.rejected.get(kind, 0) + 1
 
+    def spliced(self, splice) -> None:
+        """A chunk taken over on the wall clock (a :class:`~ladder_ros.policies.splice.Splice`)."""
+        self.stale_dropped += splice.stale
+        self.blended += splice.blended
+        if splice.spliced and splice.queue:
+            self.splices += 1
+        for name, value in splice.jump.items():
+            self.splice_max[name] = max(self.splice_max.get(name, 0.0), value)
+
     def to_dict(self, *, final: bool = True) -> dict:
         return {
             "policy": self.policy, "config_hash": self.config_hash, "final": final,
@@ -94,7 +110,9 @@ class PolicyReport:
             "inference_ms": {"p50": _percentile(self.inference_ms, 50), "p95": _percentile(self.inference_ms, 95),
                              "count": len(self.inference_ms)},
             "seam_jump_max": dict(self.seam_max), "ood": dict(self.ood), "server_errors": self.server_errors,
-            "warm_up_s": self.warm_up_s,
+            "warm_up_s": self.warm_up_s, "execution": self.execution, "blend_steps": self.blend_steps,
+            "stale_dropped": self.stale_dropped, "splice_jump_max": dict(self.splice_max), "splices": self.splices,
+            "blended": self.blended, "guided_chunks": self.guided_chunks,
         }
 
 
@@ -110,11 +128,11 @@ class ChunkScreen:
         self._log = log or (lambda text: None)
         self._said_ood: set[str] = set()
 
-    def commands(self, actions: object) -> list[np.ndarray]:
-        """The first ``k`` actions as commands; :class:`RejectedChunk` (invalid action) when the chunk is bad.
-        Actions far from the training data are counted (never refused)."""
+    def commands(self, actions: object, steps: int | None = None) -> list[np.ndarray]:
+        """The first ``steps`` (default ``k``) actions as commands; :class:`RejectedChunk` (invalid action) when
+        the chunk is bad. Actions far from the training data are counted (never refused)."""
         try:
-            rows = self.processor.check_chunk(actions)
+            rows = self.processor.check_chunk(actions, steps)
         except InvalidActionError as exc:
             raise RejectedChunk(INVALID_ACTION, str(exc)) from None
         self._check_distribution("action", rows)

@@ -37,6 +37,12 @@ execution horizon, and its control rate. The format (``schema_version: 1``)::
                                     # when a server normalises (the out-of-distribution guard reads them)
     ood_sigmas: 4.0                 # report state/actions farther than this many standard deviations out
     seam: {max_translation_m: 0.05, max_rotation_rad: 0.5}   # ee_delta; {max_joint_rad: ...} for joints
+    execution:                      # on the wall clock only (lockstep always runs the paper's rule)
+      mode: realtime                # realtime (default) | synchronous
+      blend_steps: 2                # realtime: commands over which a new chunk's first target is blended in
+      guidance: true                # realtime: RTC guidance where the backend samples itself (local models)
+
+``execution`` may also be given as the mode alone (``execution: synchronous``).
 
 Every error names the file and the field (``policies/x.yaml: action.axes[2].low: ...``). No rclpy
 and no torch here: the config is read by the node, the reference loop and the CLI alike.
@@ -47,7 +53,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -89,7 +95,32 @@ NORMALIZATION_MODES = ("mean_std", "quantile")
 # PI0Processor keeps state_mean/state_std and actions_mean/actions_std).
 PROCESSOR_STATISTICS = "processor"
 DEVICES = ("auto", "cpu", "cuda")
+# How chunks run on the wall clock (policies/executor.py). synchronous: the paper's rule (Appendix A): the first
+# k of each chunk in order, a chunk of deltas requested once the queue is empty (absolute targets look ahead
+# within the execution window); realtime: requests overlap execution and each chunk takes over where its
+# observation's time has come, the actions whose time has passed dropped by count.
+SYNCHRONOUS, REALTIME = "synchronous", "realtime"
+EXECUTION_MODES = (SYNCHRONOUS, REALTIME)
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class ExecutionSettings:
+    """How the wall-clock executor runs chunks (``EXECUTION_MODES``); see :mod:`ladder_ros.policies.executor`.
+
+    ``blend_steps``: in realtime mode, where a new chunk's first target differs from the one it replaces, the
+    next ``blend_steps`` commands move from the old plan to the new one in equal parts (0: it takes over at
+    once); project choice 2 (0.4 s at 5 Hz). ``guidance``: in realtime mode, a backend that runs its own
+    flow-matching sampler is guided to continue the actions that run while it computes (RTC, arXiv 2506.07339).
+    """
+
+    mode: str = REALTIME
+    blend_steps: int = 2
+    guidance: bool = True
+
+    @property
+    def realtime(self) -> bool:
+        return self.mode == REALTIME
 
 
 @dataclass(frozen=True)
@@ -283,6 +314,7 @@ class PolicyConfig:
     statistics: Normalization | None = None  # the training data's statistics when the server normalises
     ood_sigmas: float = 4.0
     seam: SeamBounds = field(default_factory=SeamBounds)
+    execution: ExecutionSettings = field(default_factory=ExecutionSettings)
     simulation_only: bool = False
     description: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -303,6 +335,8 @@ class PolicyConfig:
         """A short hash of the config as it runs (the file's fields, with a rotation convention that
         replaced the file's): two records with the same digest ran the same policy config."""
         effective = {"file": self.raw, "action_rotation": self.action.rotation}
+        if self.execution.mode != _file_execution_mode(self.raw):
+            effective["execution_mode"] = self.execution.mode  # a mode chosen at run time runs another config
         # json calls default for what it cannot write itself: here only a section a caller gave as another mapping
         # type (the parser lets nothing else through), written as the dict it holds, so it hashes as that dict.
         text = json.dumps(effective, sort_keys=True, default=dict, separators=(",", ":"))
@@ -508,6 +542,37 @@ def _normalization(r: _Reader, state_dim: int, action_dim: int) -> Normalization
     return n
 
 
+def _file_execution_mode(raw: Mapping[str, Any]) -> str:
+    """The execution mode a config file gives (the default when it gives none)."""
+    value = raw.get("execution", REALTIME)
+    return value.get("mode", REALTIME) if isinstance(value, Mapping) else value
+
+
+def _execution(r: _Reader) -> ExecutionSettings:
+    value = r.raw("execution", None)
+    if value is None and not r.has("execution"):
+        return ExecutionSettings()
+    if isinstance(value, str):
+        r.string("execution", choices=EXECUTION_MODES)
+        return ExecutionSettings(mode=value)
+    e = r.child("execution")
+    settings = ExecutionSettings(mode=e.string("mode", REALTIME, choices=EXECUTION_MODES),
+                                 blend_steps=e.integer("blend_steps", ExecutionSettings.blend_steps, low=0, high=100),
+                                 guidance=e.boolean("guidance", ExecutionSettings.guidance))
+    e.done()
+    return settings
+
+
+def with_execution(config: PolicyConfig, mode: str | None) -> PolicyConfig:
+    """``config`` with its execution mode replaced by the user's choice (None or "": its own)."""
+    if not mode:
+        return config
+    if mode not in EXECUTION_MODES:
+        raise ConfigError(f"execution mode must be one of {', '.join(EXECUTION_MODES)}, got {mode!r}",
+                          source=config.source, key="execution.mode")
+    return replace(config, execution=replace(config.execution, mode=mode))
+
+
 def _seam(r: _Reader, kind: str) -> SeamBounds:
     allowed = ("max_translation_m", "max_rotation_rad") if kind == EE_DELTA else ("max_joint_rad",)
     for name in r.data:
@@ -582,7 +647,8 @@ def parse_policy_config(data: Any, source: str = "<policy>", base: Path | None =
         max_observation_age_s=r.number("max_observation_age_s", 0.5, positive=True),
         server=server, model=model, normalization=normalization,
         statistics_from_processor=norm == PROCESSOR_STATISTICS, statistics=statistics,
-        ood_sigmas=r.number("ood_sigmas", 4.0, positive=True), seam=seam, simulation_only=simulation_only,
+        ood_sigmas=r.number("ood_sigmas", 4.0, positive=True), seam=seam, execution=_execution(r),
+        simulation_only=simulation_only,
         description=r.string("description", "", empty=True), raw=dict(r.data))
     r.done()
     return config

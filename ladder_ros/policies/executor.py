@@ -1,29 +1,36 @@
-"""Chunk execution on the wall clock: no idle period while inference keeps up (absolute actions: within the
-execution window; relative ones: within a control period).
+"""Chunk execution on the wall clock, in one of two modes (the policy config's ``execution``).
 
-:class:`ChunkExecutor` hands out one command per control period (its :meth:`~ChunkExecutor.tick`),
-from a queue holding the first ``k`` actions of each chunk, and asks an inference worker thread for
-the next chunk *before* the queue runs dry: with ``q`` actions left after a tick, the next chunk is
-needed at the tick ``q + 1`` periods later, so it requests once ``q + 1`` periods no longer cover
-the recent worst inference latency plus a quarter period of margin. Before any latency is known it
-requests as early as possible (right after a chunk arrives), which never idles while the latency
-stays under ``k`` periods; with a latency estimate it requests as late as is safe, so the actions
-it executes come from observations as fresh as the latency allows.
+:class:`ChunkExecutor` hands out one command per control period (its :meth:`~ChunkExecutor.tick`)
+and asks an inference worker thread for chunks. Every chunk becomes absolute targets anchored where
+its observation was taken (:mod:`ladder_ros.policies.splice`): the executor records the commanded
+target when the worker takes an observation, and composes the chunk onto it when it arrives, so a
+chunk of deltas can never repeat motion that was queued before it.
 
-That look-ahead is for absolute actions (joint positions) only. A chunk of relative actions (Bridge's
-end-effector deltas, :attr:`~ladder_ros.policies.config.ActionSpec.relative`) moves the target from
-where the arm is in its observation; requested while ``q`` commands are still queued, it would be
-carried out after them and repeat their motion (``q`` steps of overshoot: measured in the dress
-rehearsal, docs/rehearsal.md). So for relative actions the next chunk is requested at the tick that
-hands out the last queued command, as the Bridge and openpi evaluation loops request it: no idle
-period while the latency stays under a period, one period per period of latency beyond that. Each chunk's first ``k``
-actions are executed in order, none skipped (the rule of the paper's policies, Appendix A: 4 of 5
-on the WidowX, 8 of 15 on the Franka).
+* **synchronous** (the paper's rule, Appendix A: the first ``k`` of each chunk, in order, none
+  skipped; 4 of 5 on the WidowX, 8 of 15 on the Franka). A chunk of relative actions (Bridge's
+  deltas) is requested at the tick that hands out the last queued command, as Bridge's and openpi's
+  evaluation loops request it: no idle period while the latency stays under a period, one period per
+  period of latency beyond that. Absolute actions look ahead: with ``q`` actions left after a tick the
+  next chunk is needed ``q + 1`` periods later, so it is requested once ``q + 1`` periods no longer
+  cover the recent worst latency plus a quarter period, and queued after the last queued action.
+* **realtime**. Requests overlap execution for both kinds: the next observation goes out while the
+  queue still covers the expected latency, and the whole chunk (``length`` actions) is kept. When it
+  arrives, the actions for the periods that passed since its observation are dropped, by the count
+  of commands actually handed out meanwhile (never by a latency estimate), and the rest take over at
+  the next tick, blended in over ``blend_steps`` commands where they differ from the old plan. The
+  request goes out when ``q`` (queued after this tick) is at most
+  ``min(length - k + lead - 1, max(length - lead, floor((length - 1) / 2)))``: late enough that about
+  ``k`` actions of each chunk run (the paper's open-loop horizon) while the latency allows it, early
+  enough that the queue covers the latency (``lead`` periods, as above), and, when no schedule can
+  cover it with one request in flight (``length - d < L / P``), at the split that idles least. A
+  source that samples its own chunks (a local flow-matching model, :mod:`ladder_ros.policies.guidance`)
+  is guided to continue the queued actions that run while it computes (RTC).
 
-Every chunk passes the same :class:`~ladder_ros.policies.audit.ChunkScreen` as in lockstep (its
-seam is checked against the last command queued before it, where it takes over), and every control
-period of a subgoal counts as acted or held, with the reason, in the episode's
-:class:`~ladder_ros.policies.audit.PolicyReport`.
+Every chunk passes the same :class:`~ladder_ros.policies.audit.ChunkScreen` as in lockstep (its seam
+is checked against the last command given before it takes over), and every control period of a
+subgoal counts as acted or held, with the reason, in the episode's
+:class:`~ladder_ros.policies.audit.PolicyReport`, with the mode, the actions dropped as stale, the
+largest splice jump and the commands blended.
 
 On a subgoal switch the queue is dropped and a new chunk is requested at once; a chunk still being
 computed for the old subgoal is discarded when it arrives. The worker always takes the newest
@@ -40,7 +47,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 import time
 from collections import deque
@@ -53,17 +59,15 @@ from ladder_ros.core.errors import LadderError
 from ladder_ros.policies.audit import INVALID_ACTION, SEAM_JUMP, ChunkScreen, PolicyReport, RejectedChunk
 from ladder_ros.policies.chunked import ChunkSource, ReasonLog, TaggedAction, noise_seed
 from ladder_ros.policies.config import Normalization, PolicyConfig
+from ladder_ros.policies.guidance import Guidance, GuidedChunkSource
 from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder
+from ladder_ros.policies.splice import Anchor, ChunkPlan, frame_for
 
 LOG = logging.getLogger(__name__)
 
 LATENCY_WINDOW = 8  # chunks whose latency sets the request lead (the worst of them)
 STATS_WINDOW = 1000  # samples kept for the percentiles on diagnostics
 LEAD_MARGIN_PERIODS = 0.25  # project choice: a quarter period for tick jitter and result hand-over
-# The control thread shares the interpreter lock with the inference thread (image resizing, message packing):
-# with CPython's default 5 ms switch interval a waking control thread can wait that long for the lock, a
-# 7.5 % error at 15 Hz. 1 ms bounds it (project choice; set by the policy node on the wall clock).
-CONTROL_SWITCH_INTERVAL_S = 0.001
 
 
 class StaleObservation(LadderError):
@@ -85,6 +89,13 @@ def error_kind(exc: BaseException) -> str:
     return _ERROR_KINDS.get(type(exc).__name__, "policy error")
 
 
+def realtime_request_queue(length: int, execute: int, lead: int) -> int:
+    """Realtime: the most commands still queued after a tick at which the next chunk is requested (module
+    docstring); ``lead`` is the latency in periods, rounded up, with its margin."""
+    covering = max(length - lead, (length - 1) // 2)
+    return max(0, min(length - execute + lead - 1, covering))
+
+
 @dataclass
 class _Request:
     generation: int
@@ -98,12 +109,15 @@ class _Result:
     request: _Request
     posted_at: float
     actions: list[TaggedAction] = field(default_factory=list)
+    raw: np.ndarray | None = None  # the model's own actions of ``actions`` (RTC's prefix later)
+    anchor: Anchor | None = None  # the commanded target when its observation was taken
     kind: str = ""  # why it failed, for saying so once: invalid action, no policy server, ...
     error: str = ""
     key: str = ""  # tells distinct errors of one kind apart (a server's error line)
     infer_ms: float | None = None
     server_timing: dict = field(default_factory=dict)
     observation: object = None  # the Observation the chunk was computed from (the seam's reference when none)
+    guided: bool = False
 
 
 def percentile(values, q: float) -> float | None:
@@ -125,11 +139,14 @@ class ChunkExecutor:
         self.source = source
         self.config = config
         self._log = log or (lambda text: LOG.warning("policy %s: %s", config.name, text))
-        self.report = PolicyReport.of(config)
+        self.execution = config.execution
+        self.realtime = config.execution.realtime
+        self.report = self._new_report()
         self.screen = ChunkScreen(config, self.report, log=self._log)
         self.encoder = ObservationEncoder(config)
         self.k = config.execute_steps
-        self.max_lead = 1 if config.action.relative else self.k  # see the module docstring
+        self.length = config.chunk_length if self.realtime else self.k  # actions kept of each chunk
+        self.max_lead = 1 if config.action.relative else self.k  # synchronous: see the module docstring
         self.period_s = config.period_s
         self.max_age_s = config.max_observation_age_s
         self.seed = seed
@@ -138,7 +155,8 @@ class ChunkExecutor:
         self._clock = clock
         self.reasons = ReasonLog(self._log)
         self._lock = threading.Condition()
-        self._queue: deque[TaggedAction] = deque()
+        self.plan = ChunkPlan(frame_for(config.action.relative, config.action.names),
+                              config.execution.blend_steps if self.realtime else 0)
         self._previous: np.ndarray | None = None  # the last command given (the seam's reference)
         self._instruction: str | None = None
         self._generation = 0
@@ -163,6 +181,13 @@ class ChunkExecutor:
         self.idle_first = 0  # of those, periods waiting for the first chunk of a subgoal
         self.chunks = 0
         self.rejected = 0
+        self.stale_dropped = 0
+
+    def _new_report(self) -> PolicyReport:
+        report = PolicyReport.of(self.config)
+        report.execution = self.execution.mode
+        report.blend_steps = self.execution.blend_steps if self.realtime else 0
+        return report
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -188,7 +213,7 @@ class ChunkExecutor:
             self.seed = int(seed)
             self._next_chunk_id = 0
             self._previous = None
-            self.report = PolicyReport.of(self.config)
+            self.report = self._new_report()
         self.set_source(source, statistics)
 
     def set_source(self, source: ChunkSource | None, statistics: Normalization | None = None) -> None:
@@ -210,7 +235,7 @@ class ChunkExecutor:
                 return
             self._instruction = instruction
             self._generation += 1
-            self._queue.clear()
+            self.plan.clear()
             self._awaiting = False
             self._slot = None
             self._executed_this_subgoal = False
@@ -229,12 +254,12 @@ class ChunkExecutor:
             self.ticks += 1
             self._collect()
             if self._instruction is None:
-                self._queue.clear()
+                self.plan.clear()
                 self.reasons.report("no subgoal", quiet=True)
                 return None
             age = self._observation_age(now)
             if age is None or age > self.max_age_s:
-                self._queue.clear()
+                self.plan.clear()
                 self._previous = None  # holding: the next chunk takes over from standing still
                 how = "none yet" if age is None else f"the newest is {age:.2f} s old (limit {self.max_age_s:g} s)"
                 self.reasons.report("no fresh observation", how)
@@ -242,7 +267,7 @@ class ChunkExecutor:
                 if not self._awaiting:
                     self._submit(now)  # the worker refuses it if still stale; it starts at once when fresh
                 return None
-            action = self._queue.popleft() if self._queue else None
+            action = self.plan.pop()
             if action is None:
                 # No command this period: the arm's target stands still, so the next chunk's seam is measured from
                 # standing still (a refused chunk would otherwise be measured against a command long gone).
@@ -264,17 +289,27 @@ class ChunkExecutor:
                 self._previous = action.command
                 self.reasons.clear()
                 self.report.step()
-            if not self._awaiting and len(self._queue) < self.lead_periods():
+            if not self._awaiting and len(self.plan) < self.request_threshold():
                 self._submit(now)
             return action
 
     def lead_periods(self) -> int:
-        """How many queued periods must remain when the next request goes out (1 .. k; 1 for relative actions)."""
+        """Synchronous: how many queued periods must remain when the next request goes out (1 .. k; 1 for
+        relative actions)."""
+        return max(1, min(self.max_lead, self.latency_periods()))
+
+    def latency_periods(self) -> int:
+        """The recent worst latency plus the margin, in periods rounded up (``length`` before any is known)."""
         if not self._recent_latency_s:
-            return self.max_lead
+            return self.length
         periods = (max(self._recent_latency_s) + LEAD_MARGIN_PERIODS * self.period_s) / self.period_s
-        needed = math.ceil(periods - 1e-9)  # 1e-9: a latency of exactly n periods plus margin needs n, not n + 1
-        return max(1, min(self.max_lead, needed))
+        return max(1, math.ceil(periods - 1e-9))  # 1e-9: a latency of exactly n periods plus margin needs n
+
+    def request_threshold(self) -> int:
+        """The next request goes out once fewer than this many commands are queued after a tick."""
+        if not self.realtime:
+            return self.lead_periods()
+        return realtime_request_queue(self.length, self.k, self.latency_periods()) + 1
 
     def _submit(self, now: float) -> None:
         self._slot = _Request(self._generation, self._instruction, self._next_chunk_id, now)
@@ -296,22 +331,41 @@ class ChunkExecutor:
             if result.server_timing:
                 self.server_timing = dict(result.server_timing)
             if not result.error:
-                # The seam: where this chunk takes over, after the last command queued (or given) before it.
                 try:
-                    previous = self._queue[-1].command if self._queue else self._previous
-                    self.screen.check_seam(result.actions[0].command, previous, result.observation)
+                    self._take(result)
+                    continue
                 except RejectedChunk as exc:
                     result.kind, result.error = exc.kind, f"chunk {result.request.chunk_id}: {exc}"
-            if result.error:
-                if result.kind in (INVALID_ACTION, SEAM_JUMP):
-                    self.rejected += 1
-                    self.report.refused(result.kind)
-                self._last_error = (result.kind, result.error, result.key)
-                continue
-            self._last_error = None
-            self.chunks += 1
-            self.report.chunks += 1
-            self._queue.extend(result.actions)
+            if result.kind in (INVALID_ACTION, SEAM_JUMP):
+                self.rejected += 1
+                self.report.refused(result.kind)
+            self._last_error = (result.kind, result.error, result.key)
+
+    def _take(self, result: _Result) -> None:
+        """Plan a checked chunk from its anchor and queue it by the mode's rule; RejectedChunk at its seam."""
+        plan = self.plan
+        planned = plan.plan(result.anchor, [a.command for a in result.actions], list(result.raw), result.actions)
+        if self.realtime:
+            splice = plan.splice(result.anchor, planned)
+            if splice.queue:
+                # The seam: the first command it gives against the last command given before it takes over.
+                self.screen.check_seam(plan.command_for(splice.queue[0]), self._previous, result.observation)
+                plan.commit(splice)
+                self.report.spliced(splice)
+            else:
+                self.report.spliced(splice)  # every action's time had passed: none is queued
+            self.stale_dropped += splice.stale
+        else:
+            # The seam: where this chunk takes over, after the last command queued (or given) before it.
+            previous = plan.queue[-1].command if plan.queue else self._previous
+            first = planned[0].command if plan.queue else plan.command_for(planned[0])
+            self.screen.check_seam(first, previous, result.observation)
+            plan.append(planned)
+        self._last_error = None
+        self.chunks += 1
+        self.report.chunks += 1
+        if result.guided:
+            self.report.guided_chunks += 1
 
     # ------------------------------------------------------------------ inference worker
     def _work(self) -> None:
@@ -334,27 +388,47 @@ class ChunkExecutor:
             self._results.append(result)
         return True
 
+    def _guidance(self) -> Guidance | None:
+        """Realtime, for a source that samples its own chunks: the queued actions it should continue, of which
+        those handed out while it computes are frozen (RTC). Called with the lock held."""
+        if not (self.realtime and self.execution.guidance and isinstance(self.source, GuidedChunkSource)):
+            return None
+        prefix = self.plan.pending_raw()[:self.config.chunk_length]
+        if not prefix:
+            return None
+        latency = max(self._recent_latency_s) if self._recent_latency_s else 0.0
+        frozen = min(len(prefix), int(latency / self.period_s))  # the ticks that come before it arrives
+        return Guidance(prefix=np.asarray(prefix, dtype=np.float64), frozen=frozen)
+
     def _infer(self, request: _Request) -> _Result:
         infer_ms = None
         try:
+            with self._lock:  # the commanded target as the observation is taken (its chunk's anchor)
+                anchor = self.plan.anchor()
+                source, seed, guidance = self.source, self.seed, self._guidance()
             bundle, observed_at = self._snapshot()
             age = self._clock() - observed_at
             if age > self.max_age_s:
                 raise StaleObservation(f"the newest is {age:.2f} s old (limit {self.max_age_s:g} s)")
-            source, seed = self.source, self.seed
             if source is None:
                 raise PolicyNotReady("the policy is not ready yet (its warm-up runs)")
             state = self.encoder.state(bundle.observation) if self.config.state else None
-            raw = source.infer(bundle, request.instruction, noise_seed(seed, request.chunk_id))
+            sample_seed = noise_seed(seed, request.chunk_id)
+            if guidance is not None:
+                raw = source.infer_guided(bundle, request.instruction, sample_seed, guidance)
+            else:
+                raw = source.infer(bundle, request.instruction, sample_seed)
             infer_ms = raw.latency_s * 1000.0
             with self._lock:  # the screen counts into the episode's report, which tick reads
                 if state is not None:
                     self.screen.check_state(state)
-                commands = self.screen.commands(raw.actions)
+                commands = self.screen.commands(raw.actions, self.length)
             actions = [TaggedAction(command, request.instruction, bundle.stamp_ns, request.chunk_id, index, infer_ms)
                        for index, command in enumerate(commands)]
             return _Result(request, self._clock(), actions=actions, infer_ms=infer_ms,
-                           server_timing=raw.server_timing, observation=bundle.observation)
+                           raw=np.asarray(raw.actions, dtype=np.float64)[:len(commands)], anchor=anchor,
+                           server_timing=raw.server_timing, observation=bundle.observation,
+                           guided=guidance is not None)
         except RejectedChunk as exc:
             return _Result(request, self._clock(), kind=exc.kind, error=f"chunk {request.chunk_id}: {exc}",
                            infer_ms=infer_ms)
@@ -378,6 +452,8 @@ class ChunkExecutor:
                 "ticks": self.ticks, "acted": self.acted, "idle": self.idle, "idle_first_chunk": self.idle_first,
                 "idle_share": self.idle / active if active else 0.0,
                 "chunks": self.chunks, "rejected_chunks": self.rejected, "lead_periods": self.lead_periods(),
+                "execution": self.execution.mode, "request_threshold": self.request_threshold(),
+                "stale_dropped": self.stale_dropped,
                 "inference_ms_last": self.inference_ms[-1] if self.inference_ms else None,
                 "inference_ms_p50": percentile(self.inference_ms, 50),
                 "inference_ms_p99": percentile(self.inference_ms, 99),
@@ -387,66 +463,5 @@ class ChunkExecutor:
                 "server_timing": dict(self.server_timing), "holding": self.reasons.reason if self.reasons.kind else "",
                 "holds": dict(self.reasons.counts), "held_steps": self.report.held_steps,
                 "rejected_by_reason": dict(self.report.rejected), "seam_jump_max": dict(self.report.seam_max),
-                "ood": dict(self.report.ood),
+                "splice_jump_max": dict(self.report.splice_max), "ood": dict(self.report.ood),
             }
-
-
-class ControlLoop:
-    """Calls ``on_tick(now)`` every ``period_s`` on absolute deadlines, in its own thread.
-
-    Deadlines are ``start + n * period`` (no drift from the time ``on_tick`` takes); a tick that
-    comes more than a period late skips the deadlines it missed (counted in ``missed``) rather
-    than firing a burst. With ``priority`` 1-99 the thread asks for real-time scheduling
-    (``SCHED_FIFO``, as ros2_control's control thread does where the system grants it, e.g. an
-    ``rtprio`` limit for the user); refused, it runs at normal priority and says so in
-    ``scheduling``. It sleeps between ticks, so it takes the CPU only for the tick itself.
-    """
-
-    def __init__(self, period_s: float, on_tick: Callable[[float], None], *,
-                 clock: Callable[[], float] = time.monotonic, name: str = "control-loop", priority: int = 0):
-        self.period_s = period_s
-        self._on_tick = on_tick
-        self._clock = clock
-        self.priority = priority
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._scheduled = threading.Event()
-        self.scheduling = "normal"
-        self.missed = 0
-
-    def start(self) -> None:
-        """Start the thread; returns once its scheduling is settled (see ``scheduling``)."""
-        self.thread.start()
-        self._scheduled.wait(5.0)
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        self._stop.set()
-        if self.thread.is_alive() and self.thread is not threading.current_thread():
-            self.thread.join(timeout_s)
-
-    def _set_scheduling(self) -> None:
-        if self.priority > 0:
-            try:
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.priority))  # this thread only
-                self.scheduling = f"SCHED_FIFO priority {self.priority}"
-            except (AttributeError, OSError) as exc:  # not Linux, or no permission (no rtprio for this user)
-                self.scheduling = f"normal (real-time priority {self.priority} refused: {exc})"
-        self._scheduled.set()
-
-    def _run(self) -> None:
-        self._set_scheduling()
-        deadline = self._clock() + self.period_s
-        while True:
-            # A late tick does not wait; a stop asked for meanwhile still comes before it.
-            if self._stop.wait(max(deadline - self._clock(), 0.0)):
-                return
-            now = self._clock()
-            try:
-                self._on_tick(now)
-            except Exception:  # the loop must keep its rhythm; the callback reports its own errors
-                LOG.exception("control tick failed")
-            deadline += self.period_s
-            now = self._clock()
-            while deadline < now:  # a tick that ends on the next deadline is followed by that tick, none missed
-                deadline += self.period_s
-                self.missed += 1

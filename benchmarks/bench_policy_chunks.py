@@ -53,7 +53,8 @@ from ladder_ros.ros_env import apply_network_safe_environment  # noqa: E402
 apply_network_safe_environment(os.environ)
 
 from ladder_ros.core.observation import Observation  # noqa: E402
-from ladder_ros.policies.executor import CONTROL_SWITCH_INTERVAL_S, ChunkExecutor, ControlLoop  # noqa: E402
+from ladder_ros.policies.control_loop import CONTROL_SWITCH_INTERVAL_S, ControlLoop  # noqa: E402
+from ladder_ros.policies.executor import ChunkExecutor  # noqa: E402
 from ladder_ros.policies.factory import load_policy  # noqa: E402
 from ladder_ros.policies.fake_server import FakePolicyServer  # noqa: E402
 from ladder_ros.policies.observation import ObservationBundle  # noqa: E402

@@ -12,14 +12,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ladder_ros.core.errors import InvalidInputError
+from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.suite import load_suite
 from ladder_ros.paths import resolve_share_file
 from ladder_ros.policies.actions import ActionProcessor
 from ladder_ros.policies.factory import load_policy
 from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder
 from ladder_ros.policies.rehearsal_expert import ExpertChunker, hold_chunk, observation_from_request, predict
-from ladder_ros.policies.rehearsal_server import NO_PRIVILEGED, RehearsalPolicy, serve
+from ladder_ros.policies.rehearsal_server import NO_PRIVILEGED, InferenceLatency, RehearsalPolicy, serve
 from ladder_ros.policies.scripted_expert import (WIDOWX_STEERING, ExpertNoise, ScriptedExpert, stroke_steps,
                                                  with_finger_stroke)
 from ladder_ros.policies.warmup import WARM_UP_PROMPT
@@ -53,14 +53,40 @@ def test_a_chunk_means_what_the_expert_does_from_the_same_observation(episode):
     assert np.allclose(read.ee_euler, observation.ee_euler, atol=1e-5) and read.aperture == observation.aperture
     chunk = ExpertChunker(task, 7, ExpertNoise.off(), CONFIG).chunk(read, instruction)
     assert chunk.shape == (CONFIG.chunk_length, 7) and chunk.dtype == np.float32
-    commands = [ActionProcessor(CONFIG).command(a) for a in ActionProcessor(CONFIG).check_chunk(chunk)]
+    processor = ActionProcessor(CONFIG)
+    commands = [processor.command(a) for a in processor.check_chunk(chunk, CONFIG.chunk_length)]
+    assert len(commands) == CONFIG.chunk_length  # the whole chunk is the expert's (realtime runs into its tail)
     # The same expert, stepped on the same observation and the predicted ones, in the action contract.
     expert, obs = ScriptedExpert(task, 7, ExpertNoise.off()), observation
     for command in commands:
         expected = expert.act(obs, instruction)
         assert np.allclose(command, expected, atol=1e-5), (command, expected)
         obs = predict(obs, expected)
-    assert np.all(chunk[CONFIG.execute_steps:, :6] == 0.0)  # the unexecuted tail holds
+
+
+def test_the_expert_goes_through_exactly_the_steps_that_ran(episode):
+    """The expert counts control steps (a stroke's wait, a hover): after a chunk of which only ``ran`` commands were
+    handed out, the next chunk is what an expert stepped through exactly those would give, whatever it looked ahead."""
+    task, observation = episode
+    instruction = task.subgoals[0].text
+    chunker = ExpertChunker(task, 5, ExpertNoise.bridge_like(), CONFIG, 1.214)
+    obs = observation
+    fed = []  # what a reference expert is stepped through: the observations of the commands that ran
+    for ran in (None, 2, 0, 5, 1, 3):
+        chunk = chunker.chunk(obs, instruction, ran)
+        look_ahead, o = [], obs
+        for action in ActionProcessor(CONFIG).check_chunk(chunk, CONFIG.chunk_length):
+            look_ahead.append(o)
+            o = predict(o, ActionProcessor(CONFIG).command(action), chunker.aperture_step)
+        fed_before = list(fed)
+        reference = ExpertChunker(task, 5, ExpertNoise.bridge_like(), CONFIG, 1.214)
+        for step in fed_before:
+            reference.expert.act(step, instruction)
+        np.testing.assert_allclose(chunk, reference.chunk(obs, instruction), atol=1e-6)
+        next_ran = {None: 2, 2: 0, 0: 5, 5: 1, 1: 3, 3: 3}[ran]
+        fed += look_ahead[:next_ran]
+        obs = look_ahead[next_ran] if next_ran < len(look_ahead) else o
+    assert chunker.replays >= 4 and chunker.chunks == 6
 
 
 def test_predicting_a_grasp_carries_the_object_and_opening_drops_it(episode):
@@ -124,15 +150,26 @@ def test_the_expert_holds_closed_and_still_for_the_fingers_stroke_before_lifting
     assert all(np.allclose(c[:6], 0.0, atol=1e-9) and c[6] < 0 for c in commands[first_close:lift])
 
 
-def test_the_expert_adds_its_deltas_to_the_newest_commanded_target(episode):
-    """The twin's target comes once a period; the driver's applied command can be newer (the one given at the
-    tick that sent the request): the newest of the two is where the expert's deltas start."""
+def test_the_expert_adds_its_deltas_to_the_target_of_the_commands_handed_out_before_the_request(episode):
+    """The policy node composes a chunk onto the target it had commanded when it took the observation: every command
+    handed out before the request, none after. The driver's target after the last of those is where the expert's
+    deltas start, however late the driver reported it, and never one that a later command moved."""
     task, observation = episode
     instruction = task.subgoals[0].text
-    now = [0.0]
-    policy = RehearsalPolicy(CONFIG, ExpertNoise.off(), delay_ms=0.0, wait_s=0.0, sleep=lambda s: None,
-                             clock=lambda: now[0])
-    policy.set_episode("e1", task, 0)
+    clock = {"ns": 0}
+
+    def at(ns):
+        clock["ns"] = ns
+
+    def policy_with_request_at(request_ns, *, after=None):
+        """A policy whose request arrives at ``request_ns``; ``after(policy)`` runs during its inference."""
+        policy = RehearsalPolicy(CONFIG, ExpertNoise.off(), delay_ms=0.0, wait_s=0.0, now_ns=lambda: clock["ns"],
+                                 sleep=lambda s: after(policy) if after else None)
+        policy.set_episode("e1", task, 0)
+        policy.set_privileged("e1", observation.privileged, twin_target)
+        at(request_ns)
+        return policy
+
     request = request_of(observation, instruction)
 
     def expected(target):
@@ -140,21 +177,40 @@ def test_the_expert_adds_its_deltas_to_the_newest_commanded_target(episode):
         return ExpertChunker(task, 0, ExpertNoise.off(), CONFIG).chunk(read, instruction)
 
     twin_target = np.asarray(observation.target_position, dtype=float)
-    commanded = twin_target + [0.0, 0.0, -0.03]  # the last descent step, applied after the twin's report
-    policy.set_privileged("e1", observation.privileged, twin_target)
-    now[0] = 0.05
-    policy.set_commanded_target(commanded)
-    np.testing.assert_allclose(policy.respond(request)["actions"], expected(commanded), atol=1e-6)
-    fresh = RehearsalPolicy(CONFIG, ExpertNoise.off(), delay_ms=0.0, wait_s=0.0, sleep=lambda s: None,
-                            clock=lambda: now[0])
-    fresh.set_episode("e1", task, 0)
-    fresh.set_commanded_target(commanded)  # older than the twin's report that follows: the twin's wins
-    now[0] = 0.1
-    fresh.set_privileged("e1", observation.privileged, twin_target)
-    np.testing.assert_allclose(fresh.respond(request)["actions"], expected(twin_target), atol=1e-6)
-    assert not np.allclose(expected(twin_target), expected(commanded))
+    first = twin_target + [0.0, 0.0, -0.03]  # a descent step handed out at 1.0 s, applied at 1.02 s
+    second = twin_target + [0.0, 0.0, -0.06]  # the next one, handed out at 1.2 s (after the request)
+
+    def during_inference(policy):  # the driver reports the first command late, then the policy hands out the next
+        policy.set_commanded_target(first, 1_020_000_000)
+        policy.note_handout(1_200_000_000)
+        policy.set_commanded_target(second, 1_210_000_000)
+
+    policy = policy_with_request_at(1_005_000_000, after=during_inference)
+    policy.note_handout(1_000_000_000)
+    np.testing.assert_allclose(policy.respond(request)["actions"], expected(first), atol=1e-6)
+    untouched = policy_with_request_at(500_000_000)  # no command of the episode yet: the twin's target
+    np.testing.assert_allclose(untouched.respond(request)["actions"], expected(twin_target), atol=1e-6)
+    assert not np.allclose(expected(twin_target), expected(first))
     with pytest.raises(InvalidInputError, match="commanded target"):
-        fresh.set_commanded_target([np.nan, 0.0, 0.0])
+        untouched.set_commanded_target([np.nan, 0.0, 0.0])
+
+
+def test_the_inference_time_is_fixed_normal_or_heavy_tailed():
+    rng = np.random.default_rng(0)
+    assert InferenceLatency("fixed", 400.0, 50.0).sample_ms(rng) == 400.0
+    normal = np.array([InferenceLatency("normal", 400.0, 20.0).sample_ms(rng) for _ in range(4000)])
+    assert normal.mean() == pytest.approx(400.0, abs=2.0) and normal.std() == pytest.approx(20.0, rel=0.1)
+    assert min(InferenceLatency("normal", 10.0, 50.0).sample_ms(rng) for _ in range(200)) == 0.0  # never below 0
+    heavy = np.array([InferenceLatency("heavy_tail", 400.0).sample_ms(rng) for _ in range(20000)])
+    assert np.median(heavy) == pytest.approx(400.0 * 1.02, rel=0.03)  # the lognormal's median, a few spikes above
+    assert np.mean(heavy > 400.0 * 2.0) == pytest.approx(0.05 * 0.98, abs=0.01)  # the spikes (and a far tail)
+    assert heavy.max() > 2.5 * 400.0 and heavy.min() > 0
+    assert "spikes of 2-3x" in InferenceLatency("heavy_tail", 400.0).describe()
+    for bad in (dict(model="gamma", delay_ms=1.0), dict(model="fixed", delay_ms=-1.0),
+                dict(model="normal", delay_ms=1.0, jitter_ms=float("nan")),
+                dict(model="heavy_tail", delay_ms=1.0, spike_probability=1.5)):
+        with pytest.raises(ConfigError):
+            InferenceLatency(**bad)
 
 
 def test_the_warm_up_is_answered_in_shape_and_requests_wait_for_the_episode_then_hold(episode):

@@ -37,6 +37,8 @@ from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.record import score_fields
 from ladder_ros.evaluation.rehearsal_timing import episode_timing, pooled_timing
 from ladder_ros.messages import RUNNING
+from ladder_ros.policies.config import EXECUTION_MODES
+from ladder_ros.policies.rehearsal_server import LATENCY_MODELS
 
 MODE = "twin"
 DEFAULT_DELAY_MS = 80.0
@@ -88,7 +90,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the first episode; episode k uses seed + k, "
                                                        "layout seed mod the task's layouts (as ladder-ros run)")
     p.add_argument("--inference-delay-ms", type=float, default=None,
-                   help=f"the rehearsal server's inference time (default: its parameter, {DEFAULT_DELAY_MS:g} ms)")
+                   help=f"the rehearsal server's inference time (default: its parameter, {DEFAULT_DELAY_MS:g} ms; the "
+                        "median of a heavy-tailed latency)")
+    p.add_argument("--latency-model", choices=LATENCY_MODELS, default=None,
+                   help="how the server's inference time varies: fixed, normal (sd --jitter-ms) or heavy_tail "
+                        "(lognormal with occasional 2-3x spikes, as a server over a network); default: its parameter")
+    p.add_argument("--jitter-ms", type=float, default=None,
+                   help="standard deviation of a normal latency (ms; default: the server's parameter)")
+    p.add_argument("--execution", choices=EXECUTION_MODES, default=None,
+                   help="how the policy node runs chunks on the wall clock: realtime (overlapping requests, each "
+                        "chunk anchored at its observation) or synchronous (the paper's rule); default: the policy "
+                        "config's")
     p.add_argument("--out", default="runs/rehearsal", help="folder for records, summary, recordings and node logs")
     p.add_argument("--episode-timeout", type=float, default=600.0, help="seconds one episode may take")
     p.add_argument("--startup-timeout", type=float, default=240.0, help="seconds the graph may take to come up")
@@ -129,6 +141,8 @@ def _check(args: argparse.Namespace) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must be > 0 seconds, got {getattr(args, name)}")
     if args.inference_delay_ms is not None and not 0 <= args.inference_delay_ms <= 10000:
         raise ConfigError(f"--inference-delay-ms must be in [0, 10000] ms, got {args.inference_delay_ms}")
+    if args.jitter_ms is not None and not 0 <= args.jitter_ms <= 10000:
+        raise ConfigError(f"--jitter-ms must be in [0, 10000] ms, got {args.jitter_ms}")
     if args.variant:
         Variant.parse(args.variant)
 
@@ -146,7 +160,9 @@ class RehearsalPlan:
 
 
 def plan_rehearsal(graph_name: str, out: Path, *, overrides: list[str] = (), params_file: str | None = None,
-                   namespace: str | None = None, inference_delay_ms: float | None = None) -> RehearsalPlan:
+                   namespace: str | None = None, inference_delay_ms: float | None = None,
+                   latency_model: str | None = None, jitter_ms: float | None = None,
+                   execution: str | None = None) -> RehearsalPlan:
     """The rehearsal of ``graph_name`` writing into ``out``; ConfigError naming a bad value before anything starts.
 
     The policy and the rehearsal server get one copy of the policy config whose server is on a free
@@ -170,6 +186,12 @@ def plan_rehearsal(graph_name: str, out: Path, *, overrides: list[str] = (), par
     server["policy"] = policy
     if inference_delay_ms is not None:
         server["inference_delay_ms"] = float(inference_delay_ms)
+    if latency_model is not None:
+        server["latency_model"] = latency_model
+    if jitter_ms is not None:
+        server["jitter_ms"] = float(jitter_ms)
+    if execution is not None:
+        parsed["policy"]["execution"] = execution
     recorder = parsed.setdefault("episode_recorder", {})
     recorder.setdefault("output_dir", str((out / "recordings").resolve()))
     recorder.setdefault("config_files", graph.config_files(params_path))
@@ -189,7 +211,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     check_out_folder(out)
     plan = plan_rehearsal(args.graph, out, overrides=args.overrides, params_file=args.params_file,
-                          namespace=args.namespace, inference_delay_ms=args.inference_delay_ms)
+                          namespace=args.namespace, inference_delay_ms=args.inference_delay_ms,
+                          latency_model=args.latency_model, jitter_ms=args.jitter_ms, execution=args.execution)
     graph, params, launches = plan.graph, plan.params, plan.launches
     robot = rehearsed_robot(params)
     suite = load_suite(resolve_share_file(params[robot.twin].get("suite") or params["orchestrator"]["suite"]))
@@ -198,10 +221,12 @@ def run(args: argparse.Namespace) -> int:
     if not tasks:
         raise ConfigError("--tasks names no task")
     delay = params["rehearsal_server"]["inference_delay_ms"]
+    latency = latency_line(params["rehearsal_server"])
+    execution = execution_mode(params["policy"])
     server = "the scripted expert" if robot.scored else "a scripted sweep"
     print(f"ladder-ros rehearse: graph {graph.name} ({MODE}): the robot graph against {robot.what}, "
-          f"{args.episodes} episodes, policy {params['policy']['policy']} served by {server} at "
-          f"{delay:g} ms inference; loopback only; node logs in {out / 'logs'}", flush=True)
+          f"{args.episodes} episodes, policy {params['policy']['policy']} ({execution} execution) served by "
+          f"{server} at {latency} inference; loopback only; node logs in {out / 'logs'}", flush=True)
     session = GraphSession(graph, launches, out / "logs", startup_timeout_s=args.startup_timeout,
                            **launch_options(args, graph, plan.params_file, plan.overrides, out / "logs", MODE))
     records: list[dict] = []
@@ -214,7 +239,8 @@ def run(args: argparse.Namespace) -> int:
             record = rehearsal.episode(task.task_id, variant=args.variant, layout=seed % task.layouts, seed=seed,
                                        timeout_s=args.episode_timeout)
             record["rehearsal"] = {"inference_delay_ms": delay, "jitter_ms": params["rehearsal_server"]["jitter_ms"],
-                                   "camera": camera_line(params, robot)}
+                                   "latency_model": params["rehearsal_server"]["latency_model"],
+                                   "execution": execution, "camera": camera_line(params, robot)}
             records.append(record)
             jsonl.write(json.dumps(record) + "\n")
             jsonl.flush()
@@ -236,6 +262,20 @@ def run(args: argparse.Namespace) -> int:
               f"{t['inference_ms']['p95']} ms")
     print(f"records: {out / 'episodes.jsonl'}, summary: {out / 'summary.json'}")
     return 0
+
+
+def latency_line(server: dict) -> str:
+    """The rehearsal server's inference time in words (its parameters)."""
+    from ladder_ros.policies.rehearsal_server import InferenceLatency
+
+    return InferenceLatency(server["latency_model"], server["inference_delay_ms"], server["jitter_ms"]).describe()
+
+
+def execution_mode(policy_params: dict) -> str:
+    """How the policy node runs chunks on the wall clock: its parameter, else its policy config's mode."""
+    from ladder_ros.policies.factory import load_policy
+
+    return policy_params.get("execution") or load_policy(policy_params["policy"]).execution.mode
 
 
 def camera_line(params: dict, robot: RehearsedRobot) -> str:

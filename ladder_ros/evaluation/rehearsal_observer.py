@@ -68,7 +68,8 @@ class RehearsalObserver(Node):
         except SchemaError:
             return
         self.tags.setdefault(doc.episode_id, []).append(TaggedAction(
-            doc.stamp_ns, doc.observation_stamp_ns, doc.chunk_id, doc.index, doc.inference_ms, doc.held))
+            doc.stamp_ns, doc.observation_stamp_ns, doc.chunk_id, doc.index, doc.inference_ms, doc.held,
+            doc.subgoal))
 
     def _on_score(self, msg: interfaces.EpisodeScore) -> None:
         try:

@@ -12,7 +12,7 @@ from sensor_msgs.msg import JointState
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.task import Task
-from ladder_ros.messages import EpisodeStatus, PrivilegedStateDoc, SchemaError
+from ladder_ros.messages import ActionTagDoc, EpisodeStatus, PrivilegedStateDoc, SchemaError
 from ladder_ros.nodes import topics
 from ladder_ros.nodes.robot_parameters import REHEARSAL_SERVER
 from ladder_ros.nodes.runtime import (
@@ -25,7 +25,7 @@ from ladder_ros.nodes.runtime import (
     subscription,
 )
 from ladder_ros.policies.factory import load_policy
-from ladder_ros.policies.rehearsal_server import RehearsalPolicy, serve
+from ladder_ros.policies.rehearsal_server import InferenceLatency, RehearsalPolicy, serve
 from ladder_ros.policies.scripted_expert import expert_noise
 from ladder_ros.robots import wx250s
 from ladder_ros.ros_conversions import diagnostics_to_msg
@@ -40,21 +40,24 @@ class RehearsalServerNode(Node):
     policy node sees only an openpi server (docs/rehearsal.md).
 
     Topics: subscribes ``episode/status``, ``sim/privileged_state``, ``robot/joint_command`` (the WidowX
-    driver's applied commands: the arm's target as soon as it is commanded); publishes ``/diagnostics`` (requests,
-    warm-ups, holds by reason, inference time).
-    Parameters: ``REHEARSAL_SERVER`` in :mod:`ladder_ros.nodes.parameters` (policy, inference_delay_ms (ms),
-    jitter_ms (ms), noise, privileged_wait_s (s), gripper_pressure, preset, clock_mode).
+    driver's applied commands: the arm's target as soon as it is commanded, stamped when applied),
+    ``policy/action_tag`` (when the policy node handed out each command); publishes ``/diagnostics``
+    (requests, warm-ups, holds by reason, inference time).
+    Parameters: ``REHEARSAL_SERVER`` in :mod:`ladder_ros.nodes.robot_parameters` (policy, inference_delay_ms (ms),
+    latency_model, jitter_ms (ms), noise, privileged_wait_s (s), gripper_pressure, preset, clock_mode).
     """
 
     def __init__(self, *, node_name: str = "rehearsal_server", **node_options):
         super().__init__(node_name, **node_options)
         p = self.params = declare_parameters(self, REHEARSAL_SERVER)
         self.config = load_policy(p["policy"])
+        latency = InferenceLatency(p["latency_model"], p["inference_delay_ms"], p["jitter_ms"])
         self.policy = RehearsalPolicy(self.config, expert_noise(p["noise"]), delay_ms=p["inference_delay_ms"],
-                                      jitter_ms=p["jitter_ms"], wait_s=p["privileged_wait_s"],
-                                      finger_stroke_s=finger_stroke_s(p["gripper_pressure"]))
+                                      jitter_ms=p["jitter_ms"], latency=latency, wait_s=p["privileged_wait_s"],
+                                      finger_stroke_s=finger_stroke_s(p["gripper_pressure"]),
+                                      now_ns=lambda: self.get_clock().now().nanoseconds)
         self.server = serve(self.policy, metadata={"inference_delay_ms": p["inference_delay_ms"],
-                                                   "jitter_ms": p["jitter_ms"]})
+                                                   "jitter_ms": p["jitter_ms"], "latency": latency.describe()})
         self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
         subscription(self, message_class(topics.PRIVILEGED), topics.PRIVILEGED, self._on_privileged)
         self._chain = None
@@ -62,20 +65,29 @@ class RehearsalServerNode(Node):
             # The driver's applied commands, for the expert's target (RehearsalPolicy.set_commanded_target).
             self._chain = wx250s.chain()
             subscription(self, JointState, topics.JOINT_COMMAND, self._on_joint_command)
+            subscription(self, message_class(topics.ACTION_TAG), topics.ACTION_TAG, self._on_action_tag)
+        self._episode_id: str | None = None
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
         self.create_timer(1.0, self._publish_diagnostics)
         self.get_logger().info(f"rehearsal server for policy {self.config.name} on {self.config.server.uri}: the "
-                               f"scripted expert ({p['noise']} noise), {p['inference_delay_ms']:g} ms inference "
-                               f"(jitter {p['jitter_ms']:g} ms)")
+                               f"scripted expert ({p['noise']} noise), inference {latency.describe()}")
 
     def _on_episode_start(self, status: EpisodeStatus) -> None:
+        self._episode_id = status.episode_id
         try:
             self.policy.set_episode(status.episode_id, Task.from_dict(status.task or {}), status.seed)
         except (LadderError, KeyError, TypeError, ValueError) as exc:
             self.get_logger().error(f"episode {status.episode_id}: no expert for it: {exc}")
 
     def _on_episode_end(self, status: EpisodeStatus) -> None:
+        self._episode_id = None
         self.policy.set_episode(None)
+
+    def _on_action_tag(self, msg: interfaces.ActionTag) -> None:
+        """A command the policy node handed out: when (the expert's target and its steps follow the handouts)."""
+        doc = received_document(self, msg, ActionTagDoc, "action tag")
+        if doc is not None and doc.episode_id == self._episode_id and not doc.held:
+            self.policy.note_handout(doc.stamp_ns)
 
     def _on_privileged(self, msg: interfaces.PrivilegedState) -> None:
         doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
@@ -93,7 +105,8 @@ class RehearsalServerNode(Node):
             return
         joints = np.array([goals[name] for name in wx250s.JOINT_NAMES], dtype=np.float64)
         if np.all(np.isfinite(joints)):
-            self.policy.set_commanded_target(self._chain.forward(joints)[:3, 3])
+            applied_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            self.policy.set_commanded_target(self._chain.forward(joints)[:3, 3], applied_ns or None)
 
     def _publish_diagnostics(self) -> None:
         stats = self.policy.stats()

@@ -163,9 +163,14 @@ REHEARSAL_SERVER = COMMON + (
               "a path): the server listens at its server.host/port (127.0.0.1 only) and answers in its chunk "
               "length, action and state conventions"),
     ParamSpec("inference_delay_ms", FLOAT, 80.0, "Time each inference takes (ms) before the chunk is sent, as a "
-              "GPU server's would (the rehearsal's 80, 150, 400, 800)", min=0.0, max=10000.0),
-    ParamSpec("jitter_ms", FLOAT, 15.0, "Standard deviation of the inference time (ms; normal, never below 0)",
+              "GPU server's would (the rehearsal's 80, 150, 400, 800); the median of a heavy_tail latency",
               min=0.0, max=10000.0),
+    ParamSpec("latency_model", STR, "normal", "How the inference time varies (ladder_ros/policies/rehearsal_server.py "
+              "InferenceLatency): fixed (inference_delay_ms exactly), normal (sd jitter_ms), heavy_tail (lognormal "
+              "around inference_delay_ms with 5 % spikes of 2-3x, as a server over a network)",
+              choices=("fixed", "normal", "heavy_tail")),
+    ParamSpec("jitter_ms", FLOAT, 15.0, "Standard deviation of the inference time (ms; latency_model normal, never "
+              "below 0)", min=0.0, max=10000.0),
     EXPERT_NOISE,
     ParamSpec("privileged_wait_s", FLOAT, 2.0, "A request that comes before the twin's privileged state of the "
               "current episode waits this long for it (s), then is answered with a hold chunk", min=0.0,

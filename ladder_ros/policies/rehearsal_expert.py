@@ -1,18 +1,26 @@
 """The scripted expert answering as a chunking policy: what the rehearsal's policy server computes per request.
 
 A learned Bridge policy gets one observation and returns a chunk of ``length`` actions, of which the
-policy node executes the first ``execute`` open loop (Appendix A: 4 of 5 on the WidowX). The scripted
-expert (:mod:`ladder_ros.policies.scripted_expert`) acts one step at a time from the simulator's
-privileged state; :class:`ExpertChunker` turns it into such a policy: from the request's observation it
-asks the expert for ``execute`` actions, each time feeding it the observation it would see if the
-previous action had been carried out exactly (:func:`predict`: the target moves by the delta, the hand
-is where the target is, the fingers move at the hand's speed, an object between closing pads is held
-and moves with the hand, opening drops it). A hand whose fingers take ``finger_stroke_s`` to close (the
-WidowX's PWM gripper) is waited for as a policy trained on it waits: closed and still for a stroke
-before lifting, open before going down (:func:`~.scripted_expert.with_finger_stroke`). The rest of the
-chunk repeats a hold and is never executed. The expert keeps its state across chunks, as across steps
-in simulation; a chunk that went differently from the prediction is corrected by the next request's
-observation, one chunk later: the open-loop staleness a real chunking policy has.
+policy node executes the first ``execute`` open loop under the synchronous rule (Appendix A: 4 of 5 on
+the WidowX), or, in realtime mode, those whose time comes before the next chunk takes over. The
+scripted expert (:mod:`ladder_ros.policies.scripted_expert`) acts one step at a time from the
+simulator's privileged state; :class:`ExpertChunker` turns it into such a policy: from the request's
+observation it asks the expert for ``length`` actions, each time feeding it the observation it would
+see if the previous action had been carried out exactly (:func:`predict`: the target moves by the
+delta, the hand is where the target is, the fingers move at the hand's speed, an object between
+closing pads is held and moves with the hand, opening drops it). A hand whose fingers take
+``finger_stroke_s`` to close (the WidowX's PWM gripper) is waited for as a policy trained on it waits:
+closed and still for a stroke before lifting, open before going down
+(:func:`~.scripted_expert.with_finger_stroke`).
+
+The expert keeps its state across chunks, as across steps in simulation, and that state counts control
+steps (a stroke's wait, a hover): it must have gone through exactly the steps the arm went through.
+Each request says how many commands of the previous chunk were handed out before it (``ran``); the
+expert keeps the observations it was fed for those and forgets the rest of its look-ahead, by stepping
+a fresh expert (same task, seed and noise) through everything that ran when the look-ahead went
+further (the expert's generators cannot be copied; a step costs about 50 us). A chunk that went
+differently from the prediction is corrected by the next request's observation: the open-loop
+staleness a real chunking policy has.
 
 Answers are in the configured policy's own action convention (rotation and gripper), so the policy
 node converts them back exactly as it converts a learned model's. :func:`observation_from_request`
@@ -87,19 +95,33 @@ class ExpertChunker:
                               f"{config.action.kind} ({config.action.dim} axes)")
         steering = with_finger_stroke(expert_steering(config.embodiment), finger_stroke_s, config.period_s)
         self.aperture_step = 1.0 / max(1, stroke_steps(finger_stroke_s, config.period_s))
-        self.expert = ScriptedExpert(task, seed, noise, embodiment=config.embodiment, steering=steering)
+        self._new_expert = lambda: ScriptedExpert(task, seed, noise, embodiment=config.embodiment,
+                                                  steering=steering)
+        self.expert = self._new_expert()
         self.convention = ActionConvention.parse(config.action.rotation, config.action.gripper)
         self.length, self.execute = config.chunk_length, config.execute_steps
         self.chunks = 0
+        self.replays = 0  # look-aheads forgotten by stepping a fresh expert through what ran
+        self._ran: list[tuple[Observation, str]] = []  # what the expert was fed for the commands that ran
+        self._ahead: list[tuple[Observation, str]] = []  # what it was fed for the last chunk
 
-    def chunk(self, observation: Observation, instruction: str) -> np.ndarray:
-        """``length`` actions (float32) from ``observation``: ``execute`` of the expert's, then holds."""
+    def chunk(self, observation: Observation, instruction: str, ran: int | None = None) -> np.ndarray:
+        """``length`` actions (float32) of the expert's from ``observation``; ``ran``: how many of the previous
+        chunk's commands were handed out before it (None: ``execute``, the synchronous rule)."""
+        ran = min(self.execute if ran is None else max(0, int(ran)), len(self._ahead))
+        self._ran += self._ahead[:ran]
+        if ran < len(self._ahead):
+            self.expert = self._new_expert()
+            for fed, text in self._ran:
+                self.expert.act(fed, text)
+            self.replays += 1
+        self._ahead = []
         actions, obs = [], observation
-        for _ in range(self.execute):
+        for _ in range(self.length):
             action = self.expert.act(obs, instruction)
+            self._ahead.append((obs, instruction))
             actions.append(action)
             obs = predict(obs, action, self.aperture_step)
-        actions += [hold_action(actions[-1][6] > 0.0)] * (self.length - self.execute)
         self.chunks += 1
         return np.array([self.convention.from_canonical(a) for a in actions], dtype=np.float32)
 

@@ -741,7 +741,8 @@ def _tag_from(msg: Any) -> ActionTagDoc:
 
 
 _REPORT_KEYS = ("policy", "config_hash", "final", "chunks", "rejected_chunks", "all_chunks_rejected", "steps",
-                "held_steps", "held_by_reason", "inference_ms", "seam_jump_max", "ood", "server_errors", "warm_up_s")
+                "held_steps", "held_by_reason", "inference_ms", "seam_jump_max", "ood", "server_errors", "warm_up_s",
+                "execution", "blend_steps", "stale_dropped", "splices", "blended", "splice_jump_max", "guided_chunks")
 
 
 def _report(data: Mapping) -> Any:
@@ -760,12 +761,17 @@ def _report(data: Mapping) -> Any:
         inference_count=int(latency.get("count", 0)), seam_jump_max=_values(data.get("seam_jump_max") or {}),
         ood_states=int(ood.get("state", 0)), ood_actions=int(ood.get("action", 0)),
         ood_worst_sigma=float(ood.get("worst_sigma", 0.0)), ood_worst=str(ood.get("worst", "")),
-        server_errors=int(data.get("server_errors", 0)), warm_up_s=_opt_float(data.get("warm_up_s")))
+        server_errors=int(data.get("server_errors", 0)), warm_up_s=_opt_float(data.get("warm_up_s")),
+        execution=str(data.get("execution", "")), blend_steps=int(data.get("blend_steps", 0)),
+        stale_dropped=int(data.get("stale_dropped", 0)), splices=int(data.get("splices", 0)),
+        blended=int(data.get("blended", 0)), splice_jump_max=_values(data.get("splice_jump_max") or {}),
+        guided_chunks=int(data.get("guided_chunks", 0)))
 
 
 def _report_dict(msg: Any) -> dict:
-    """The report as ``PolicyReport.to_dict`` writes it."""
-    return {"policy": str(msg.policy), "config_hash": str(msg.config_hash), "final": bool(msg.final),
+    """The report as ``PolicyReport.to_dict`` writes it (a report recorded before it said how chunks ran, with an
+    empty ``execution``, without the fields that say it)."""
+    report = {"policy": str(msg.policy), "config_hash": str(msg.config_hash), "final": bool(msg.final),
             "chunks": int(msg.chunks), "rejected_chunks": _counts_dict(msg.rejected_chunks),
             "all_chunks_rejected": bool(msg.all_chunks_rejected), "steps": int(msg.steps),
             "held_steps": int(msg.held_steps), "held_by_reason": _counts_dict(msg.held_by_reason),
@@ -775,6 +781,12 @@ def _report_dict(msg: Any) -> dict:
             "ood": {"state": int(msg.ood_states), "action": int(msg.ood_actions),
                     "worst_sigma": float(msg.ood_worst_sigma), "worst": str(msg.ood_worst)},
             "server_errors": int(msg.server_errors), "warm_up_s": _float_or_none(msg.warm_up_s)}
+    if msg.execution:
+        report.update({"execution": str(msg.execution), "blend_steps": int(msg.blend_steps),
+                       "stale_dropped": int(msg.stale_dropped), "splice_jump_max": _values_dict(msg.splice_jump_max),
+                       "splices": int(msg.splices), "blended": int(msg.blended),
+                       "guided_chunks": int(msg.guided_chunks)})
+    return report
 
 
 def _policy_status_to(doc: PolicyStatusDoc) -> Any:

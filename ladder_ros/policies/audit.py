@@ -98,8 +98,8 @@ class PolicyReport:
         self.blended += splice.blended
         if splice.spliced and splice.queue:
             self.splices += 1
-        for name, value in splice.jump.items():
-            self.splice_max[name] = max(self.splice_max.get(name, 0.0), value)
+            for name, value in splice.jump.items():
+                self.splice_max[name] = max(self.splice_max.get(name, 0.0), value)
 
     def to_dict(self, *, final: bool = True) -> dict:
         return {
@@ -175,6 +175,25 @@ class ChunkScreen:
                 raise RejectedChunk(SEAM_JUMP, f"the chunk's first action jumps {value:.4g} "
                                                f"{name.rsplit('_', 1)[1]} from the last one given (seam bound "
                                                f"{limit:g})")
+
+    def check_splice(self, jump: dict[str, float], commands: int) -> None:
+        """Realtime: a chunk that takes over moves the target from where the old plan had it by ``jump`` (per
+        measure; from the last target given when the old plan ran out), spread over ``commands`` commands (the
+        blend, plus the one that ends it). :class:`RejectedChunk` (seam_jump) when one command's share exceeds
+        the config's seam bound: the same bound as a synchronous seam, on what the splice adds to a command."""
+        bounds = self.config.seam
+        limits = {"translation_m": bounds.max_translation_m, "rotation_rad": bounds.max_rotation_rad,
+                  "joint_rad": bounds.max_joint_rad}
+        shares = {name: value / max(1, commands) for name, value in jump.items()}
+        for name, share in shares.items():
+            self.report.seam_max[name] = max(self.report.seam_max.get(name, 0.0), share)
+        for name, share in shares.items():
+            limit = limits.get(name)
+            if limit is not None and share > limit:
+                unit = name.rsplit("_", 1)[1]
+                raise RejectedChunk(SEAM_JUMP, f"the chunk takes over {jump[name]:.4g} {unit} from the old plan's "
+                                               f"target, {share:.4g} {unit} per command over {max(1, commands)} "
+                                               f"(seam bound {limit:g})")
 
     def _check_distribution(self, part: str, values: np.ndarray) -> None:
         if self.statistics is None:

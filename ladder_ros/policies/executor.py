@@ -26,8 +26,9 @@ chunk of deltas can never repeat motion that was queued before it.
   source that samples its own chunks (a local flow-matching model, :mod:`ladder_ros.policies.guidance`)
   is guided to continue the queued actions that run while it computes (RTC).
 
-Every chunk passes the same :class:`~ladder_ros.policies.audit.ChunkScreen` as in lockstep (its seam
-is checked against the last command given before it takes over), and every control period of a
+Every chunk passes the same :class:`~ladder_ros.policies.audit.ChunkScreen` as in lockstep; its seam
+is checked where it takes over (synchronous: its first command against the last one queued or given;
+realtime: the jump of the target from the old plan's, per command of the blend), and every control period of a
 subgoal counts as acted or held, with the reason, in the episode's
 :class:`~ladder_ros.policies.audit.PolicyReport`, with the mode, the actions dropped as stale, the
 largest splice jump and the commands blended.
@@ -348,8 +349,10 @@ class ChunkExecutor:
         if self.realtime:
             splice = plan.splice(result.anchor, planned)
             if splice.queue:
-                # The seam: the first command it gives against the last command given before it takes over.
-                self.screen.check_seam(plan.command_for(splice.queue[0]), self._previous, result.observation)
+                if splice.jump:  # the seam: how far it moves the target from the old plan's, per command
+                    self.screen.check_splice(splice.jump, splice.blended + 1)
+                else:  # joint targets before any was given: from the joints observed
+                    self.screen.check_seam(splice.queue[0].command, None, result.observation)
                 plan.commit(splice)
                 self.report.spliced(splice)
             else:

@@ -149,7 +149,7 @@ class Splice:
     """What taking over did: actions dropped as stale, the jump from the old plan, the targets blended."""
 
     stale: int
-    jump: dict[str, float]
+    jump: dict[str, float]  # from the old plan's target (or the last target given) to the first new one
     blended: int
     spliced: bool  # an old plan was replaced (False: the new chunk started from an empty queue)
     queue: tuple[Planned, ...]  # what takes over
@@ -211,7 +211,8 @@ class ChunkPlan:
         if not fresh:
             return Splice(stale, {}, 0, False, ())
         spliced = bool(self.queue)
-        jump = self.frame.jump(self.old_target(0), fresh[0].target) if spliced else {}
+        reference = self.old_target(0)  # the old plan's target for that period (ran out: it holds its last)
+        jump = self.frame.jump(reference, fresh[0].target) if reference is not None else {}
         blended = 0
         if spliced and self.blend_steps:
             for i in range(min(self.blend_steps, len(fresh))):

@@ -69,6 +69,10 @@ LOG = logging.getLogger(__name__)
 LATENCY_WINDOW = 8  # chunks whose latency sets the request lead (the worst of them)
 STATS_WINDOW = 1000  # samples kept for the percentiles on diagnostics
 LEAD_MARGIN_PERIODS = 0.25  # project choice: a quarter period for tick jitter and result hand-over
+# Realtime: a request timed to arrive just before its chunk is due keeps this much of a period in hand (tick
+# jitter, the hand-over to the control thread); the latency it plans with is already the worst of the last
+# eight. Project choice: with 15 ms of server jitter no chunk came late in the rehearsal.
+TIMED_MARGIN_PERIODS = 0.15
 
 
 class StaleObservation(LadderError):
@@ -103,6 +107,12 @@ class _Request:
     instruction: str
     chunk_id: int
     submitted_at: float
+    not_before: float = 0.0  # realtime: the observation is taken no earlier than this (clock time)
+
+    @property
+    def starts_at(self) -> float:
+        """When its observation is taken at the earliest: its latency counts from then."""
+        return max(self.submitted_at, self.not_before)
 
 
 @dataclass
@@ -253,7 +263,7 @@ class ChunkExecutor:
                 self.period_error_ms.append((now - self._last_tick - self.period_s) * 1000.0)
             self._last_tick = now
             self.ticks += 1
-            self._collect()
+            self._collect(now)
             if self._instruction is None:
                 self.plan.clear()
                 self.reasons.report("no subgoal", quiet=True)
@@ -299,11 +309,12 @@ class ChunkExecutor:
         relative actions)."""
         return max(1, min(self.max_lead, self.latency_periods()))
 
-    def latency_periods(self) -> int:
-        """The recent worst latency plus the margin, in periods rounded up (``length`` before any is known)."""
+    def latency_periods(self, margin: float = LEAD_MARGIN_PERIODS) -> int:
+        """The recent worst latency plus ``margin`` periods, in periods rounded up (``length`` before any is
+        known)."""
         if not self._recent_latency_s:
             return self.length
-        periods = (max(self._recent_latency_s) + LEAD_MARGIN_PERIODS * self.period_s) / self.period_s
+        periods = (max(self._recent_latency_s) + margin * self.period_s) / self.period_s
         return max(1, math.ceil(periods - 1e-9))  # 1e-9: a latency of exactly n periods plus margin needs n
 
     def request_threshold(self) -> int:
@@ -312,20 +323,38 @@ class ChunkExecutor:
             return self.lead_periods()
         return realtime_request_queue(self.length, self.k, self.latency_periods()) + 1
 
-    def _submit(self, now: float) -> None:
-        self._slot = _Request(self._generation, self._instruction, self._next_chunk_id, now)
+    def _submit(self, now: float, not_before: float | None = None) -> None:
+        self._slot = _Request(self._generation, self._instruction, self._next_chunk_id, now,
+                              now if not_before is None else max(now, not_before))
         self._next_chunk_id += 1
         self._awaiting = True
         self._lock.notify_all()
 
-    def _collect(self) -> None:
+    def realtime_horizon(self) -> int:
+        """Realtime: how many commands each chunk gives before the next takes over: as few as one request in
+        flight allows (the latency in periods, so its actions are as fresh as they can be), at least half the
+        execution horizon ``k`` (project choice: a fast server is not asked every period, and consecutive
+        chunks overlap by half the paper's open-loop horizon)."""
+        return max(self.latency_periods(TIMED_MARGIN_PERIODS), math.ceil(self.k / 2))
+
+    def _schedule_next(self, now: float) -> None:
+        """Realtime, once a chunk has taken over at the tick at ``now``: ask for the next one so that it arrives
+        just before it is due, ``realtime_horizon()`` commands from now (its observation as late as the latency
+        allows). When the chunk cannot cover the latency, the queue rule (:meth:`request_threshold`) asks instead."""
+        lead = self.latency_periods(TIMED_MARGIN_PERIODS)
+        if not self._recent_latency_s or lead > len(self.plan):
+            return
+        due = now + min(self.realtime_horizon(), len(self.plan)) * self.period_s
+        self._submit(now, due - max(self._recent_latency_s) - TIMED_MARGIN_PERIODS * self.period_s)
+
+    def _collect(self, now: float) -> None:
         while self._results:
             result = self._results.popleft()
             if result.request.generation != self._generation:
                 continue  # computed for a subgoal that is no longer current
             self._awaiting = False
-            self._recent_latency_s.append(result.posted_at - result.request.submitted_at)
-            self.request_latency_ms.append((result.posted_at - result.request.submitted_at) * 1000.0)
+            self._recent_latency_s.append(result.posted_at - result.request.starts_at)
+            self.request_latency_ms.append((result.posted_at - result.request.starts_at) * 1000.0)
             if result.infer_ms is not None:
                 self.inference_ms.append(result.infer_ms)
                 self.report.inference_ms.append(result.infer_ms)
@@ -334,6 +363,8 @@ class ChunkExecutor:
             if not result.error:
                 try:
                     self._take(result)
+                    if self.realtime and not self._awaiting:
+                        self._schedule_next(now)
                     continue
                 except RejectedChunk as exc:
                     result.kind, result.error = exc.kind, f"chunk {result.request.chunk_id}: {exc}"
@@ -374,8 +405,14 @@ class ChunkExecutor:
     def _work(self) -> None:
         while True:
             with self._lock:
-                while self._slot is None and not self._stopping:
-                    self._lock.wait()
+                while not self._stopping:
+                    if self._slot is None:
+                        self._lock.wait()
+                        continue
+                    wait_s = self._slot.not_before - self._clock()
+                    if wait_s <= 0:
+                        break
+                    self._lock.wait(wait_s)  # a timed request: its observation is taken when it is due
                 if self._stopping:
                     return
             self.work_once()

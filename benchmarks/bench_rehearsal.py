@@ -3,8 +3,10 @@
     .venv/bin/python benchmarks/bench_rehearsal.py [--episodes 24] [--delays 80,400,800] [--timing-episodes 6]
                                                    [--stops 3] [--parts success,timing,stops] [--out DIR]
     .venv/bin/python benchmarks/bench_rehearsal.py --graph franka [--delays 80,400] [--timing-episodes 3] [--stops 3]
+    .venv/bin/python benchmarks/bench_rehearsal.py --parts modes --conditions 400:normal:24,800:normal:6
+    .venv/bin/python benchmarks/bench_rehearsal.py --graph franka --parts modes --conditions 400:normal:3
 
-Three parts, each on a graph of its own (every node its own process, loopback only):
+Four parts, each on a graph of its own (every node its own process, loopback only):
 
 * **success**: ``ladder-ros rehearse widowx --episodes N`` at the first delay (the user's command, as
   the README gives it), then the same episodes (task, layout, seed, variant, scripted expert, its
@@ -27,6 +29,16 @@ part (no object scene, nothing is scored), the timing part on its default task, 
 franky-sim's own joint velocities (``twin/joint_states`` of the ``franka_twin`` node, sampled at 100 Hz
 of simulated time): at rest once no joint moves faster than 0.01 rad/s (``bench_robot_safety.py``'s
 threshold; a simulated Franka never stands exactly still).
+
+* **modes**: for each condition ``DELAY[:LATENCY_MODEL[:EPISODES]]`` of ``--conditions``, the same episodes (tasks,
+  layouts, seeds, expert noise) rehearsed under ``--execution synchronous`` and ``--execution realtime`` side by
+  side: success with its Wilson interval, the median episode wall time, the idle periods by cause (the first chunk
+  of a subgoal, the driver holding, the policy having nothing to give) and their share, the largest gap between
+  applied actions outside subgoal starts, observation-to-action age against the inference time plus 1.5 periods,
+  the actions dropped as stale and the largest splice jump against the seam guard. Beside every measurement: the
+  latency distribution the policy measured (every chunk's, read from the recordings), the one-request-in-flight
+  condition for zero idle (``length - d >= L / P``, d the periods of latency) and the least idle share any schedule
+  with one request in flight can reach at those latencies (:func:`one_in_flight_idle_bound`).
 
 Numbers are printed, never asserted.
 """
@@ -54,11 +66,14 @@ FRANKA_TASK = "kitchen_single_1"  # `rehearse franka`'s default: no scene, the t
 FRANKA_REST_RAD_S = 0.01  # franky-sim's arm at rest below this (bench_robot_safety.py)
 
 
-def rehearse(out: Path, episodes: int, delay_ms: float, graph: str = "widowx") -> dict:
+def rehearse(out: Path, episodes: int, delay_ms: float, graph: str = "widowx", *, execution: str | None = None,
+             latency_model: str | None = None) -> dict:
     """``ladder-ros rehearse GRAPH`` as a user runs it; its summary.json and records."""
     chosen = ["--tasks", ",".join(TASKS), "--variant", VARIANT] if graph == "widowx" else []  # franka: its defaults
+    extra = ["--execution", execution] if execution else []
+    extra += ["--latency-model", latency_model] if latency_model else []
     command = [str(REPO / ".venv" / "bin" / "ladder-ros"), "rehearse", graph, "--episodes", str(episodes),
-               *chosen, "--inference-delay-ms", f"{delay_ms:g}", "--out", str(out)]
+               *chosen, "--inference-delay-ms", f"{delay_ms:g}", *extra, "--out", str(out)]
     print("$", " ".join(command[1:]), flush=True)
     started = time.monotonic()
     done = subprocess.run(command, cwd=REPO, text=True, capture_output=True)
@@ -264,6 +279,136 @@ def stops_part(args, out: Path) -> None:
                   f"ms (n={len(values)})", flush=True)
 
 
+def one_in_flight_idle_bound(length: int, latencies_periods) -> float:
+    """The least idle share of any schedule with one request in flight, chunk after chunk, at these latencies (in
+    control periods).
+
+    A request goes out at a tick with ``x`` commands still queued; its chunk serves from ``d = floor(l) + 1``
+    ticks later; the ``min(x, d - 1)`` commands given meanwhile are stale in it. With ``length >= 2d - 1`` some
+    ``x`` leaves no idle period; otherwise the best split is ``x = floor((length - 1) / 2)``, idling ``d - 1 - x``
+    periods in a cycle of ``d - 1 + length - 2x``.
+    """
+    idle = cycle = 0.0
+    for ell in latencies_periods:
+        d = int(ell) + 1
+        if length >= 2 * d - 1:
+            cycle += max(1, d)
+            continue
+        x = (length - 1) // 2
+        idle += d - 1 - x
+        cycle += d - 1 + length - 2 * x
+    return idle / cycle if cycle else 0.0
+
+
+def chunk_latencies_ms(out: Path, namespace: str) -> list[float]:
+    """Every chunk's inference latency as the policy measured it, from the episodes' recordings (action tags)."""
+    from ladder_ros.recording.bag import read_bag
+
+    topic = f"/{namespace}/policy/action_tag"
+    latencies = []
+    for bag in sorted((out / "recordings").glob("*")):
+        try:
+            _, messages = read_bag(bag, decode_topics=[topic])
+        except Exception as exc:  # a bag that cannot be read is said, not fatal to the benchmark
+            print(f"  (cannot read {bag.name}: {exc})", flush=True)
+            continue
+        seen = set()
+        for tag in messages.get(topic, []):
+            if tag.chunk_id not in seen and not tag.held:
+                seen.add(tag.chunk_id)
+                latencies.append(float(tag.inference_ms))
+    return latencies
+
+
+def mode_summary(run: dict, period_ms: float) -> dict:
+    """The modes table's numbers of one rehearsal run."""
+    records = run["records"]
+    timings = [r.get("timing") or {} for r in records]
+    gaps = {cause: sum((t.get("gaps") or {}).get(cause, 0) for t in timings)
+            for cause in ("subgoal_start", "driver_hold", "policy_idle")}
+    applied = sum(t.get("applied_actions", 0) for t in timings)
+    outside = [t["max_gap_outside_starts_ms"] for t in timings if t.get("max_gap_outside_starts_ms") is not None]
+    ages = [t["obs_to_action_age_ms"]["p50"] for t in timings if (t.get("obs_to_action_age_ms") or {}).get("p50")]
+    reports = [r.get("policy_report") or {} for r in records]
+    splice = {}
+    for report in reports:
+        for name, value in (report.get("splice_jump_max") or {}).items():
+            splice[name] = max(splice.get(name, 0.0), value)
+    return {"success": rate(records) if any(r.get("scored") for r in records) else "unscored",
+            "wall_s": statistics.median(r["wall_s"] for r in records),
+            "steps": statistics.median(r["steps_used"] for r in records), "gaps": gaps,
+            "idle_share": gaps["policy_idle"] / max(1, applied + gaps["policy_idle"] + gaps["driver_hold"]),
+            "max_gap_outside_starts_ms": max(outside) if outside else None,
+            "age_p50_ms": statistics.median(ages) if ages else None,
+            "stale": sum(r.get("stale_dropped", 0) for r in reports),
+            "refused": sum(sum((r.get("rejected_chunks") or {}).values()) for r in reports),
+            "splice_jump_max": splice, "execution": {r.get("execution") for r in reports}}
+
+
+def modes_part(args, out: Path) -> None:
+    """Synchronous and realtime execution side by side on the same episodes, per condition (module docstring)."""
+    import numpy as np
+
+    from ladder_ros.core.presets import get_preset
+    from ladder_ros.policies.factory import load_policy
+
+    policy = load_policy("droid_pi05_server" if args.graph == "franka" else "bridge_pi0_server")
+    period_ms = 1000.0 / get_preset(policy.embodiment).control_rate_hz
+    seam = policy.seam
+    for condition in args.conditions:
+        delay, model, episodes = condition
+        print(f"\n== {args.graph}, {delay:g} ms inference ({model}), {episodes} episodes per mode ==", flush=True)
+        rows = []
+        for mode in ("synchronous", "realtime"):
+            folder = out / f"modes_{args.graph}_{delay:g}ms_{model}_{mode}"
+            run = rehearse(folder, episodes, delay, args.graph, execution=mode, latency_model=model)
+            latencies = chunk_latencies_ms(folder, "franka" if args.graph == "franka" else "widowx")
+            rows.append((mode, mode_summary(run, period_ms), latencies))
+        for mode, summary, latencies in rows:
+            arr = np.asarray(latencies or [np.nan])
+            ell = arr / period_ms
+            p50, p99 = np.percentile(arr, 50), np.percentile(arr, 99)
+            d50, d99 = int(p50 // period_ms) + 1, int(p99 // period_ms) + 1
+            bound = one_in_flight_idle_bound(policy.chunk_length, ell[np.isfinite(ell)])
+            print(f"  {mode}: measured latency p50/p90/p99/max {p50:.0f}/{np.percentile(arr, 90):.0f}/{p99:.0f}/"
+                  f"{arr.max():.0f} ms over {len(latencies)} chunks; zero idle with one request in flight needs "
+                  f"length - d >= L/P: {policy.chunk_length} - {d50 - 1} >= {p50 / period_ms:.2f} at p50 "
+                  f"({'holds' if policy.chunk_length - (d50 - 1) >= p50 / period_ms else 'fails'}), "
+                  f"{policy.chunk_length} - {d99 - 1} >= {p99 / period_ms:.2f} at p99 "
+                  f"({'holds' if policy.chunk_length - (d99 - 1) >= p99 / period_ms else 'fails'}); least idle share "
+                  f"with one in flight at these latencies {bound:.1%}", flush=True)
+            summary["bound"], summary["latency_p50"] = bound, p50
+        print("\n| mode | success (Wilson 95 %) | episode wall time, median (s) | steps, median | idle periods: "
+              "subgoal starts / driver holds / policy idle | policy idle share (bound) | largest gap outside subgoal "
+              "starts (ms) | observation to action p50 (ms) vs inference p50 + 1.5 periods | dropped as stale | "
+              "refused chunks | largest splice jump (seam guard) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        bounds = (("translation_m", seam.max_translation_m), ("rotation_rad", seam.max_rotation_rad),
+                  ("joint_rad", seam.max_joint_rad))
+        guard = ", ".join(f"{k} {v:g}" for k, v in bounds if v is not None)
+        for mode, s, _ in rows:
+            g = s["gaps"]
+            gap = s["max_gap_outside_starts_ms"]
+            jump = ", ".join(f"{k} {v:.3g}" for k, v in s["splice_jump_max"].items()) or "none"
+            print(f"| {mode} | {s['success']} | {s['wall_s']:.1f} | {s['steps']:.0f} | {g['subgoal_start']} / "
+                  f"{g['driver_hold']} / {g['policy_idle']} | {s['idle_share']:.1%} ({s['bound']:.1%}) | "
+                  f"{gap} ({(gap or 0) / period_ms:.2f} periods) | {s['age_p50_ms']} vs "
+                  f"{s['latency_p50'] + 1.5 * period_ms:.0f} | {s['stale']} | {s['refused']} | {jump} ({guard}) |")
+        sync, real = rows[0][1], rows[1][1]
+        print(f"  realtime's median episode is {1 - real['wall_s'] / sync['wall_s']:.1%} shorter than synchronous's",
+              flush=True)
+
+
+def parse_conditions(text: str) -> list[tuple[float, str, int]]:
+    """``DELAY[:MODEL[:EPISODES]]`` items, comma-separated (defaults: normal, 3 episodes)."""
+    conditions = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        fields = item.split(":")
+        conditions.append((float(fields[0]), fields[1] if len(fields) > 1 else "normal",
+                           int(fields[2]) if len(fields) > 2 else 3))
+    return conditions
+
+
 def main() -> int:
     apply_network_safe_environment()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -273,10 +418,13 @@ def main() -> int:
     parser.add_argument("--delays", default="80,400,800", help="inference delays (ms); the first is the success run's")
     parser.add_argument("--timing-episodes", type=int, default=6)
     parser.add_argument("--stops", type=int, default=3)
-    parser.add_argument("--parts", default="success,timing,stops")
+    parser.add_argument("--parts", default="success,timing,stops", help="success, timing, stops, modes")
+    parser.add_argument("--conditions", default="400:normal:24,800:normal:6,400:heavy_tail:6",
+                        help="the modes part's conditions: DELAY[:LATENCY_MODEL[:EPISODES]], comma-separated")
     parser.add_argument("--out", default=str(REPO / "runs" / "bench_rehearsal"))
     args = parser.parse_args()
     args.delays = [float(d) for d in args.delays.split(",") if d.strip()]
+    args.conditions = parse_conditions(args.conditions)
     parts = {p.strip() for p in args.parts.split(",")}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -288,6 +436,8 @@ def main() -> int:
         timing_part(args, out, first)
     if "stops" in parts:
         stops_part(args, out)
+    if "modes" in parts:
+        modes_part(args, out)
     return 0
 
 

@@ -254,3 +254,26 @@ def test_the_real_openpi_client_gets_metadata_timing_and_chunks_over_the_websock
     with pytest.raises(Exception, match="listens on 127.0.0.1 only"):
         serve(RehearsalPolicy(replace(CONFIG, server=replace(CONFIG.server, host="10.0.0.5")), ExpertNoise.off(),
                               delay_ms=0.0))
+
+
+def test_the_expert_turns_from_the_commanded_orientation_when_the_driver_reports_it(episode):
+    """A measured orientation lags the target while the arm turns: read from it, the expert's corrections were added
+    to a target that had already turned. With the driver's commanded orientation it steers from the target."""
+    task, observation = episode
+    instruction = task.subgoals[0].text
+    request = request_of(observation, instruction)
+    turned = np.array([0.0, 0.0, 0.4])  # the target already turned 0.4 rad in yaw; the measured pose has not
+    policy = RehearsalPolicy(CONFIG, ExpertNoise.off(), delay_ms=0.0, wait_s=0.0, now_ns=lambda: 2_000_000_000,
+                             sleep=lambda s: None)
+    policy.set_episode("e1", task, 0)
+    policy.set_privileged("e1", observation.privileged, observation.target_position)
+    policy.note_handout(1_000_000_000)
+    policy.set_commanded_target(observation.target_position, 1_010_000_000, turned)
+    read = observation_from_request(request, CONFIG, observation.privileged, observation.target_position, turned)
+    assert np.allclose(read.ee_euler, turned)
+    expected = ExpertChunker(task, 0, ExpertNoise.off(), CONFIG).chunk(read, instruction)
+    np.testing.assert_allclose(policy.respond(request)["actions"], expected, atol=1e-6)
+    measured = observation_from_request(request, CONFIG, observation.privileged, observation.target_position)
+    assert not np.allclose(ExpertChunker(task, 0, ExpertNoise.off(), CONFIG).chunk(measured, instruction), expected)
+    with pytest.raises(InvalidInputError, match="commanded orientation"):
+        policy.set_commanded_target(observation.target_position, 1, [0.0, np.inf, 0.0])

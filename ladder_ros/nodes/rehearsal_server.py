@@ -11,6 +11,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from ladder_ros.core.errors import LadderError
+from ladder_ros.core.rotations import matrix_to_euler_xyz
 from ladder_ros.core.task import Task
 from ladder_ros.messages import ActionTagDoc, EpisodeStatus, PrivilegedStateDoc, SchemaError
 from ladder_ros.nodes import topics
@@ -27,6 +28,7 @@ from ladder_ros.nodes.runtime import (
 from ladder_ros.policies.factory import load_policy
 from ladder_ros.policies.rehearsal_server import InferenceLatency, RehearsalPolicy, serve
 from ladder_ros.policies.scripted_expert import expert_noise
+from ladder_ros.policies.state import top_down_pose
 from ladder_ros.robots import wx250s
 from ladder_ros.ros_conversions import diagnostics_to_msg
 from ladder_ros.sim.widowx_twin.motors import finger_stroke_s
@@ -106,7 +108,9 @@ class RehearsalServerNode(Node):
         joints = np.array([goals[name] for name in wx250s.JOINT_NAMES], dtype=np.float64)
         if np.all(np.isfinite(joints)):
             applied_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-            self.policy.set_commanded_target(self._chain.forward(joints)[:3, 3], applied_ns or None)
+            pose = self._chain.forward(joints)
+            euler = matrix_to_euler_xyz(pose[:3, :3] @ top_down_pose(self.config.embodiment).T)
+            self.policy.set_commanded_target(pose[:3, 3], applied_ns or None, euler)
 
     def _publish_diagnostics(self) -> None:
         stats = self.policy.stats()

@@ -142,11 +142,15 @@ def aperture_of(state: Mapping[str, np.ndarray]) -> float:
 
 
 def observation_from_request(request: Mapping[str, Any], config: PolicyConfig, privileged: PrivilegedState | None,
-                             target_position: np.ndarray | None) -> Observation:
+                             target_position: np.ndarray | None,
+                             target_euler: np.ndarray | None = None) -> Observation:
     """The :class:`Observation` behind an openpi request, read by the config's state layout, plus the privileged state.
 
     Only the pose and the gripper are read back (the expert needs nothing else); ``target_position`` is
-    where the arm's commanded target is (the twin's motors' goals), the position the deltas add to.
+    where the arm's commanded target is (the twin's motors' goals), the position the deltas add to, and
+    ``target_euler`` (when known) its orientation relative to the top-down pose, which the rotation deltas
+    turn: given, it is the orientation the expert steers from, as the driver turns the target (a measured
+    orientation lags the target while the arm turns, and corrections read from it were added twice).
     """
     vectors: dict[str, np.ndarray] = {}
     offsets: dict[str, int] = {}
@@ -173,7 +177,8 @@ def observation_from_request(request: Mapping[str, Any], config: PolicyConfig, p
     missing = [s for s in ("ee_position", "ee_euler") if s not in values]
     if missing:
         raise ConfigError(f"policy {config.name}'s state has no {', '.join(missing)}: the expert cannot act on it")
+    euler = values["ee_euler"] if target_euler is None else np.asarray(target_euler, dtype=np.float64)
     return Observation(step=0, image=None, aperture=aperture_of(values), ee_position=values["ee_position"].copy(),
-                       ee_euler=values["ee_euler"], joint_names=(), joint_positions=np.zeros(0),
+                       ee_euler=euler, joint_names=(), joint_positions=np.zeros(0),
                        target_position=None if target_position is None else np.asarray(target_position, float),
                        privileged=privileged)

@@ -120,7 +120,8 @@ class RehearsalPolicy:
         self._cond = threading.Condition()
         self._episode: tuple[str, Task, int] | None = None
         self._privileged: tuple[str, PrivilegedState, np.ndarray | None, float] | None = None  # ..., arrival
-        self._commanded: deque[tuple[int, np.ndarray]] = deque(maxlen=HISTORY)  # (applied ns, the driver's target)
+        # (applied ns, the driver's target position, its orientation relative to the top-down pose or None)
+        self._commanded: deque[tuple[int, np.ndarray, np.ndarray | None]] = deque(maxlen=HISTORY)
         self._handouts: deque[int] = deque(maxlen=HISTORY)  # when the policy node handed out each command (ns)
         self._last_request_ns: int | None = None  # when the episode's previous request arrived
         self._chunker: tuple[str, ExpertChunker | SweepChunker] | None = None
@@ -150,21 +151,26 @@ class RehearsalPolicy:
             self._privileged = (episode_id, privileged, target_position, self._clock())
             self._cond.notify_all()
 
-    def set_commanded_target(self, position: np.ndarray, applied_ns: int | None = None) -> None:
+    def set_commanded_target(self, position: np.ndarray, applied_ns: int | None = None,
+                             euler: np.ndarray | None = None) -> None:
         """Where a command the driver applied at ``applied_ns`` (default: now) puts the end effector (base frame,
-        m): fresher than the twin's privileged state, which comes once a control period."""
+        m; ``euler``: its orientation relative to the top-down pose, rad): fresher than the twin's privileged
+        state, which comes once a control period."""
         target = np.asarray(position, dtype=np.float64).reshape(-1)
         if target.shape != (3,) or not np.all(np.isfinite(target)):
             raise InvalidInputError(f"a commanded target is 3 finite numbers, got {position!r}")
+        turn = None if euler is None else np.asarray(euler, dtype=np.float64).reshape(-1)
+        if turn is not None and (turn.shape != (3,) or not np.all(np.isfinite(turn))):
+            raise InvalidInputError(f"a commanded orientation is 3 finite angles, got {euler!r}")
         with self._cond:
-            self._commanded.append((self._now_ns() if applied_ns is None else int(applied_ns), target))
+            self._commanded.append((self._now_ns() if applied_ns is None else int(applied_ns), target, turn))
 
-    def _target_at(self, request_ns: int) -> np.ndarray | None:
-        """The driver's target after the last command handed out before ``request_ns``: the newest one applied
-        before the next handout (lock held); None without any command of the episode."""
+    def _target_at(self, request_ns: int) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """The driver's target (position, orientation) after the last command handed out before ``request_ns``: the
+        newest one applied before the next handout (lock held); None without any command of the episode."""
         later = [stamp for stamp in self._handouts if stamp > request_ns]
         cutoff = min(later) if later else None
-        eligible = [target for applied, target in self._commanded if cutoff is None or applied < cutoff]
+        eligible = [(target, turn) for applied, target, turn in self._commanded if cutoff is None or applied < cutoff]
         return eligible[-1] if eligible else None
 
     def _ran_since(self, request_ns: int) -> int | None:
@@ -203,7 +209,7 @@ class RehearsalPolicy:
                     return hold_chunk(self.config, self._gripper_open(request))
                 self._cond.wait(remaining)
             commanded = self._target_at(arrived_ns)
-            target = privileged[2] if commanded is None else commanded
+            target, turn = (privileged[2], None) if commanded is None else commanded
             ran = self._ran_since(arrived_ns)
             self._last_request_ns = arrived_ns
             if self._chunker is None or self._chunker[0] != episode[0]:
@@ -211,7 +217,7 @@ class RehearsalPolicy:
                 self._chunker = (episode[0], chunker)
             chunker = self._chunker[1]
         try:
-            observation = observation_from_request(request, self.config, privileged[1], target)
+            observation = observation_from_request(request, self.config, privileged[1], target, turn)
             return chunker.chunk(observation, instruction, ran)
         except LadderError:
             self.holds[UNREADABLE] += 1

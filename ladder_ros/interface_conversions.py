@@ -772,15 +772,15 @@ def _report_dict(msg: Any) -> dict:
     """The report as ``PolicyReport.to_dict`` writes it (a report recorded before it said how chunks ran, with an
     empty ``execution``, without the fields that say it)."""
     report = {"policy": str(msg.policy), "config_hash": str(msg.config_hash), "final": bool(msg.final),
-            "chunks": int(msg.chunks), "rejected_chunks": _counts_dict(msg.rejected_chunks),
-            "all_chunks_rejected": bool(msg.all_chunks_rejected), "steps": int(msg.steps),
-            "held_steps": int(msg.held_steps), "held_by_reason": _counts_dict(msg.held_by_reason),
-            "inference_ms": {"p50": _float_or_none(msg.inference_ms_p50), "p95": _float_or_none(msg.inference_ms_p95),
-                             "count": int(msg.inference_count)},
-            "seam_jump_max": _values_dict(msg.seam_jump_max),
-            "ood": {"state": int(msg.ood_states), "action": int(msg.ood_actions),
-                    "worst_sigma": float(msg.ood_worst_sigma), "worst": str(msg.ood_worst)},
-            "server_errors": int(msg.server_errors), "warm_up_s": _float_or_none(msg.warm_up_s)}
+              "chunks": int(msg.chunks), "rejected_chunks": _counts_dict(msg.rejected_chunks),
+              "all_chunks_rejected": bool(msg.all_chunks_rejected), "steps": int(msg.steps),
+              "held_steps": int(msg.held_steps), "held_by_reason": _counts_dict(msg.held_by_reason),
+              "inference_ms": {"p50": _float_or_none(msg.inference_ms_p50), "p95": _float_or_none(msg.inference_ms_p95),
+                               "count": int(msg.inference_count)},
+              "seam_jump_max": _values_dict(msg.seam_jump_max),
+              "ood": {"state": int(msg.ood_states), "action": int(msg.ood_actions),
+                      "worst_sigma": float(msg.ood_worst_sigma), "worst": str(msg.ood_worst)},
+              "server_errors": int(msg.server_errors), "warm_up_s": _float_or_none(msg.warm_up_s)}
     if msg.execution:
         report.update({"execution": str(msg.execution), "blend_steps": int(msg.blend_steps),
                        "stale_dropped": int(msg.stale_dropped), "splice_jump_max": _values_dict(msg.splice_jump_max),

@@ -353,11 +353,11 @@ def test_every_action_of_a_chunk_whose_time_has_passed_is_dropped_and_nothing_mo
     assert splice.queue == () and splice.stale == 3
 
 
-def test_absolute_targets_blend_linearly_and_their_jump_ignores_the_gripper():
+def test_absolute_targets_shift_linearly_and_their_jump_ignores_the_gripper():
     frame = AbsoluteFrame([f"joint{i}" for i in range(7)] + ["gripper_position"])
     old, new = np.zeros(8), np.array([0.1] * 7 + [1.0])
     assert frame.jump(old, new) == {"joint_rad": pytest.approx(0.1)}
-    assert frame.blend(old, new, 0.25) == pytest.approx(np.array([0.025] * 7 + [0.25]))
+    assert frame.shift(new + 0.5, old, new, 0.75) == pytest.approx(np.array([0.525] * 7 + [0.75]))
 
 
 def test_relative_targets_compose_and_difference_back_to_the_same_commands():
@@ -369,9 +369,11 @@ def test_relative_targets_compose_and_difference_back_to_the_same_commands():
     for command, target in zip(commands, targets):
         assert frame.command(before, target, command) == pytest.approx(command, abs=1e-12)
         before = target
-    half = frame.blend(targets[0], targets[1], 0.5)
+    half = frame.shift(targets[1], targets[0], targets[1], 0.5)  # half of the way back from 1 to 0
     assert frame.jump(targets[0], half)["rotation_rad"] == pytest.approx(
         frame.jump(targets[0], targets[1])["rotation_rad"] / 2)
+    assert frame.jump(targets[0], frame.shift(targets[1], targets[0], targets[1], 1.0))["translation_m"] == \
+        pytest.approx(0.0, abs=1e-12)
 
 
 # ------------------------------------------------------------------------------ guidance
@@ -423,3 +425,36 @@ def test_a_timed_request_arrives_just_before_its_chunk_is_due_so_actions_are_as_
         if a is not None:
             by_chunk[a.chunk_id] = by_chunk.get(a.chunk_id, 0) + 1
     assert sorted(set(list(by_chunk.values())[1:-1])) == [horizon]  # every chunk runs the horizon, then the next
+
+
+def test_a_blend_is_lengthened_so_no_command_it_gives_passes_the_seam_bound():
+    """Steps of 0.04 m with a 0.038 m offset at the splice: a blend of 2 would give commands of 0.053 m, over the
+    0.05 m bound (the arm's per-step limit refuses them); it is lengthened until every command is within it."""
+    @dataclass
+    class Offset:
+        name: str = "offset"
+        calls: int = 0
+
+        def infer(self, bundle, instruction, noise_seed):
+            base = float(bundle.observation.target_position[0])
+            self.calls += 1
+            actions = np.zeros((5, 7))
+            actions[:, 0] = 0.04
+            if self.calls == 3:
+                actions[0, 0] += 0.038  # this chunk's plan starts 3.8 cm further than the arm's target
+            actions[:, 6] = 1.0
+            del base
+            return RawChunk(actions=actions, latency_s=0.0)
+
+        def close(self):
+            pass
+
+    sim = Simulation(Offset(), realtime_config(blend_steps=2, seam={"max_translation_m": 0.05}), 0.25)
+    sim.start()
+    sim.run(20)
+    steps = np.diff(np.array(sim.world.positions)[:, 0])
+    report = sim.executor.episode_report()
+    assert report["splice_jump_max"]["translation_m"] == pytest.approx(0.038)
+    assert steps.max() <= 0.05 + 1e-9 and report["rejected_chunks"] == {}
+    assert report["blended"] >= 4  # 0.038 over at least four commands: 0.04 + 0.0095 each
+    assert report["seam_jump_max"]["translation_m"] <= 0.05 + 1e-9

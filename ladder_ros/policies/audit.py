@@ -176,24 +176,38 @@ class ChunkScreen:
                                                f"{name.rsplit('_', 1)[1]} from the last one given (seam bound "
                                                f"{limit:g})")
 
-    def check_splice(self, jump: dict[str, float], commands: int) -> None:
-        """Realtime: a chunk that takes over moves the target from where the old plan had it by ``jump`` (per
-        measure; from the last target given when the old plan ran out), spread over ``commands`` commands (the
-        blend, plus the one that ends it). :class:`RejectedChunk` (seam_jump) when one command's share exceeds
-        the config's seam bound: the same bound as a synchronous seam, on what the splice adds to a command."""
+    def check_splice(self, splice) -> None:
+        """Realtime: where a chunk takes over (a :class:`~ladder_ros.policies.splice.Splice`), no command of its
+        blend may move the target by more than the config's seam bound on any axis, or by more than the chunk's
+        own step there where that is larger: the splice adds no command larger than one step's limit.
+        :class:`RejectedChunk` (seam_jump) otherwise. The largest command of a blend is kept as the seam jump."""
+        for moved, own in splice.steps:
+            for name, values in moved.items():
+                self.report.seam_max[name] = max(self.report.seam_max.get(name, 0.0), float(np.max(values)))
+        for moved, own in splice.steps:
+            problem = self.splice_problem(moved, own)
+            if problem:
+                raise RejectedChunk(SEAM_JUMP, f"the chunk takes over {problem} (the target was "
+                                               f"{_jump_text(splice.jump)} from the new plan's)")
+
+    def splice_fits(self, moved: dict, own: dict) -> bool:
+        """Whether one command of a blend keeps within the seam bound (see :meth:`check_splice`)."""
+        return not self.splice_problem(moved, own)
+
+    def splice_problem(self, moved: dict, own: dict) -> str:
         bounds = self.config.seam
         limits = {"translation_m": bounds.max_translation_m, "rotation_rad": bounds.max_rotation_rad,
                   "joint_rad": bounds.max_joint_rad}
-        shares = {name: value / max(1, commands) for name, value in jump.items()}
-        for name, share in shares.items():
-            self.report.seam_max[name] = max(self.report.seam_max.get(name, 0.0), share)
-        for name, share in shares.items():
+        for name, values in moved.items():
             limit = limits.get(name)
-            if limit is not None and share > limit:
+            if limit is None:
+                continue
+            allowed = np.maximum(limit, own.get(name, 0.0))
+            if np.any(np.asarray(values) > allowed + 1e-12):
                 unit = name.rsplit("_", 1)[1]
-                raise RejectedChunk(SEAM_JUMP, f"the chunk takes over {jump[name]:.4g} {unit} from the old plan's "
-                                               f"target, {share:.4g} {unit} per command over {max(1, commands)} "
-                                               f"(seam bound {limit:g})")
+                return (f"with a command of {float(np.max(values)):.4g} {unit} (seam bound {limit:g}, the chunk's "
+                        f"own step {float(np.max(own.get(name, 0.0))):.4g})")
+        return ""
 
     def _check_distribution(self, part: str, values: np.ndarray) -> None:
         if self.statistics is None:
@@ -221,6 +235,10 @@ class ChunkScreen:
         for entry in self.config.state:
             names += [entry.source] * entry.size
         return names
+
+
+def _jump_text(jump: dict) -> str:
+    return ", ".join(f"{value:.4g} {name.rsplit('_', 1)[1]}" for name, value in jump.items()) or "no way"
 
 
 def guard_statistics(config: PolicyConfig, source: object | None) -> Normalization | None:

@@ -378,11 +378,11 @@ class ChunkExecutor:
         plan = self.plan
         planned = plan.plan(result.anchor, [a.command for a in result.actions], list(result.raw), result.actions)
         if self.realtime:
-            splice = plan.splice(result.anchor, planned)
+            splice = plan.splice(result.anchor, planned, fits=self.screen.splice_fits)
             if splice.queue:
-                if splice.jump:  # the seam: how far it moves the target from the old plan's, per command
-                    self.screen.check_splice(splice.jump, splice.blended + 1)
-                else:  # joint targets before any was given: from the joints observed
+                if splice.steps:  # the seam: no command of its blend beyond one step's bound
+                    self.screen.check_splice(splice)
+                if plan.current is None:  # joint targets before any was given: from the joints observed
                     self.screen.check_seam(splice.queue[0].command, None, result.observation)
                 plan.commit(splice)
                 self.report.spliced(splice)

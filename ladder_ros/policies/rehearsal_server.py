@@ -98,6 +98,8 @@ class InferenceLatency:
             return f"{self.delay_ms:g} ms (normal, sd {self.jitter_ms:g} ms)"
         return (f"median {self.delay_ms:g} ms (lognormal, sigma {self.sigma:g}; {self.spike_probability:.0%} "
                 f"spikes of {SPIKE_FACTOR[0]:g}-{SPIKE_FACTOR[1]:g}x)")
+
+
 NO_PRIVILEGED = "no privileged state of the episode yet"
 UNREADABLE = "unreadable request"
 

@@ -19,9 +19,13 @@ handed out as the chunk gave it (bit for bit: the synchronous rule's commands ar
 
 * the first ``handed - anchor.handed`` of its targets are for control periods that have passed since
   its observation (counted, not estimated from a latency) and are dropped as stale;
-* the rest replace the old plan from the next period on; where the first new target differs from
-  the old plan's target for the same period (the splice jump, measured), the next ``blend_steps``
-  targets move from the old plan to the new one in equal parts.
+* the rest replace the old plan from the next period on. Where the new plan's target for the period
+  just given differs from the target the last command left (the splice jump), the new plan is
+  shifted by that offset and the offset taken out in equal parts over the next ``blend_steps``
+  commands: each of them moves as the new plan moves, plus a share of the offset. The blend is
+  lengthened, up to the chunk's end, while a share would make a command larger than the seam bound
+  on any axis (or than the chunk's own step there, where that is larger), so a splice adds no
+  command the arm's per-step limit refuses.
 
 No rclpy, no threads here: the executor holds the lock.
 """
@@ -33,6 +37,8 @@ from dataclasses import dataclass, replace
 from typing import Protocol, Sequence
 
 import numpy as np
+
+from typing import Callable
 
 from ladder_ros.core.rotations import (axis_angle_to_matrix, euler_xyz_to_matrix, matrix_to_axis_angle,
                                        matrix_to_euler_xyz, rotation_angle_between)
@@ -56,11 +62,14 @@ class ActionFrame(Protocol):
         """The command that moves the target from ``before`` to ``after`` (``own``: the chunk's command for
         ``after``, whose gripper it keeps)."""
 
-    def blend(self, old: object, new: object, weight: float) -> object:
-        """``weight`` (0..1) of the way from ``old`` to ``new``."""
+    def shift(self, target: object, old: object, new: object, remaining: float) -> object:
+        """``target`` moved back by ``remaining`` (0..1) of the offset from ``old`` to ``new``."""
 
     def jump(self, old: object, new: object) -> dict[str, float]:
         """How far apart two targets are, by measure (the splice jump)."""
+
+    def step(self, before: object, after: object) -> dict[str, np.ndarray]:
+        """How far one command moves the target from ``before`` to ``after``, per measure and axis."""
 
 
 class RelativeFrame:
@@ -84,17 +93,21 @@ class RelativeFrame:
         turn = matrix_to_euler_xyz(after[:3, :3] @ before[:3, :3].T)
         return np.concatenate([after[:3, 3] - before[:3, 3], turn, np.asarray(own[6:], dtype=np.float64)])
 
-    def blend(self, old: np.ndarray, new: np.ndarray, weight: float) -> np.ndarray:
+    def shift(self, target: np.ndarray, old: np.ndarray, new: np.ndarray, remaining: float) -> np.ndarray:
         out = np.eye(4)
-        out[:3, 3] = (1.0 - weight) * old[:3, 3] + weight * new[:3, 3]
-        rotvec = matrix_to_axis_angle(old[:3, :3].T @ new[:3, :3])  # along the shortest rotation
-        out[:3, :3] = old[:3, :3] @ axis_angle_to_matrix(weight * rotvec)
+        out[:3, 3] = target[:3, 3] - remaining * (new[:3, 3] - old[:3, 3])
+        back = matrix_to_axis_angle(old[:3, :3] @ new[:3, :3].T)  # the base-frame turn from new back to old
+        out[:3, :3] = axis_angle_to_matrix(remaining * back) @ target[:3, :3]
         return out
 
     def jump(self, old: np.ndarray, new: np.ndarray) -> dict[str, float]:
         # per axis, as the safety filter bounds a step and the seam guard a jump
         return {"translation_m": float(np.max(np.abs(new[:3, 3] - old[:3, 3]))),
                 "rotation_rad": rotation_angle_between(old[:3, :3], new[:3, :3])}
+
+    def step(self, before: np.ndarray, after: np.ndarray) -> dict[str, np.ndarray]:
+        return {"translation_m": np.abs(after[:3, 3] - before[:3, 3]),
+                "rotation_rad": np.array([rotation_angle_between(before[:3, :3], after[:3, :3])])}
 
 
 class AbsoluteFrame:
@@ -113,12 +126,16 @@ class AbsoluteFrame:
     def command(self, before: object, after: np.ndarray, own: np.ndarray) -> np.ndarray:
         return np.asarray(after, dtype=np.float64).copy()
 
-    def blend(self, old: np.ndarray, new: np.ndarray, weight: float) -> np.ndarray:
-        return (1.0 - weight) * np.asarray(old) + weight * np.asarray(new)
+    def shift(self, target: np.ndarray, old: np.ndarray, new: np.ndarray, remaining: float) -> np.ndarray:
+        return np.asarray(target) - remaining * (np.asarray(new) - np.asarray(old))
 
     def jump(self, old: np.ndarray, new: np.ndarray) -> dict[str, float]:
-        return {"joint_rad": float(np.max(np.abs(np.asarray(new)[self._arm] - np.asarray(old)[self._arm]),
-                                          initial=0.0))}
+        return {"joint_rad": float(np.max(self.step(old, new)["joint_rad"], initial=0.0))}
+
+    def step(self, before: np.ndarray | None, after: np.ndarray) -> dict[str, np.ndarray]:
+        if before is None:
+            return {}
+        return {"joint_rad": np.abs(np.asarray(after)[self._arm] - np.asarray(before)[self._arm])}
 
 
 @dataclass(frozen=True)
@@ -153,6 +170,7 @@ class Splice:
     blended: int
     spliced: bool  # an old plan was replaced (False: the new chunk started from an empty queue)
     queue: tuple[Planned, ...]  # what takes over
+    steps: tuple = ()  # (what each command of the blend moves, what the chunk's own step there moves), per measure
 
 
 class ChunkPlan:
@@ -203,26 +221,55 @@ class ChunkPlan:
             return self.queue[offset].target
         return self.queue[-1].target if self.queue else self.current
 
-    def splice(self, anchor: Anchor, planned: Sequence[Planned]) -> Splice:
+    def splice(self, anchor: Anchor, planned: Sequence[Planned],
+               fits: Callable[[dict, dict], bool] | None = None) -> Splice:
         """What replacing the queue with ``planned`` from the next command on would queue (see the module
-        docstring); nothing changes until :meth:`commit`. ``queue`` is empty when every target is past."""
+        docstring); nothing changes until :meth:`commit`. ``queue`` is empty when every target is past.
+        ``fits(moved, own)``: whether a command that moves the target by ``moved`` (per measure and axis) is
+        acceptable where the chunk's own step moves it by ``own`` (the seam guard's rule); the blend is
+        lengthened until every command of it fits, or to the chunk's end."""
         stale = min(self.stale_count(anchor), len(planned))
         fresh = list(planned[stale:])
         if not fresh:
             return Splice(stale, {}, 0, False, ())
         spliced = bool(self.queue)
-        reference = self.old_target(0)  # the old plan's target for that period (ran out: it holds its last)
-        jump = self.frame.jump(reference, fresh[0].target) if reference is not None else {}
-        blended = 0
-        if spliced and self.blend_steps:
-            for i in range(min(self.blend_steps, len(fresh))):
-                weight = (i + 1) / (self.blend_steps + 1)
-                entry = fresh[i]
-                self._blends += 1
-                fresh[i] = replace(entry, target=self.frame.blend(self.old_target(i), entry.target, weight),
-                                   base=NOWHERE, key=("blend", self._blends))
-                blended += 1
-        return Splice(stale, jump, blended, spliced, tuple(fresh))
+        if stale:  # where the last command left the target against the new plan's target for that period
+            old, new = self.current, planned[stale - 1].target
+        else:  # nothing given since its observation: the new plan starts where the target is
+            old = new = None
+        jump = self.frame.jump(old, new) if old is not None else {}
+        windows = [0]
+        if jump and any(value > 0.0 for value in jump.values()) and self.blend_steps:
+            windows = list(range(self.blend_steps, max(self.blend_steps, len(fresh) - 1) + 1))
+        for window in windows:
+            queue = self._shifted(fresh, old, new, window)
+            steps = self._steps(queue, planned, stale, window)
+            if fits is None or all(fits(moved, own) for moved, own in steps):
+                break
+        return Splice(stale, jump, min(window, len(fresh)), spliced, tuple(queue), tuple(steps))
+
+    def _shifted(self, fresh: list[Planned], old: object, new: object, window: int) -> list[Planned]:
+        """``fresh`` with the offset from ``old`` to ``new`` taken out over its first ``window`` commands."""
+        if old is None:
+            return list(fresh)
+        queue = list(fresh)
+        for i in range(min(window, len(fresh))):
+            self._blends += 1
+            remaining = 1.0 - (i + 1) / (window + 1)
+            queue[i] = replace(fresh[i], target=self.frame.shift(fresh[i].target, old, new, remaining), base=NOWHERE,
+                               key=("blend", self._blends))
+        return queue
+
+    def _steps(self, queue: list[Planned], planned: Sequence[Planned], stale: int, window: int) -> list:
+        """(what it moves, what the chunk's own step moves) for each command of the blend and the one after it."""
+        steps, before = [], self.current
+        for i, entry in enumerate(queue[:window + 1]):
+            # the chunk's own step: from its previous target (its first: from the anchor, the target now)
+            own_before = planned[stale + i - 1].target if stale + i >= 1 else self.current
+            steps.append((self.frame.step(before, entry.target), self.frame.step(own_before, entry.target)
+                          if own_before is not None else {}))
+            before = entry.target
+        return steps
 
     def commit(self, splice: Splice) -> None:
         """Queue what :meth:`splice` planned, replacing the old plan."""

@@ -16,7 +16,7 @@ import time
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.suite import load_suite
 from ladder_ros.evaluation.components import make_policy, make_verifier
-from ladder_ros.evaluation.episode import run_episode
+from ladder_ros.evaluation.reference_loop import run_episode
 from ladder_ros.paths import share_path
 from ladder_ros.sim.registry import make_simulator
 

@@ -21,7 +21,7 @@ from ladder_ros.core.presets import FRANKA, PRESET_OPTIONS, WIDOWX, StepBudget, 
 from ladder_ros.core.suite import parse_suite
 from ladder_ros.core.task import Subgoal, Task, TaskCategory
 from ladder_ros.core.triggers import GripperMonitor
-from ladder_ros.evaluation.episode import run_episode
+from ladder_ros.evaluation.reference_loop import run_episode
 from ladder_ros.evaluation.run_key import RunKeyMismatch, claim_output, key_digest, run_key
 from tests.fakes import OracleCounter, ToyPolicy, ToyWorld
 

@@ -25,7 +25,7 @@ from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
 from ladder_ros.core.presets import WIDOWX  # noqa: E402
 from ladder_ros.core.suite import load_suite  # noqa: E402
 from ladder_ros.evaluation.components import make_policy  # noqa: E402
-from ladder_ros.evaluation.episode import run_episode  # noqa: E402
+from ladder_ros.evaluation.reference_loop import run_episode  # noqa: E402
 from ladder_ros.evaluation.parity import compare_records  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402

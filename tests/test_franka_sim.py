@@ -330,7 +330,7 @@ def test_sim_eval_runs_a_franka_suite_with_its_expert_and_its_layouts_by_default
 
 
 def test_sim_eval_counts_the_triggers_attempt_ends_by_reason():
-    from ladder_ros.evaluation.report import attempt_ends_by_reason, format_attempt_ends
+    from ladder_ros.evaluation.summary_tables import attempt_ends_by_reason, format_attempt_ends
 
     def ended(step, reason):
         return {"step": step, "kind": "attempt_ended", "reason": reason}

@@ -36,7 +36,7 @@ from ladder_ros.bringup.graph import WORK_DIR_PREFIX, remove_stale_work_dirs  # 
 from ladder_ros.messages import DecisionDoc  # noqa: E402
 from ladder_ros.nodes import topics  # noqa: E402
 from ladder_ros.nodes.runtime import message_class, qos, STOP_DEADLINE_S  # noqa: E402
-from ladder_ros.evaluation.episodes import episode_record  # noqa: E402
+from ladder_ros.evaluation.recorded_episodes import episode_record  # noqa: E402
 from ladder_ros.recording.bag import bag_custom_data, read_bag  # noqa: E402
 from tests.processes import descendants, kill_tree  # noqa: E402
 

@@ -24,7 +24,7 @@ from ladder_ros.bringup.graph import load_graph  # noqa: E402
 from ladder_ros.bringup.recording import read_bag  # noqa: E402
 from ladder_ros.core.presets import WIDOWX  # noqa: E402
 from ladder_ros.core.suite import parse_suite  # noqa: E402
-from ladder_ros.evaluation.episode import run_episode  # noqa: E402
+from ladder_ros.evaluation.reference_loop import run_episode  # noqa: E402
 from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare_records  # noqa: E402
 from ladder_ros.messages import EpisodeCommand, EpisodeStatus  # noqa: E402
 from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode  # noqa: E402

@@ -361,7 +361,7 @@ def test_report_and_frames_of_a_recording_made_before_are_unchanged():
     import numpy as np
 
     from ladder_ros.evaluation.episode_report import build_report
-    from ladder_ros.evaluation.episodes import load_episodes
+    from ladder_ros.evaluation.recorded_episodes import load_episodes
     from ladder_ros.evaluation.lerobot_export import read_frames
 
     expected = json.loads((LEGACY / "expected.json").read_text())

@@ -337,7 +337,7 @@ def test_depth_images_round_trip():
 # ------------------------------------------------------------------ operator versus VLM, blind sessions in the report
 def _episode(episode_id, verdicts, labels, plan_entry=None, finish_reason="plan_complete", variant="proprio_verifier"):
     """A recorded episode whose VLM said ``verdicts`` (plan index -> complete) and whose operator said ``labels``."""
-    from ladder_ros.evaluation.episodes import RecordedEpisode
+    from ladder_ros.evaluation.recorded_episodes import RecordedEpisode
 
     events = []
     for i, (index, complete) in enumerate(verdicts.items()):

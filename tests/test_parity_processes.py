@@ -10,7 +10,7 @@ import pytest
 from ladder_ros.core.presets import WIDOWX
 from ladder_ros.core.suite import load_suite
 from ladder_ros.core.task import Subgoal, Task, TaskCategory
-from ladder_ros.evaluation.episode import run_episode
+from ladder_ros.evaluation.reference_loop import run_episode
 from ladder_ros.evaluation.parity import attempt_ends, compare_records, first_difference, plan_episodes
 from tests.fakes import OracleCounter, ToyPolicy, ToyWorld
 from tests.processes import run_tree

@@ -3,7 +3,7 @@
 from ladder_ros.core import events as ev
 from ladder_ros.core.presets import WIDOWX
 from ladder_ros.core.task import Subgoal, Task, TaskCategory
-from ladder_ros.evaluation.episode import run_episode
+from ladder_ros.evaluation.reference_loop import run_episode
 from tests.fakes import OracleCounter, ToyPolicy, ToyWorld
 
 TASK = Task(task_id="toy2", scene="toy", category=TaskCategory.SINGLE_DESTINATION,

@@ -29,7 +29,7 @@ from ladder_ros.core.rotations import (
 )
 from ladder_ros.core.suite import load_suite
 from ladder_ros.evaluation.components import make_policy
-from ladder_ros.evaluation.episode import run_episode
+from ladder_ros.evaluation.reference_loop import run_episode
 from ladder_ros.sim.maniskill_env import missing_prerequisites, repository_root
 
 pytestmark = [pytest.mark.maniskill, pytest.mark.filterwarnings("ignore::DeprecationWarning")]

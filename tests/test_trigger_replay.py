@@ -74,7 +74,7 @@ def test_the_franka_trigger_on_a_recorded_sim_trace_agrees_with_trigger_replay(t
     from ladder_ros.core.presets import FRANKA
     from ladder_ros.core.suite import load_suite
     from ladder_ros.evaluation.components import make_policy, make_verifier
-    from ladder_ros.evaluation.episode import run_episode
+    from ladder_ros.evaluation.reference_loop import run_episode
     from ladder_ros.paths import share_path
     from ladder_ros.sim.mujoco_tabletop import MujocoTabletop
 

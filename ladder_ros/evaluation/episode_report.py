@@ -55,8 +55,8 @@ from ladder_ros.core.metrics import (
     wilson_interval,
 )
 from ladder_ros.core.presets import PRESETS
-from ladder_ros.evaluation import report as tables
-from ladder_ros.evaluation.episodes import (
+from ladder_ros.evaluation import summary_tables as tables
+from ladder_ros.evaluation.recorded_episodes import (
     IMAGE_SUFFIX,
     RecordedEpisode,
     ab_keys,

@@ -204,7 +204,7 @@ class FaultMatrix:
 
     def _record_on_disk(self, episode_id: str) -> dict | None:
         """The episode's record in its recording (the last part, when a restarted recorder continued it)."""
-        from ladder_ros.evaluation.episodes import episode_record
+        from ladder_ros.evaluation.recorded_episodes import episode_record
 
         parts = sorted(self.output_dir.glob(f"{episode_id}.part*")) or [self.output_dir / episode_id]
         deadline = time.monotonic() + 15.0  # the recorder closes a bag close_grace_s after the final status

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.evaluation.episodes import RecordedEpisode, load_episodes
+from ladder_ros.evaluation.recorded_episodes import RecordedEpisode, load_episodes
 from ladder_ros.interface_conversions import recorded_document
 from ladder_ros.messages import DONE, NOT_DONE, DecisionDoc, EpisodeStatus, SchemaError
 

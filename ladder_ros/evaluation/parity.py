@@ -1,7 +1,7 @@
 """``ladder-ros parity GRAPH``: the ROS graph must reproduce the in-process reference loop exactly.
 
 The same tasks, variants, layouts and seeds run twice: through the reference loop
-(:func:`~ladder_ros.evaluation.episode.run_episode`, one process) and through the graph (each node
+(:func:`~ladder_ros.evaluation.reference_loop.run_episode`, one process) and through the graph (each node
 its own process, in lockstep, driven by the episode client). Both sides build the simulator, the
 policy and the verifier from the graph's own params file, so they run the same components. Per
 episode the step-by-step event logs (trigger firings, verification queries and answers, queue
@@ -143,7 +143,7 @@ class ReferenceRunner:
         return self._verifier
 
     def run(self, episode: ParityEpisode) -> dict:
-        from ladder_ros.evaluation.episode import run_episode
+        from ladder_ros.evaluation.reference_loop import run_episode
         from ladder_ros.evaluation.components import make_policy
 
         task = self.suite.task(episode.task_id)

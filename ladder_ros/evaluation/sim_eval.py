@@ -1,6 +1,6 @@
 """``ladder-ros sim-eval``: orchestrator variants × tasks × episodes on a simulated suite.
 
-Every episode runs the in-process reference loop (:func:`~ladder_ros.evaluation.episode.run_episode`).
+Every episode runs the in-process reference loop (:func:`~ladder_ros.evaluation.reference_loop.run_episode`).
 Episode ``k`` of a task uses layout ``k mod layouts`` and the same seed for every variant, so the
 variants meet the same scenes (paired). Results go to ``OUT/episodes.jsonl`` (one line per
 episode, appended as they finish) and ``OUT/summary.json``; a table like the paper's Table 3 is
@@ -45,7 +45,7 @@ from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.presets import PRESET_OPTIONS, EmbodimentPreset, get_preset, parse_preset_options
 from ladder_ros.core.suite import TaskSuite, load_suite
 from ladder_ros.core.task import LADDER_RULE
-from ladder_ros.evaluation import report
+from ladder_ros.evaluation import summary_tables
 from ladder_ros.evaluation.components import (
     NOISE_DEFAULT,
     PLANNERS,
@@ -62,7 +62,6 @@ from ladder_ros.evaluation.components import (
     policy_action_convention,
     verifier_label,
 )
-from ladder_ros.evaluation.episode import PLAN_SOURCES, PLANNER, REFERENCE, EpisodeRecord, run_episode, uses_plan
 from ladder_ros.evaluation.executors import (
     DEFAULT_MAX_RETRIES,
     EXECUTORS,
@@ -76,6 +75,14 @@ from ladder_ros.evaluation.executors import (
     parse_env_vars,
 )
 from ladder_ros.evaluation.policy_summary import format_policy_note, summarize_policy
+from ladder_ros.evaluation.reference_loop import (
+    PLAN_SOURCES,
+    PLANNER,
+    REFERENCE,
+    EpisodeRecord,
+    run_episode,
+    uses_plan,
+)
 from ladder_ros.evaluation.run_key import claim_output, episode_key, key_differences, key_digest, run_key
 from ladder_ros.paths import share_path
 from ladder_ros.policies.factory import load_policy
@@ -385,7 +392,7 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
             summary[variant]["verifier"] = verifier_label(config.verifier)
         summary[variant]["plan_source"] = config.plan_source if uses_plan(parsed) else (
             "none" if parsed is Variant.LOW_LEVEL_POLICY else REFERENCE)
-    ends = report.attempt_ends_by_reason(records)
+    ends = summary_tables.attempt_ends_by_reason(records)
     for variant, per_reason in ends.items():
         summary[variant]["attempt_ends"] = per_reason
     pairs = paired_differences(records, suite)
@@ -406,7 +413,7 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
         "execution": execution,  # where this invocation ran its episodes (None: it ran none)
     }
     (out / "summary.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    table = report.format_table(summary, labels)
+    table = summary_tables.format_table(summary, labels)
     if labels:
         table += f"\n* counts from the {verifier_label(config.verifier)}"
     options = ", ".join(f"{k} {v}" for k, v in preset.options.items())
@@ -418,16 +425,16 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
     if document["errors"]:
         table += (f"\nerrors: {document['errors']} episode(s) produced no result (the 'error' of their records); "
                   "each counts as a failure")
-    causes = report.format_failure_causes(summary)
+    causes = summary_tables.format_failure_causes(summary)
     text = "\n\n".join(x for x in (table, "failure causes of unfinished subgoals:\n" + causes,
-                                   report.format_attempt_ends(ends) if ends else "",
-                                   report.format_paired(pairs) if pairs else "") if x)
+                                   summary_tables.format_attempt_ends(ends) if ends else "",
+                                   summary_tables.format_paired(pairs) if pairs else "") if x)
     (out / "table.txt").write_text(text + "\n", encoding="utf-8")
-    report.plot_success_vs_horizon(summary, out / "success_vs_horizon.png",
-                                   title=f"suite {suite.name} on {config.simulator}, {config.policy} "
-                                         f"(noise {config.noise}), preset {preset.name} ({options})\n"
-                                         f"plans: {plans}; verifier: {verifier_label(config.verifier)}\n"
-                                         f"{rules}; bands: 95% Wilson intervals")
+    summary_tables.plot_success_vs_horizon(summary, out / "success_vs_horizon.png",
+                                           title=f"suite {suite.name} on {config.simulator}, {config.policy} "
+                                                 f"(noise {config.noise}), preset {preset.name} ({options})\n"
+                                                 f"plans: {plans}; verifier: {verifier_label(config.verifier)}\n"
+                                                 f"{rules}; bands: 95% Wilson intervals")
     return {"summary": summary, "text": text}
 
 

@@ -32,7 +32,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                  "run episodes of the robot graph on the wall clock against a simulated robot, timed"),
     "recording": ("ladder_ros.bringup.recording", "inspect or recover an episode recording (rosbag2 MCAP)"),
     "panel": ("ladder_ros.panel.app", "the operator panel (episodes, labels, robot safety)"),
-    "report": ("ladder_ros.evaluation.episode_report",
+    "report": ("ladder_ros.evaluation.report_render",
                "the paper's tables over recorded episodes (Markdown, PNG, HTML)"),
     "export": ("ladder_ros.evaluation.lerobot_export", "recorded episodes as a dataset (LeRobot v3.0)"),
     "calibrate": ("ladder_ros.camera.calibrate", "camera calibration: ChArUco intrinsics, eye-to-hand, check"),

@@ -360,9 +360,9 @@ def test_report_and_frames_of_a_recording_made_before_are_unchanged():
     report, the labels, the VLM calls and the export's frame reader gave on it before the typed interfaces."""
     import numpy as np
 
-    from ladder_ros.evaluation.episode_report import build_report
-    from ladder_ros.evaluation.recorded_episodes import load_episodes
     from ladder_ros.evaluation.lerobot_export import read_frames
+    from ladder_ros.evaluation.recorded_episodes import load_episodes
+    from ladder_ros.evaluation.report_statistics import build_report
 
     expected = json.loads((LEGACY / "expected.json").read_text())
     episodes = load_episodes(LEGACY)

@@ -357,7 +357,7 @@ def _episode(episode_id, verdicts, labels, plan_entry=None, finish_reason="plan_
 
 
 def test_cohen_kappa_by_hand_and_its_bootstrap_over_episodes():
-    from ladder_ros.evaluation.episode_report import cohen_kappa, kappa_interval
+    from ladder_ros.evaluation.agreement import cohen_kappa, kappa_interval
 
     # p_o = 35/50, p_e = (25*30 + 25*20) / 50^2 = 0.5, kappa = (0.7 - 0.5) / 0.5
     assert cohen_kappa(20, 5, 10, 15) == pytest.approx(0.4)
@@ -372,7 +372,7 @@ def test_cohen_kappa_by_hand_and_its_bootstrap_over_episodes():
 
 
 def test_agreement_per_session_lists_the_disagreements():
-    from ladder_ros.evaluation.episode_report import agreement_by_session
+    from ladder_ros.evaluation.agreement import agreement_by_session
 
     episodes = [_episode("e1", {0: True, 1: True}, {0: "done", 1: "not_done"}, {"plan": "lab", "key": "k"}),
                 _episode("e2", {0: False, 1: True}, {0: "done", 1: "done"}, {"plan": "lab", "key": "k2"}),
@@ -388,7 +388,7 @@ def test_agreement_per_session_lists_the_disagreements():
 
 
 def test_report_leaves_out_void_episodes_and_open_blind_sessions(tmp_path):
-    from ladder_ros.evaluation.episode_report import build_report
+    from ladder_ros.evaluation.report_statistics import build_report
 
     blind = {"plan": "ab", "key": "t2/pair0/A/e0/l0/s0", "ab": {"pair": 0, "arm": "A"}}
     episodes = [_episode("ok", {0: True}, {0: "done"}),
@@ -413,7 +413,7 @@ def test_report_leaves_out_void_episodes_and_open_blind_sessions(tmp_path):
 
 def test_category_plot_takes_a_wilson_bound_a_rounding_error_past_the_rate(tmp_path):
     from ladder_ros.core.metrics import wilson_interval
-    from ladder_ros.evaluation.episode_report import plot_by_category
+    from ladder_ros.evaluation.report_render import plot_by_category
 
     lo, hi = wilson_interval(0, 3)  # 5.6e-17 above the rate 0 on this machine's floats
     summary = {"low_level_policy": {"by_category": {"c": {"success_rate": 0.0, "ci95": [lo, hi], "n": 3}}}}

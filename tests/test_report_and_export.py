@@ -27,9 +27,10 @@ from ladder_ros.interface_conversions import recorded_document  # noqa: E402
 
 from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
 from ladder_ros.bringup.recording import read_bag  # noqa: E402
-from ladder_ros.evaluation.episode_report import build_report, write_report  # noqa: E402
-from ladder_ros.evaluation.recorded_episodes import load_episodes  # noqa: E402
 from ladder_ros.evaluation.lerobot_export import export_lerobot  # noqa: E402
+from ladder_ros.evaluation.recorded_episodes import load_episodes  # noqa: E402
+from ladder_ros.evaluation.report_render import write_report  # noqa: E402
+from ladder_ros.evaluation.report_statistics import build_report  # noqa: E402
 from ladder_ros.evaluation.sim_eval import EvalConfig, evaluate  # noqa: E402
 from ladder_ros.messages import DecisionDoc  # noqa: E402
 from ladder_ros.panel import labels as label_ops  # noqa: E402

@@ -36,10 +36,10 @@ from tests.vlm_fixtures.tiny_vlm import build_tiny_gemma3  # noqa: E402
 
 from ladder_ros.core.task import Subgoal  # noqa: E402
 from ladder_ros.core.verification import VerificationRequest  # noqa: E402
+from ladder_ros.evaluation.vlm_bench import run_bench  # noqa: E402
+from ladder_ros.evaluation.vlm_bench_data import load_benchmark  # noqa: E402
 from ladder_ros.vlm import GeminiSettings, VLMConfig, make_components  # noqa: E402
 from ladder_ros.vlm.backends.base import Purpose  # noqa: E402
-from ladder_ros.vlm.bench import run_bench  # noqa: E402
-from ladder_ros.vlm.bench_data import load_benchmark  # noqa: E402
 
 REQUEST = VerificationRequest(request_id=0, step=0, plan_index=0,
                               subgoal=Subgoal("carrot", "plate", "put the carrot on the plate"), required=1,

@@ -24,7 +24,7 @@ from ladder_ros.core.errors import LadderError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim-eval": ("ladder_ros.evaluation.sim_eval", "evaluate orchestrator variants on a simulated task suite"),
     "trigger-replay": ("ladder_ros.evaluation.trigger_replay", "replay a gripper trace through the trigger"),
-    "vlm-bench": ("ladder_ros.vlm.bench", "score a VLM backend on the offline benchmark"),
+    "vlm-bench": ("ladder_ros.evaluation.vlm_bench", "score a VLM backend on the offline benchmark"),
     "up": ("ladder_ros.bringup.up", "start a graph's nodes as processes (no ros2 launch needed)"),
     "run": ("ladder_ros.bringup.run", "run episodes on a graph in simulation and print the results"),
     "parity": ("ladder_ros.evaluation.parity", "check that the ROS graph reproduces the in-process loop"),

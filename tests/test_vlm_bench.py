@@ -13,12 +13,12 @@ import re
 import pytest
 
 from ladder_ros import cli
+from ladder_ros.evaluation.vlm_bench import BenchRunError, run_bench
+from ladder_ros.evaluation.vlm_bench_data import DatasetDriftError, load_benchmark
 from ladder_ros.vlm import VLMConfig, make_components
 from ladder_ros.vlm.accounting import ModelPrice, PriceTable, UsageLedger
 from ladder_ros.vlm.backends.base import ImagePart, Purpose
 from ladder_ros.vlm.backends.replay import RecordingBackend
-from ladder_ros.vlm.bench import BenchRunError, run_bench
-from ladder_ros.vlm.bench_data import DatasetDriftError, load_benchmark
 from tests.vlm_fixtures.bench_dataset import solid_image, write_benchmark
 from tests.vlm_fixtures.scripted import ScriptedBackend
 

@@ -88,8 +88,9 @@ class DriverReporter:
             self.node.get_logger().error(f"not publishing the arm's state: {exc}", throttle_duration_sec=1.0)
 
     def command(self, names: Sequence[str], joints: np.ndarray, aperture: float,
-                velocities: np.ndarray | None = None) -> None:
-        msg = joint_state_to_msg(names, joints, aperture, self.now_ns(), self.aperture_joint)
+                velocities: np.ndarray | None = None, stamp_ns: int | None = None) -> None:
+        stamp = self.now_ns() if stamp_ns is None else stamp_ns
+        msg = joint_state_to_msg(names, joints, aperture, stamp, self.aperture_joint)
         if velocities is not None:
             msg.velocity = [*map(float, velocities), 0.0]
         self._command.publish(msg)

@@ -4,7 +4,10 @@
 
 * actions on ``policy/action`` go through the source check (only the configured policy
   publishes), :class:`~ladder_ros.robots.admission.ActionAdmission` (not stale, not from the
-  future, one per control period) and then the subclass's filter and arm (``arm_apply``);
+  future, one per control period) and then the subclass's filter and arm (``arm_apply``); a
+  subclass that sends its commands at their own moment rather than on arrival (the WidowX, on its
+  control grid) says when each reaches the arm (``plan_application``), and admission spaces the
+  actions by that moment;
 * the safety supervisor (:mod:`ladder_ros.core.safety_supervisor`: dry run until armed, latched
   e-stop, watchdog, hold while verifying, faults that need a recovery), and two timers: the
   control tick (read and publish the arm, notice faults, step homing, poll the arm's health) and a
@@ -167,6 +170,11 @@ class RobotDriverNode(OperatorServices, ArmStopping, Node):
     def arm_diagnostics(self) -> dict[str, Any]:
         return {}
 
+    def plan_application(self, stamp_ns: int, now_ns: int) -> int:
+        """Once per action about to be applied (before ``arm_apply``): when (node clock, ns) it reaches the arm. Now,
+        unless the driver paces its commands (the WidowX: on its control grid). Admission spaces actions by it."""
+        return now_ns
+
     def hardware_id(self) -> str:
         return self.get_name()
 
@@ -198,7 +206,7 @@ class RobotDriverNode(OperatorServices, ArmStopping, Node):
             self.stop_arm()
 
     def _apply(self, msg: JointTrajectory, stamp_ns: int, now: float, now_ns: int) -> None:
-        self.admission.applied(stamp_ns, now_ns)
+        self.admission.applied(stamp_ns, self.plan_application(stamp_ns, now_ns))
         if self.homing:
             self.get_logger().warning("homing: actions are ignored until the arm is home", throttle_duration_sec=2.0)
             return
@@ -215,11 +223,12 @@ class RobotDriverNode(OperatorServices, ArmStopping, Node):
             self.get_logger().error(f"action not applied (stopping the arm): {exc!r}")
             self.stop_arm()
 
-    def permit(self, now: float) -> Permission:
-        """The supervisor's verdict on a command that passed the filter; a moving command is a control tick."""
+    def permit(self, now: float, tick: bool = True) -> Permission:
+        """The supervisor's verdict on a command that passed the filter; a moving command is a control tick
+        (``tick`` False: the driver records the tick itself, when the command reaches the arm)."""
         assert self.supervisor is not None
         permission = self.supervisor.permit(now)
-        if permission is Permission.MOVE:
+        if permission is Permission.MOVE and tick:
             self.timing.tick(now)
         return permission
 
@@ -236,8 +245,9 @@ class RobotDriverNode(OperatorServices, ArmStopping, Node):
         self.publish_state()
 
     def publish_command(self, names: Sequence[str], joints: np.ndarray, aperture: float,
-                        velocities: np.ndarray | None = None) -> None:
-        self.reporter.command(names, joints, aperture, velocities)
+                        velocities: np.ndarray | None = None, stamp_ns: int | None = None) -> None:
+        """``robot/joint_command``, stamped ``stamp_ns`` (the moment the command went to the arm) or now."""
+        self.reporter.command(names, joints, aperture, velocities, stamp_ns)
 
     # ------------------------------------------------------------------ periodic
     def _read(self) -> ArmSnapshot | None:

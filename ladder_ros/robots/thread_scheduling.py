@@ -15,11 +15,21 @@ set; :func:`lent` gives that setting to a thread for one call only (the call tha
 control thread).
 
 Where the platform has no per-thread scheduling calls (not Linux), both are no-ops.
+
+:func:`favour` is for a whole driver process, called before it starts any thread: a lower niceness
+for the calling thread (on Linux each thread has its own, and the threads it starts inherit it) and
+a shorter GIL switch interval, so that the thread that makes a driver's vendor calls is neither left
+waiting for a CPU behind the other processes of a busy machine while it (or the thread holding the
+GIL) is runnable, nor waits the default 5 ms for the GIL while another of the process's threads runs
+Python. Both stay within the normal scheduling policy (no real-time priority that could starve the
+machine); where the system refuses the niceness (an unprivileged user without an ``RLIMIT_NICE``
+that allows it), the process runs as it was and the result says why.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -105,3 +115,37 @@ def lent(scheduling: Scheduling | None) -> Iterator[None]:
         yield
     finally:
         apply(before)
+
+
+@dataclass(frozen=True)
+class Favoured:
+    """What :func:`favour` did: the calling thread's niceness after it, the GIL switch interval, and a refusal."""
+
+    niceness: int | None  # None where the platform cannot say
+    switch_interval_s: float
+    refused: str = ""
+
+    def describe(self) -> str:
+        nice = "niceness unknown" if self.niceness is None else f"niceness {self.niceness}"
+        text = f"{nice}, GIL switch interval {self.switch_interval_s * 1000:g} ms"
+        return f"{text} ({self.refused})" if self.refused else text
+
+
+def favour(niceness: int, switch_interval_s: float) -> Favoured:
+    """Lower the calling thread's niceness to ``niceness`` (never raise it) and set the GIL switch interval.
+
+    Call it before the process starts its threads: they inherit the niceness (see the module docstring).
+    """
+    sys.setswitchinterval(switch_interval_s)
+    interval = sys.getswitchinterval()
+    if not hasattr(os, "getpriority"):
+        return Favoured(None, interval, "this platform has no niceness")
+    current = os.getpriority(os.PRIO_PROCESS, 0)  # on Linux: the calling thread's
+    if current <= niceness:
+        return Favoured(current, interval)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, niceness)
+    except OSError as exc:
+        return Favoured(current, interval, f"niceness {niceness} refused: {exc.strerror or exc}; it needs "
+                                           f"CAP_SYS_NICE or an RLIMIT_NICE allowing it (limits.conf: nice {niceness})")
+    return Favoured(os.getpriority(os.PRIO_PROCESS, 0), interval)

@@ -33,7 +33,7 @@ from ladder_ros.sim.widowx_twin.xs_sdk import Hang, SimulatedXsSdk
 # Project choice: how long an answer waits for its caller's reply subscription to be matched (discovery on one
 # machine takes milliseconds; a starved process, seconds); past it the answer goes out anyway, and is logged.
 REPLY_MATCH_WAIT_S = 5.0
-HELD_REPLIES_PERIOD_S = 0.01  # how often held answers are looked at
+HELD_REPLIES_PERIOD_S = 0.01  # how often held answers are looked at (only while some are held)
 
 
 class XsSdkRosServer:
@@ -50,7 +50,10 @@ class XsSdkRosServer:
         self._call_sub = node.create_subscription(String, name(xs_wire.CALL_TOPIC), self._on_call, reliable(100))
         self._held: deque[tuple[float, str, String]] = deque()  # (send by, service, reply) in answer order
         self._held_lock = threading.Lock()
-        node.create_timer(HELD_REPLIES_PERIOD_S, self._send_held)
+        # Runs only while answers are held (a 100 Hz timer that wakes the twin's executor for nothing costs it a few
+        # per cent of a core).
+        self._held_timer = node.create_timer(HELD_REPLIES_PERIOD_S, self._send_held)
+        self._held_timer.cancel()
         for command in xs_wire.COMMAND_TOPICS:
             node.create_subscription(JointState, name(command), lambda m, t=command: self._on_command(t, m),
                                      reliable(50))
@@ -76,6 +79,7 @@ class XsSdkRosServer:
         reply = String(data=encode(xs_wire.XsSdkReply.of(call.call_id, call.service, done.result())))
         with self._held_lock:
             self._held.append((time.monotonic() + REPLY_MATCH_WAIT_S, call.service, reply))
+            self._held_timer.reset()
         self._send_held()
 
     def callers_hear_replies(self) -> bool:
@@ -86,6 +90,7 @@ class XsSdkRosServer:
         """Send the held answers, in order, once their callers hear replies (or once they have waited enough)."""
         with self._held_lock:  # held while publishing: the xs_sdk thread and the timer send in answer order
             if not self._held:
+                self._held_timer.cancel()
                 return
             ready = self.callers_hear_replies()
             now = time.monotonic()
@@ -99,6 +104,8 @@ class XsSdkRosServer:
                     self._reply_pub.publish(reply)
                 except Exception as exc:  # shutting down: nobody is left to answer
                     self.node.get_logger().warning(f"could not answer xs_sdk call {service}: {exc!r}")
+            if not self._held:
+                self._held_timer.cancel()
 
     def _on_command(self, topic: str, msg: JointState) -> None:
         names, values = list(msg.name), list(msg.position)

@@ -419,7 +419,7 @@ def test_a_timed_request_arrives_just_before_its_chunk_is_due_so_actions_are_as_
     assert sim.executor.idle == sim.executor.idle_first  # and never idle for it
     assert float(np.median(ages)) <= latency_s + 1.5 * sim.period
     horizon = sim.executor.realtime_horizon()
-    assert horizon == max(math.ceil((latency_s + 0.15 * sim.period) / sim.period - 1e-9), 2)
+    assert horizon == max(math.ceil((latency_s + 0.1 * sim.period) / sim.period - 1e-9), 2)
     by_chunk = {}
     for a in given:
         if a is not None:

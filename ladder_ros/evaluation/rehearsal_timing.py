@@ -6,7 +6,9 @@ applied it) and every ``policy/action_tag`` (the action's stamp, the stamp of th
 chunk was computed from, the chunk's inference latency). From them, per episode:
 
 * ``control_period_ms`` {p50, p99}: the time between two applied actions;
-* ``period_error_p99_pct``: the 99th percentile of ``|period - nominal| / nominal``, in percent;
+* ``period_error_p99_pct``: the 99th percentile of ``|period - nominal| / nominal``, in percent, over the
+  times between consecutive applied actions (an idle gap of more than 1.5 periods is no period of the
+  control loop but periods without an action: counted in ``idle_periods`` and ``gaps``, not here);
 * ``idle_periods``: control periods between the first and the last applied action in which no
   action was applied (a gap of ``g`` periods, rounded, holds ``g - 1`` idle periods);
 * ``max_action_gap_ms``: the longest time between two applied actions;
@@ -71,7 +73,8 @@ def episode_timing(command_stamps_ns: Sequence[int], tags: Sequence[TaggedAction
     periods_ms = np.diff(commands) / 1e6 if len(commands) > 1 else np.zeros(0)
     nominal_ms = period_s * 1000.0
     idle = int(sum(max(0, round(p / nominal_ms) - 1) for p in periods_ms))
-    errors_pct = np.abs(periods_ms - nominal_ms) / nominal_ms * 100.0
+    consecutive = periods_ms[periods_ms <= GAP_PERIODS * nominal_ms]
+    errors_pct = np.abs(consecutive - nominal_ms) / nominal_ms * 100.0
     ordered = sorted(tags, key=lambda t: t.stamp_ns)
     stamps = [t.stamp_ns for t in ordered]
     ages_ms = []

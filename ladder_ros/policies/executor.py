@@ -72,7 +72,7 @@ LEAD_MARGIN_PERIODS = 0.25  # project choice: a quarter period for tick jitter a
 # Realtime: a request timed to arrive just before its chunk is due keeps this much of a period in hand (tick
 # jitter, the hand-over to the control thread); the latency it plans with is already the worst of the last
 # eight. Project choice: with 15 ms of server jitter no chunk came late in the rehearsal.
-TIMED_MARGIN_PERIODS = 0.15
+TIMED_MARGIN_PERIODS = 0.1
 
 
 class StaleObservation(LadderError):

@@ -48,7 +48,7 @@ import numpy as np
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.evaluation.recorded_episodes import RecordedEpisode, load_episodes
 from ladder_ros.interface_conversions import recorded_document
-from ladder_ros.messages import DONE, NOT_DONE, DecisionDoc, EpisodeStatus, SchemaError
+from ladder_ros.messages import DONE, NOT_DONE, DecisionDoc, EpisodeLabels, EpisodeStatus, SchemaError
 
 CODEBASE_VERSION = "v3.0"  # LeRobot dataset format this writer produces
 CHUNKS_SIZE = 1000  # files per chunk folder (LeRobot's default)
@@ -237,14 +237,24 @@ def combined_stats(per_episode: list[dict[str, np.ndarray]]) -> dict[str, list]:
 
 def export_lerobot(root: Path, out: Path, repo_id: str = "ladder_ros/episodes", overwrite: bool = False) -> dict:
     """Write every recorded episode under ``root`` that has frames as a LeRobot v3.0 dataset at ``out``."""
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    writer = DatasetWriter(out)  # imports the writers' libraries before the output folder is touched
+    _clear_output(out, overwrite)
+    episodes = _episodes_with_frames(root)
+    _check_alike(episodes, root)
+    for ep_index, frames in enumerate(episodes):
+        writer.add_episode(ep_index, frames)
+    return writer.finish(_features(episodes[0]), episodes, root, repo_id)
 
+
+def _clear_output(out: Path, overwrite: bool) -> None:
     if out.exists():
         if not overwrite:
             raise ConfigError("the output folder exists (use --overwrite to replace it)", source=str(out))
         shutil.rmtree(out)
+
+
+def _episodes_with_frames(root: Path) -> list[EpisodeFrames]:
+    """The frames of every recorded episode under ``root`` with a recording, a record and actions."""
     candidates = [e for e in load_episodes(root) if e.bag is not None and e.record is not None]
     episodes: list[EpisodeFrames] = []
     for e in candidates:
@@ -255,13 +265,22 @@ def export_lerobot(root: Path, out: Path, repo_id: str = "ladder_ros/episodes", 
         episodes.append(frames)
     if not episodes:
         raise ConfigError("no recorded episode with frames (recordings of finished episodes)", source=str(root))
+    return episodes
+
+
+def _check_alike(episodes: list[EpisodeFrames], root: Path) -> None:
+    """One dataset has one control rate, one joint order and one image size."""
     first = episodes[0]
     for f in episodes[1:]:
         if f.fps != first.fps or f.joint_names != first.joint_names or f.images[0].shape != first.images[0].shape:
             raise ConfigError(f"episode {f.episode.episode_id} does not match {first.episode.episode_id} (control "
                               "rate, joint names or image size): export them separately", source=str(root))
+
+
+def _features(first: EpisodeFrames) -> dict[str, dict]:
+    """The dataset's features (``meta/info.json``), shaped by its first episode."""
     n_state = len(first.joint_names)
-    features: dict[str, dict] = {
+    return {
         CAMERA: {"dtype": "video", "shape": list(first.images[0].shape), "names": ["height", "width", "channels"]},
         "observation.state": {"dtype": "float32", "shape": [n_state], "names": list(first.joint_names)},
         "observation.ee_pose": {"dtype": "float32", "shape": [7], "names": list(POSE_NAMES)},
@@ -277,33 +296,100 @@ def export_lerobot(root: Path, out: Path, repo_id: str = "ladder_ros/episodes", 
         LANGUAGE_PERSISTENT: {"dtype": "language", "shape": [1], "names": None},
         LANGUAGE_EVENTS: {"dtype": "language", "shape": [1], "names": None},
     }
-    numeric = [k for k, f in features.items() if f["dtype"] in ("float32", "int64")]
-    tasks: dict[str, int] = {}
-    episode_rows: list[dict[str, Any]] = []
-    columns: dict[str, list[np.ndarray]] = {k: [] for k in numeric}
-    camera_stats: list[dict[str, np.ndarray]] = []
-    index = 0
-    video_info: dict[str, Any] = {}
-    for ep_index, f in enumerate(episodes):
-        n = len(f.actions)
-        task_index = tasks.setdefault(f.task, len(tasks))
-        labels = f.episode.labels
-        subtasks = subtask_rows(f.instructions, f.fps)
 
-        def label_code(i: int) -> int:
-            label = labels.subgoal_label(i) if labels is not None and i >= 0 else None
-            return {DONE: 1, NOT_DONE: 0}.get(label, -1)
 
-        states, poses, actions = np.stack(f.states), np.stack(f.poses), np.stack(f.actions)
+def _label_code(labels: EpisodeLabels | None, plan_index: int) -> int:
+    """The operator's label of a subgoal as a number: 1 done, 0 not done, -1 none (or no subgoal followed)."""
+    label = labels.subgoal_label(plan_index) if labels is not None and plan_index >= 0 else None
+    return {DONE: 1, NOT_DONE: 0}.get(label, -1)
+
+
+def _frame_values(f: EpisodeFrames, ep_index: int, task_index: int, start: int) -> dict[str, np.ndarray]:
+    """The numeric columns of one episode's frames; ``start`` is the dataset index of its first frame."""
+    n = len(f.actions)
+    labels = f.episode.labels
+    return {
+        "observation.state": np.stack(f.states), "observation.ee_pose": np.stack(f.poses),
+        "action": np.stack(f.actions),
+        "plan_index": np.asarray(f.plan_indices, dtype=np.int64),
+        "subgoal_label": np.asarray([_label_code(labels, i) for i in f.plan_indices], dtype=np.int64),
+        "timestamp": np.arange(n, dtype=np.float32) / np.float32(f.fps),
+        "frame_index": np.arange(n, dtype=np.int64), "episode_index": np.full(n, ep_index, dtype=np.int64),
+        "index": np.arange(start, start + n, dtype=np.int64), "task_index": np.full(n, task_index, dtype=np.int64),
+    }
+
+
+def _episode_row(f: EpisodeFrames, ep_index: int, start: int, stats: dict[str, dict[str, np.ndarray]]) -> dict:
+    """One episode's row of ``meta/episodes``: where its frames are, what the episode was, its statistics."""
+    n = len(f.actions)
+    chunk, file = _chunk(ep_index)
+    record = f.episode.record or {}
+    labels = f.episode.labels
+    return {
+        "episode_index": ep_index, "tasks": [f.task], "length": n,
+        "data/chunk_index": chunk, "data/file_index": file,
+        "dataset_from_index": start, "dataset_to_index": start + n,
+        f"videos/{CAMERA}/chunk_index": chunk, f"videos/{CAMERA}/file_index": file,
+        f"videos/{CAMERA}/from_timestamp": 0.0, f"videos/{CAMERA}/to_timestamp": n / f.fps,
+        "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0,
+        "ladder/episode_id": f.episode.episode_id, "ladder/task_id": str(record.get("task_id", "")),
+        "ladder/variant": str(record.get("variant", "")), "ladder/success": bool(record.get("success", False)),
+        "ladder/finish_reason": str(record.get("finish_reason") or ""),
+        "ladder/operator_label": (labels.episode if labels is not None else None) or "",
+        "ladder/subgoal_labels": json.dumps(labels.subgoals if labels is not None else {}),
+        "ladder/note": labels.note if labels is not None else "",
+        "ladder/filled_steps": f.filled,
+        **_flat_stats(stats),
+    }
+
+
+def _robot_type(episodes: list[EpisodeFrames]) -> str:
+    """The preset of the first episode that names one (empty: none does)."""
+    preset = ""
+    for f in episodes:
+        events = (f.episode.record or {}).get("events", [])
+        started = next((e for e in events if e.get("kind") == "episode_started"), {})
+        preset = preset or str(started.get("preset", ""))
+    return preset
+
+
+class DatasetWriter:
+    """The files of one dataset at ``out``, written episode by episode, then its ``meta/`` folder."""
+
+    def __init__(self, out: Path):
+        import pandas as pd
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.pd, self.pa, self.pq = pd, pa, pq
+        self.out = out
+        self.tasks: dict[str, int] = {}  # task text -> task index, in the order the episodes meet them
+        self.episode_rows: list[dict[str, Any]] = []
+        self.columns: dict[str, list[np.ndarray]] = {}  # numeric column -> its values per episode
+        self.camera_stats: list[dict[str, np.ndarray]] = []
+        self.frames = 0  # frames written so far: the dataset index of the next one
+        self.video_info: dict[str, Any] = {}
+
+    def add_episode(self, ep_index: int, f: EpisodeFrames) -> None:
+        """The episode's data file and video, and what ``meta/`` needs of it."""
+        task_index = self.tasks.setdefault(f.task, len(self.tasks))
+        values = _frame_values(f, ep_index, task_index, self.frames)
         chunk, file = _chunk(ep_index)
-        values = {
-            "observation.state": states, "observation.ee_pose": poses, "action": actions,
-            "plan_index": np.asarray(f.plan_indices, dtype=np.int64),
-            "subgoal_label": np.asarray([label_code(i) for i in f.plan_indices], dtype=np.int64),
-            "timestamp": np.arange(n, dtype=np.float32) / np.float32(f.fps),
-            "frame_index": np.arange(n, dtype=np.int64), "episode_index": np.full(n, ep_index, dtype=np.int64),
-            "index": np.arange(index, index + n, dtype=np.int64), "task_index": np.full(n, task_index, dtype=np.int64),
-        }
+        data_path = self.out / f"data/chunk-{chunk:03d}/file-{file:03d}.parquet"
+        self._write_data(values, subtask_rows(f.instructions, f.fps), len(f.actions), data_path)
+        video_path = self.out / f"videos/{CAMERA}/chunk-{chunk:03d}/file-{file:03d}.mp4"
+        self.video_info = encode_video(f.images, f.fps, video_path)
+        stats = {k: feature_stats(v) for k, v in values.items()}
+        stats[CAMERA] = image_stats(f.images)
+        self.camera_stats.append(stats[CAMERA])
+        for k, v in values.items():
+            self.columns.setdefault(k, []).append(v)
+        self.episode_rows.append(_episode_row(f, ep_index, self.frames, stats))
+        self.frames += len(f.actions)
+
+    def _write_data(self, values: dict[str, np.ndarray], subtasks: list[dict[str, Any]], n: int, path: Path) -> None:
+        """The episode's ``n`` frames as one data file: the numeric columns and the language columns."""
+        pa = self.pa
         table = pa.table({
             **{k: (pa.FixedSizeListArray.from_arrays(pa.array(v.ravel(), pa.float32()), v.shape[1]) if v.ndim == 2
                    else pa.array(v)) for k, v in values.items()},
@@ -311,64 +397,44 @@ def export_lerobot(root: Path, out: Path, repo_id: str = "ladder_ros/episodes", 
             LANGUAGE_PERSISTENT: pa.array([subtasks] * n),
             LANGUAGE_EVENTS: pa.array([[] for _ in range(n)], pa.list_(pa.null())),
         })
-        data_path = out / f"data/chunk-{chunk:03d}/file-{file:03d}.parquet"
-        data_path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, data_path)
-        video_info = encode_video(f.images, f.fps, out / f"videos/{CAMERA}/chunk-{chunk:03d}/file-{file:03d}.mp4")
-        stats = {k: feature_stats(v) for k, v in values.items()}
-        stats[CAMERA] = image_stats(f.images)
-        camera_stats.append(stats[CAMERA])
-        for k, v in values.items():
-            columns[k].append(v)
-        record = f.episode.record or {}
-        episode_rows.append({
-            "episode_index": ep_index, "tasks": [f.task], "length": n,
-            "data/chunk_index": chunk, "data/file_index": file,
-            "dataset_from_index": index, "dataset_to_index": index + n,
-            f"videos/{CAMERA}/chunk_index": chunk, f"videos/{CAMERA}/file_index": file,
-            f"videos/{CAMERA}/from_timestamp": 0.0, f"videos/{CAMERA}/to_timestamp": n / f.fps,
-            "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0,
-            "ladder/episode_id": f.episode.episode_id, "ladder/task_id": str(record.get("task_id", "")),
-            "ladder/variant": str(record.get("variant", "")), "ladder/success": bool(record.get("success", False)),
-            "ladder/finish_reason": str(record.get("finish_reason") or ""),
-            "ladder/operator_label": (labels.episode if labels is not None else None) or "",
-            "ladder/subgoal_labels": json.dumps(labels.subgoals if labels is not None else {}),
-            "ladder/note": labels.note if labels is not None else "",
-            "ladder/filled_steps": f.filled,
-            **_flat_stats(stats),
-        })
-        index += n
-    features[CAMERA]["info"] = video_info
-    meta = out / "meta"
-    (meta / "episodes/chunk-000").mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(episode_rows), meta / "episodes/chunk-000/file-000.parquet")
-    pd.DataFrame({"task_index": list(tasks.values())}, index=pd.Index(list(tasks), name="task")).to_parquet(
-        meta / "tasks.parquet")
-    stats = {k: {name: v.tolist() for name, v in feature_stats(np.concatenate(v)).items()}
-             for k, v in columns.items()}  # exact over every frame
-    stats[CAMERA] = combined_stats(camera_stats)
-    (meta / "stats.json").write_text(json.dumps(stats, indent=1) + "\n", encoding="utf-8")
-    preset = ""
-    for f in episodes:
-        events = (f.episode.record or {}).get("events", [])
-        started = next((e for e in events if e.get("kind") == "episode_started"), {})
-        preset = preset or str(started.get("preset", ""))
-    info = {
-        "codebase_version": CODEBASE_VERSION, "robot_type": preset or None, "total_episodes": len(episodes),
-        "total_frames": index, "total_tasks": len(tasks), "chunks_size": CHUNKS_SIZE,
-        "data_files_size_in_mb": 100, "video_files_size_in_mb": 200, "fps": first.fps,
-        "splits": {"train": f"0:{len(episodes)}"},
-        "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-        "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
-        "features": features,
-    }
-    (meta / "info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    # the exporter's own notes in a file of their own: upstream's DatasetInfo warns about unknown fields
-    ours = {"repo_id": repo_id, "source": str(root), "filled_steps": sum(f.filled for f in episodes),
-            "episode_ids": [f.episode.episode_id for f in episodes]}
-    (meta / "ladder_ros.json").write_text(json.dumps(ours, indent=2) + "\n", encoding="utf-8")
-    info["ladder_ros"] = ours
-    return info
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.pq.write_table(table, path)
+
+    def finish(self, features: dict[str, dict], episodes: list[EpisodeFrames], root: Path, repo_id: str) -> dict:
+        """``meta/``: the episodes, the tasks, the statistics, ``info.json`` and the exporter's own notes;
+        returns the info (with those notes under ``ladder_ros``)."""
+        features[CAMERA]["info"] = self.video_info
+        meta = self.out / "meta"
+        (meta / "episodes/chunk-000").mkdir(parents=True, exist_ok=True)
+        self.pq.write_table(self.pa.Table.from_pylist(self.episode_rows), meta / "episodes/chunk-000/file-000.parquet")
+        self.pd.DataFrame({"task_index": list(self.tasks.values())},
+                          index=self.pd.Index(list(self.tasks), name="task")).to_parquet(meta / "tasks.parquet")
+        (meta / "stats.json").write_text(json.dumps(self._dataset_stats(), indent=1) + "\n", encoding="utf-8")
+        info = self._info(features, episodes)
+        (meta / "info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        # the exporter's own notes in a file of their own: upstream's DatasetInfo warns about unknown fields
+        ours = {"repo_id": repo_id, "source": str(root), "filled_steps": sum(f.filled for f in episodes),
+                "episode_ids": [f.episode.episode_id for f in episodes]}
+        (meta / "ladder_ros.json").write_text(json.dumps(ours, indent=2) + "\n", encoding="utf-8")
+        info["ladder_ros"] = ours
+        return info
+
+    def _dataset_stats(self) -> dict[str, Any]:
+        stats = {k: {name: v.tolist() for name, v in feature_stats(np.concatenate(v)).items()}
+                 for k, v in self.columns.items()}  # exact over every frame
+        stats[CAMERA] = combined_stats(self.camera_stats)
+        return stats
+
+    def _info(self, features: dict[str, dict], episodes: list[EpisodeFrames]) -> dict[str, Any]:
+        return {
+            "codebase_version": CODEBASE_VERSION, "robot_type": _robot_type(episodes) or None,
+            "total_episodes": len(episodes), "total_frames": self.frames, "total_tasks": len(self.tasks),
+            "chunks_size": CHUNKS_SIZE, "data_files_size_in_mb": 100, "video_files_size_in_mb": 200,
+            "fps": episodes[0].fps, "splits": {"train": f"0:{len(episodes)}"},
+            "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
+            "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
+            "features": features,
+        }
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

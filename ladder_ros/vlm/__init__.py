@@ -1,4 +1,5 @@
-"""VLM planner, verifier and next-subtask components, their backends, accounting and offline benchmark.
+"""VLM planner, verifier and next-subtask components, their backends and accounting (the offline benchmark of
+these components is an evaluation tool: :mod:`ladder_ros.evaluation.vlm_bench`).
 
 Public API (importing this package loads neither google-genai nor transformers):
 

@@ -69,10 +69,11 @@ def connected(sim):
 def rig(connected):
     """Each test starts disarmed, with no e-stop latched, no fault held and the arm at rest.
 
-    franky-sim's planner now and then fails a motion under load (Ruckig's synchronization error, -111);
-    the driver then holds the arm as ``robot_error`` and refuses to arm until ``robot/recover``. The test
-    in which that happened fails; the next one starts from a recovered arm, as an operator would recover
-    it, instead of failing on the previous test's fault (and says so).
+    A fault the arm reports (a reflex, a planner failure) makes the driver hold the arm as
+    ``robot_error`` and refuse to arm until ``robot/recover``. The test in which that happened fails;
+    the next one starts from a recovered arm, as an operator would recover it, instead of failing on
+    the previous test's fault (and says so). (The stream once made franky's planner fail now and then
+    under load, Ruckig's -111: tests/test_franka_stream.py, benchmarks/bench_franka_stream.py.)
     """
     executor, driver, probe = connected
     probe.trigger(executor, topics.ESTOP_RELEASE_SERVICE)
@@ -160,6 +161,23 @@ def test_armed_the_arm_follows_a_joint_sequence_and_the_gripper_closes_and_opens
     hold_at(probe, executor, final, 0.0, lambda: probe.latest_aperture() > 0.95, 120, "the gripper open")
     velocities = [c.velocity[:7] for c in probe.commands]
     assert any(np.any(np.abs(v) > 0) for v in velocities)  # waypoints carried velocities
+
+
+def test_a_held_target_is_sent_once_and_the_arm_rests_on_it(rig):
+    """A policy holding still repeats its target: franky is not asked again to plan from the target the arm
+    stands on (Ruckig failed there with -111 now and then: tests/test_franka_stream.py)."""
+    executor, driver, probe = rig
+    assert probe.arm(executor).success
+    start = probe.latest_joints().copy()
+    target = start + np.array([0.03, 0.0, 0.0, 0.02, 0.0, 0.0, -0.03])
+    streamed, held, applied = driver.arm.streamed, driver.arm.held, driver.filter.applied
+    stream(probe, executor, [target] * 30)
+    hold_at(probe, executor, target, 0.0, lambda: np.allclose(probe.latest_joints(), target, atol=5e-3), 120,
+            "the arm at the held target")
+    sent = driver.filter.applied - applied
+    assert sent >= 20, probe.kinds()  # (the driver may drop a late action now and then)
+    assert driver.arm.streamed - streamed == 1 and driver.arm.held - held == sent - 1
+    assert probe.state().get("recovery_required", "") == "" and driver.arm.poll() is None
 
 
 def test_bad_joint_actions_are_refused_counted_and_the_arm_holds(rig):

@@ -28,6 +28,31 @@ via velocity is capped by the velocity limit and by the room between the arm and
 its measured position and speed the arm must be able to reach the via speed and then brake onto
 the target (:func:`speed_change_distance`).
 
+**No plan from floating-point residue.** franky plans every waypoint with Ruckig,
+time-synchronising the joints, and it plans again whenever a waypoint is reached: towards the
+next waypoint, or, for the last one, towards the same target without the minimum time (franky
+drops a waypoint's minimum time once it is reached). A plan that starts where the arm already
+stands at the target, off it only by floating-point residue (about 1e-14 rad, 1e-15 rad/s,
+1e-14 rad/s^2), has a synchronised duration of zero, and Ruckig's step 2 then finds no profile
+for some joint: franky's "Motion planner failed with error code -111"
+(``ErrorSynchronizationCalculation``), a disarmed arm (Ruckig 0.17.3, franky-control 2.0.0's,
+and 0.19.4 alike). The old stream made such plans whenever every joint's via velocity was zero
+(a policy holding still, a step every joint must first undo, the last homing step): the via point
+was then the target itself, and once the arm reached it before the next target took over (a
+stream a millisecond late: the via's minimum time is the period rounded up to whole
+milliseconds), the rest segment was planned from residue. Replaying franky's waypoint logic on
+Ruckig's code, 22,000 fuzzed motions failed only where that segment lasted 0.2 ms or less, and a
+last waypoint with a minimum time failed in 5 % of the motions that reached it. So every motion
+:func:`stream_motion` makes ends in a rest segment that lasts :data:`REST_SEGMENT_MIN_S` or more,
+towards an end waypoint without a minimum time (reaching it plans nothing). Where the stream's
+own rest segment would be shorter (every via speed under a few mrad/s, the via within about a
+micro-radian of the target), a target the running motion already comes to rest on is not sent
+again (the policy holds still: the arm rests there as planned), and any other target is reached
+at rest no sooner than the period with the last joint :data:`SETTLE_S` of jerk-limited travel
+(2e-5 rad at franky's jerk limit) short of it, which it then covers, at rest at the target again.
+(Out of the stream's reach: franky itself plans again when it misses a control cycle in the 10 ms
+it keeps planning after a motion's end, extrapolating from the robot's desired state.)
+
 The ready pose is DROID's reset joints (droid ``robot_env``: ``[0, -pi/5, 0, -4 pi/5, 0, 3 pi/5,
 0]``), where pi0.5-DROID's episodes begin.
 """
@@ -53,6 +78,10 @@ FRANKY_VELOCITY_LIMITS = (2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61)  # rad/s
 FRANKY_ACCELERATION_LIMITS = (15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0)  # rad/s^2
 FRANKY_JERK_LIMITS = (7500.0, 3750.0, 5000.0, 6250.0, 7500.0, 10000.0, 10000.0)  # rad/s^3
 BRAKE_MARGIN = 1.25  # the via point sits this many stopping distances short of the target (room for time sync)
+# Project choice: a rest segment shorter than two of franky's 1 kHz control cycles is not sent (module docstring:
+# Ruckig's step 2 failed on rest segments of up to 0.2 ms, never on one of 1 ms or more).
+REST_SEGMENT_MIN_S = 0.002
+SETTLE_S = 2 * REST_SEGMENT_MIN_S  # project choice: the made-up rest segment's length, twice the shortest one sent
 
 # Modified DH (a m, d m, alpha rad) of joints 1-7, then the flange (FCI documentation, Panda and FR3 alike).
 DH = ((0.0, 0.333, 0.0), (0.0, 0.0, -math.pi / 2), (0.0, 0.316, math.pi / 2), (0.0825, 0.0, math.pi / 2),
@@ -198,6 +227,75 @@ def speed_change_distance(start: np.ndarray, end: np.ndarray, acceleration: np.n
     dv = np.abs(v - u)
     duration = np.where(dv >= a * a / j, dv / a + a / j, 2.0 * np.sqrt(dv / j))
     return (u + v) / 2.0 * duration
+
+
+def brake_duration(speed: np.ndarray, acceleration: np.ndarray, jerk: np.ndarray) -> np.ndarray:
+    """How long braking from ``speed`` to rest takes at the limits (the ramp of :func:`stopping_distance`)."""
+    v, a, j = (np.asarray(x, dtype=np.float64) for x in (speed, acceleration, jerk))
+    v = np.abs(v)
+    return np.where(v >= a * a / j, v / a + a / j, 2.0 * np.sqrt(v / j))
+
+
+def rest_to_rest_duration(distance: np.ndarray, jerk: np.ndarray) -> np.ndarray:
+    """The least time a joint at rest needs to move ``distance`` and rest again, jerk-limited (a lower bound).
+
+    Below the acceleration and velocity limits the fastest such move is four jerk phases of
+    ``t/4``, covering ``j t^3 / 32``; any limit reached only makes it longer.
+    """
+    d, j = np.abs(np.asarray(distance, dtype=np.float64)), np.asarray(jerk, dtype=np.float64)
+    return np.cbrt(32.0 * d / j)
+
+
+@dataclass(frozen=True)
+class StreamWaypoint:
+    """One waypoint of a streamed motion: a joint state to pass (velocity 0: to rest at) no sooner than a time."""
+
+    position: np.ndarray  # rad
+    velocity: np.ndarray  # rad/s
+    minimum_time_s: float | None  # None: as fast as the limits allow
+
+
+def rest_segment_duration(via: np.ndarray, via_velocity: np.ndarray, target: np.ndarray,
+                          limits: StreamLimits) -> float:
+    """A lower bound on how long the rest segment (from ``via`` at ``via_velocity`` to ``target`` at rest) lasts.
+
+    Each joint needs at least its brake time and at least the time to cover its distance from rest
+    to rest; the segment lasts as long as its slowest joint.
+    """
+    a, j = np.array(limits.acceleration), np.array(limits.jerk)
+    gap = np.asarray(target, dtype=np.float64) - np.asarray(via, dtype=np.float64)
+    each = np.maximum(brake_duration(via_velocity, a, j), rest_to_rest_duration(gap, j))
+    return float(np.max(each)) if each.size else 0.0
+
+
+def stream_motion(via: np.ndarray, via_velocity: np.ndarray, target: np.ndarray, period_s: float,
+                  limits: StreamLimits, resting_at: np.ndarray | None = None) -> tuple[StreamWaypoint, ...]:
+    """The waypoints of one streamed motion (module docstring); each ends at rest on ``target``, none from residue.
+
+    * Pass ``via`` at ``via_velocity`` no sooner than ``period_s``, then rest at ``target`` (no minimum
+      time), where that rest segment lasts :data:`REST_SEGMENT_MIN_S` or more;
+    * else nothing, where ``resting_at`` (the target the running motion comes to rest on; None: no
+      motion runs, or it is unknown) is within that reach of ``target``: the arm rests there already;
+    * else rest no sooner than ``period_s`` at ``target`` with the last joint :data:`SETTLE_S` of travel
+      short of it (below it, above it at its lower limit), then rest at ``target`` (no minimum time).
+    """
+    if not period_s > 0:
+        raise ConfigError(f"period must be positive, got {period_s!r}")
+    q_via, v_via, q_target = (np.asarray(x, dtype=np.float64) for x in (via, via_velocity, target))
+    rest = np.zeros(len(q_target))
+    if rest_segment_duration(q_via, v_via, q_target, limits) >= REST_SEGMENT_MIN_S:
+        return (StreamWaypoint(q_via, v_via, float(period_s)), StreamWaypoint(q_target, rest, None))
+    if resting_at is not None and rest_segment_duration(resting_at, rest, q_target, limits) < REST_SEGMENT_MIN_S:
+        return ()
+    short = q_target.copy()
+    settle = settle_distance(limits)
+    short[-1] += settle if short[-1] - settle < limits.lower[-1] else -settle  # (never past a position limit)
+    return (StreamWaypoint(short, rest, float(period_s)), StreamWaypoint(q_target, rest, None))
+
+
+def settle_distance(limits: StreamLimits) -> float:
+    """How far the last joint moves from rest to rest in :data:`SETTLE_S` at its jerk limit (``j t^3 / 32``)."""
+    return float(limits.jerk[-1]) * SETTLE_S ** 3 / 32.0
 
 
 def stream_waypoints(previous: np.ndarray, target: np.ndarray, measured: np.ndarray, period_s: float,

@@ -7,7 +7,11 @@
   short of the target passed with a velocity (after about one period) and the target at rest
   (:func:`ladder_ros.robots.franka.stream_waypoints` says why: no overshoot when the stream stops);
   franky lets a new motion of the same control type take over a running one seamlessly, so the
-  stream is one continuous trajectory.
+  stream is one continuous trajectory. No motion may make franky's planner start from the target
+  it stands on (:func:`ladder_ros.robots.franka.stream_motion`: Ruckig fails there with -111):
+  where the via point would lie on the target, a target the running motion already comes to rest
+  on is not sent again (:attr:`FrankyArm.resting_at`), and another one ends in a short settling
+  move of the last joint.
 * The gripper: ``Gripper.width`` is a network round trip (about 100 ms) and its moves block, so one
   worker thread owns the gripper: it reads the width continuously and carries out the newest
   command (``move`` to open, ``grasp`` to close on whatever is in the hand), never the driver's
@@ -31,7 +35,7 @@ import numpy as np
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.rotations import quaternion_to_matrix
 from ladder_ros.robots import thread_scheduling
-from ladder_ros.robots.franka import FrankaModel, StreamLimits, urdf_joint_limits
+from ladder_ros.robots.franka import FrankaModel, StreamLimits, stream_motion, urdf_joint_limits
 from ladder_ros.robots.gripper import ApertureRange
 from ladder_ros.robots.interbotix_arm import BackendUnavailable
 
@@ -162,6 +166,11 @@ class FrankyArm:
                                                      f"{self.dynamics_factor:g}), {model.name} positions")
         width_range = ApertureRange(0.0, max_width_m, source="Franka Hand opening width")
         self.gripper = GripperWorker(gripper, width_range, gripper_speed_m_s, gripper_force_n)
+        # The target the last streamed motion comes to rest on, while it runs (None: none, or another motion took
+        # over: a stop, an error, a recovery).
+        self.resting_at: np.ndarray | None = None
+        self.streamed = 0  # motions started by send_joints (benchmarks)
+        self.held = 0  # targets not sent again: the running motion rests on them already
 
     def read(self) -> FrankaReading:
         state = self.robot.current_joint_state
@@ -181,13 +190,27 @@ class FrankyArm:
                              np.asarray(state.velocity, dtype=np.float64).ravel(), t, aperture, width, age)
 
     def send_joints(self, via: np.ndarray, via_velocity: np.ndarray, target: np.ndarray, period_s: float) -> None:
-        """Stream a target (non-blocking): pass ``via`` with ``via_velocity`` in about a period, rest at ``target``."""
+        """Stream a target (non-blocking): pass ``via`` with ``via_velocity`` in about a period, rest at ``target``
+        (:func:`~ladder_ros.robots.franka.stream_motion` says how, or that the running motion rests there already)."""
         f = self.franky
-        reach = f.JointWaypoint(f.JointState(np.asarray(via, dtype=np.float64),
-                                             np.asarray(via_velocity, dtype=np.float64)),
-                                minimum_time=f.Duration(max(1, int(round(period_s * 1000)))))
-        rest = f.JointWaypoint(f.JointState(np.asarray(target, dtype=np.float64)))
-        self._move(f.JointWaypointMotion([reach, rest], return_when_finished=False))
+        resting = self.resting_at if self.resting_at is not None and self.robot.is_in_control else None
+        motion = stream_motion(via, via_velocity, target, period_s, self.limits, resting_at=resting)
+        if not motion:  # the running motion comes to rest on this target already
+            self.held += 1
+            return
+        waypoints = []
+        for waypoint in motion:  # the last one rests (franky's JointState without a velocity)
+            state = (f.JointState(waypoint.position) if waypoint is motion[-1]
+                     else f.JointState(waypoint.position, waypoint.velocity))
+            if waypoint.minimum_time_s is None:
+                waypoints.append(f.JointWaypoint(state))
+            else:
+                milliseconds = max(1, int(round(waypoint.minimum_time_s * 1000)))
+                waypoints.append(f.JointWaypoint(state, minimum_time=f.Duration(milliseconds)))
+        self.resting_at = None
+        self._move(f.JointWaypointMotion(waypoints, return_when_finished=False))
+        self.resting_at = np.array(motion[-1].position)
+        self.streamed += 1
 
     def _move(self, motion) -> None:
         """Start ``motion`` (non-blocking); franky's control thread, started here, gets the real-time setting."""
@@ -199,6 +222,7 @@ class FrankyArm:
 
     def stop(self) -> str:
         """Brake to rest as fast as the arm's limits allow (takes over the running motion); it then holds there."""
+        self.resting_at = None
         if not self.robot.is_in_control:
             return "no motion running: the arm rests where it is"
         self._move(self.franky.JointStopMotion())
@@ -209,6 +233,7 @@ class FrankyArm:
         try:
             self.robot.poll_motion()
         except Exception as exc:
+            self.resting_at = None
             return f"{type(exc).__name__}: {exc}"
         if self.gripper.error:
             error, self.gripper.error = self.gripper.error, None
@@ -217,6 +242,7 @@ class FrankyArm:
 
     def recover(self) -> str:
         """*Blocking* (the driver's worker): franky's automatic error recovery."""
+        self.resting_at = None
         if not self.robot.recover_from_errors():
             raise LadderError("franky's error recovery reported failure")
         return "franky error recovery succeeded"

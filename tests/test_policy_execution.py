@@ -335,7 +335,7 @@ STATS_KEYS = {"ticks", "acted", "idle", "idle_first_chunk", "idle_share", "chunk
               "inference_ms_last", "inference_ms_p50", "inference_ms_p99", "request_ms_p50", "request_ms_p99",
               "period_error_ms_p50", "period_error_ms_p99", "server_timing", "holding", "holds", "held_steps",
               "rejected_by_reason", "seam_jump_max", "ood", "execution", "request_threshold", "stale_dropped",
-              "splice_jump_max"}
+              "splice_jump_max", "late_waits"}
 
 
 def test_percentiles_interpolate_in_double_precision_and_are_none_without_samples():

@@ -458,3 +458,38 @@ def test_a_blend_is_lengthened_so_no_command_it_gives_passes_the_seam_bound():
     assert steps.max() <= 0.05 + 1e-9 and report["rejected_chunks"] == {}
     assert report["blended"] >= 4  # 0.038 over at least four commands: 0.04 + 0.0095 each
     assert report["seam_jump_max"]["translation_m"] <= 0.05 + 1e-9
+
+
+def test_a_tick_with_nothing_queued_waits_for_a_chunk_on_its_way_instead_of_idling():
+    """Realtime with the worker thread: a chunk a little late is handed out by the tick that waits for it, up to
+    ``late_wait_s``; without the wait that tick is an idle period."""
+    import threading
+    import time as real_time
+
+    class Gated(GoalSeeker):
+        def __init__(self):
+            super().__init__(goal=1.0, step=0.01)
+            self.entered, self.release = threading.Event(), threading.Event()
+
+        def infer(self, bundle, instruction, noise_seed):
+            self.entered.set()
+            assert self.release.wait(60)
+            return super().infer(bundle, instruction, noise_seed)
+
+    for late_wait_s, expect_action in ((30.0, True), (0.0, False)):
+        source = Gated()
+        world = World()
+        executor = ChunkExecutor(source, realtime_config(), lambda: (ObservationBundle(world.observation(0), 0),
+                                                                     real_time.monotonic()),
+                                 lambda now: 0.0, late_wait_s=late_wait_s)
+        executor.start()
+        try:
+            executor.set_subgoal("go")
+            assert source.entered.wait(60), "the worker never took the request"
+            threading.Timer(0.05, source.release.set).start()  # the chunk comes a little after the tick
+            action = executor.tick()
+            assert (action is not None) == expect_action
+            assert executor.stats()["late_waits"] == (1 if expect_action else 0)
+        finally:
+            source.release.set()
+            executor.stop(timeout_s=60)

@@ -48,7 +48,7 @@ from ladder_ros.policies.chunked import ChunkedPolicy, ReasonLog, TaggedAction
 from ladder_ros.policies.config import EE_DELTA
 from ladder_ros.policies.config import with_execution
 from ladder_ros.policies.control_loop import CONTROL_SWITCH_INTERVAL_S, ControlLoop
-from ladder_ros.policies.executor import ChunkExecutor
+from ladder_ros.policies.executor import LATE_WAIT_PERIODS, ChunkExecutor
 from ladder_ros.policies.factory import PolicyProvider
 from ladder_ros.policies.observation import ObservationBundle
 from ladder_ros.policies.warmup import WarmUp
@@ -163,7 +163,8 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
             sys.setswitchinterval(CONTROL_SWITCH_INTERVAL_S)
             self.runner = ChunkExecutor(None, config, self._snapshot,
                                         lambda now: self.latest.age(self.observed, now),
-                                        log=lambda text: self.get_logger().warning(text))
+                                        log=lambda text: self.get_logger().warning(text),
+                                        late_wait_s=LATE_WAIT_PERIODS * config.period_s)
             self.runner.start()
             self.control = ControlLoop(config.period_s, self._on_control_tick,
                                        priority=self.params["control_priority"])

@@ -72,7 +72,11 @@ LEAD_MARGIN_PERIODS = 0.25  # project choice: a quarter period for tick jitter a
 # Realtime: a request timed to arrive just before its chunk is due keeps this much of a period in hand (tick
 # jitter, the hand-over to the control thread); the latency it plans with is already the worst of the last
 # eight. Project choice: with 15 ms of server jitter no chunk came late in the rehearsal.
-TIMED_MARGIN_PERIODS = 0.1
+TIMED_MARGIN_PERIODS = 0.05
+# Realtime: a tick that finds the queue empty while the next chunk is being computed waits up to this much of a
+# period for it before it counts an idle period (project choice: a chunk a few milliseconds late then costs a
+# few milliseconds, not a period; the WidowX driver's control grid absorbs a quarter period of late stamps).
+LATE_WAIT_PERIODS = 0.2
 
 
 class StaleObservation(LadderError):
@@ -146,8 +150,12 @@ class ChunkExecutor:
     def __init__(self, source: ChunkSource | None, config: PolicyConfig,
                  snapshot: Callable[[], tuple[ObservationBundle, float]],
                  observation_age: Callable[[float], float | None], *, seed: int = 0,
-                 clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] | None = None):
+                 clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] | None = None,
+                 late_wait_s: float = 0.0):
+        """``late_wait_s``: realtime, how long (s, real time) a tick with nothing queued waits for a chunk being
+        computed before it counts an idle period (the policy node: ``LATE_WAIT_PERIODS`` of a period)."""
         self.source = source
+        self.late_wait_s = float(late_wait_s)
         self.config = config
         self._log = log or (lambda text: LOG.warning("policy %s: %s", config.name, text))
         self.execution = config.execution
@@ -193,6 +201,7 @@ class ChunkExecutor:
         self.chunks = 0
         self.rejected = 0
         self.stale_dropped = 0
+        self.late_waits = 0  # ticks that waited for a chunk a little late (and got it)
 
     def _new_report(self) -> PolicyReport:
         report = PolicyReport.of(self.config)
@@ -278,6 +287,9 @@ class ChunkExecutor:
                 if not self._awaiting:
                     self._submit(now)  # the worker refuses it if still stale; it starts at once when fresh
                 return None
+            if not self.plan and self._in_flight() and self.late_wait_s > 0:
+                self._wait_for_result()
+                self._collect(now)
             action = self.plan.pop()
             if action is None:
                 # No command this period: the arm's target stands still, so the next chunk's seam is measured from
@@ -303,6 +315,20 @@ class ChunkExecutor:
             if not self._awaiting and len(self.plan) < self.request_threshold():
                 self._submit(now)
             return action
+
+    def _in_flight(self) -> bool:
+        """Realtime: a request's observation was taken and its chunk has not come yet (lock held)."""
+        return self.realtime and self._awaiting and self._slot is None and not self._results
+
+    def _wait_for_result(self) -> None:
+        """Wait (lock held, released meanwhile) up to ``late_wait_s`` of real time for the chunk in flight."""
+        deadline = time.monotonic() + self.late_wait_s
+        while not self._results and not self._stopping:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._lock.wait(remaining)
+        self.late_waits += 1 if self._results else 0
 
     def lead_periods(self) -> int:
         """Synchronous: how many queued periods must remain when the next request goes out (1 .. k; 1 for
@@ -426,6 +452,7 @@ class ChunkExecutor:
         result = self._infer(request)
         with self._lock:
             self._results.append(result)
+            self._lock.notify_all()  # a tick may be waiting for it
         return True
 
     def _guidance(self) -> Guidance | None:
@@ -493,7 +520,7 @@ class ChunkExecutor:
                 "idle_share": self.idle / active if active else 0.0,
                 "chunks": self.chunks, "rejected_chunks": self.rejected, "lead_periods": self.lead_periods(),
                 "execution": self.execution.mode, "request_threshold": self.request_threshold(),
-                "stale_dropped": self.stale_dropped,
+                "stale_dropped": self.stale_dropped, "late_waits": self.late_waits,
                 "inference_ms_last": self.inference_ms[-1] if self.inference_ms else None,
                 "inference_ms_p50": percentile(self.inference_ms, 50),
                 "inference_ms_p99": percentile(self.inference_ms, 99),

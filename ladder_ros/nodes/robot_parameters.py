@@ -129,7 +129,7 @@ WIDOWX_TWIN = COMMON + (
               "tabletop's 4 ms substeps, the gripper driven to where the motors put it at the end of each catch-up",
               min=0.004, max=0.5),
     ParamSpec("camera_width", INT, 256, "Width of the rendered camera image (px); 640x480 is a RealSense's "
-              "colour stream, 256x256 what the CPU renders at 15 fps on two cores (docs/rehearsal.md)", min=16,
+              "colour stream; 256x256 renders in about 7 ms on two CPU cores (docs/rehearsal.md)", min=16,
               max=2048),
     ParamSpec("camera_height", INT, 256, "Height of the rendered camera image (px)", min=16, max=2048),
     ParamSpec("camera_fps", FLOAT, 15.0, "Rendering rate of the twin's camera on the wall clock (Hz); a frame due "

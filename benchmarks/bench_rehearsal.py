@@ -280,8 +280,9 @@ def stops_part(args, out: Path) -> None:
 
 
 def one_in_flight_idle_bound(length: int, latencies_periods) -> float:
-    """The least idle share of any schedule with one request in flight, chunk after chunk, at these latencies (in
-    control periods).
+    """The least idle share of a schedule that asks at control ticks with one request in flight, chunk after chunk,
+    at these latencies (in control periods); a schedule that times its requests between ticks (realtime) can do
+    a little better.
 
     A request goes out at a tick with ``x`` commands still queued; its chunk serves from ``d = floor(l) + 1``
     ticks later; the ``min(x, d - 1)`` commands given meanwhile are stale in it. With ``length >= 2d - 1`` some
@@ -330,10 +331,13 @@ def mode_summary(run: dict, period_ms: float) -> dict:
     outside = [t["max_gap_outside_starts_ms"] for t in timings if t.get("max_gap_outside_starts_ms") is not None]
     ages = [t["obs_to_action_age_ms"]["p50"] for t in timings if (t.get("obs_to_action_age_ms") or {}).get("p50")]
     reports = [r.get("policy_report") or {} for r in records]
-    splice = {}
+    splice, command = {}, {}
     for report in reports:
         for name, value in (report.get("splice_jump_max") or {}).items():
             splice[name] = max(splice.get(name, 0.0), value)
+        if report.get("execution") == "realtime":  # the largest command a takeover gave (after its blend)
+            for name, value in (report.get("seam_jump_max") or {}).items():
+                command[name] = max(command.get(name, 0.0), value)
     return {"success": rate(records) if any(r.get("scored") for r in records) else "unscored",
             "wall_s": statistics.median(r["wall_s"] for r in records),
             "steps": statistics.median(r["steps_used"] for r in records), "gaps": gaps,
@@ -342,7 +346,9 @@ def mode_summary(run: dict, period_ms: float) -> dict:
             "age_p50_ms": statistics.median(ages) if ages else None,
             "stale": sum(r.get("stale_dropped", 0) for r in reports),
             "refused": sum(sum((r.get("rejected_chunks") or {}).values()) for r in reports),
-            "splice_jump_max": splice, "execution": {r.get("execution") for r in reports}}
+            "splice_jump_max": splice, "splice_command_max": command,
+            "reanchored": sum(r.get("reanchored", 0) for r in reports),
+            "execution": {r.get("execution") for r in reports}}
 
 
 def modes_part(args, out: Path) -> None:
@@ -381,7 +387,7 @@ def modes_part(args, out: Path) -> None:
         print("\n| mode | success (Wilson 95 %) | episode wall time, median (s) | steps, median | idle periods: "
               "subgoal starts / driver holds / policy idle | policy idle share (bound) | largest gap outside subgoal "
               "starts (ms) | observation to action p50 (ms) vs inference p50 + 1.5 periods | dropped as stale | "
-              "refused chunks | largest splice jump (seam guard) |")
+              "refused / reanchored chunks | largest splice offset; largest command a takeover gave (seam guard) |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         bounds = (("translation_m", seam.max_translation_m), ("rotation_rad", seam.max_rotation_rad),
                   ("joint_rad", seam.max_joint_rad))
@@ -390,10 +396,12 @@ def modes_part(args, out: Path) -> None:
             g = s["gaps"]
             gap = s["max_gap_outside_starts_ms"]
             jump = ", ".join(f"{k} {v:.3g}" for k, v in s["splice_jump_max"].items()) or "none"
+            jump += "; " + (", ".join(f"{k} {v:.3g}" for k, v in s["splice_command_max"].items()) or "none")
             print(f"| {mode} | {s['success']} | {s['wall_s']:.1f} | {s['steps']:.0f} | {g['subgoal_start']} / "
                   f"{g['driver_hold']} / {g['policy_idle']} | {s['idle_share']:.1%} ({s['bound']:.1%}) | "
                   f"{gap} ({(gap or 0) / period_ms:.2f} periods) | {s['age_p50_ms']} vs "
-                  f"{s['latency_p50'] + 1.5 * period_ms:.0f} | {s['stale']} | {s['refused']} | {jump} ({guard}) |")
+                  f"{s['latency_p50'] + 1.5 * period_ms:.0f} | {s['stale']} | {s['refused']} / {s['reanchored']} | {jump} "
+                  f"({guard}) |")
         sync, real = rows[0][1], rows[1][1]
         print(f"  realtime's median episode is {1 - real['wall_s'] / sync['wall_s']:.1%} shorter than synchronous's",
               flush=True)

@@ -742,7 +742,8 @@ def _tag_from(msg: Any) -> ActionTagDoc:
 
 _REPORT_KEYS = ("policy", "config_hash", "final", "chunks", "rejected_chunks", "all_chunks_rejected", "steps",
                 "held_steps", "held_by_reason", "inference_ms", "seam_jump_max", "ood", "server_errors", "warm_up_s",
-                "execution", "blend_steps", "stale_dropped", "splices", "blended", "splice_jump_max", "guided_chunks")
+                "execution", "blend_steps", "stale_dropped", "splices", "blended", "splice_jump_max", "guided_chunks",
+                "reanchored")
 
 
 def _report(data: Mapping) -> Any:
@@ -765,7 +766,7 @@ def _report(data: Mapping) -> Any:
         execution=str(data.get("execution", "")), blend_steps=int(data.get("blend_steps", 0)),
         stale_dropped=int(data.get("stale_dropped", 0)), splices=int(data.get("splices", 0)),
         blended=int(data.get("blended", 0)), splice_jump_max=_values(data.get("splice_jump_max") or {}),
-        guided_chunks=int(data.get("guided_chunks", 0)))
+        guided_chunks=int(data.get("guided_chunks", 0)), reanchored=int(data.get("reanchored", 0)))
 
 
 def _report_dict(msg: Any) -> dict:
@@ -785,7 +786,7 @@ def _report_dict(msg: Any) -> dict:
         report.update({"execution": str(msg.execution), "blend_steps": int(msg.blend_steps),
                        "stale_dropped": int(msg.stale_dropped), "splice_jump_max": _values_dict(msg.splice_jump_max),
                        "splices": int(msg.splices), "blended": int(msg.blended),
-                       "guided_chunks": int(msg.guided_chunks)})
+                       "guided_chunks": int(msg.guided_chunks), "reanchored": int(msg.reanchored)})
     return report
 
 

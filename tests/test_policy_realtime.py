@@ -493,3 +493,42 @@ def test_a_tick_with_nothing_queued_waits_for_a_chunk_on_its_way_instead_of_idli
         finally:
             source.release.set()
             executor.stop(timeout_s=60)
+
+
+def test_a_chunk_whose_blend_cannot_fit_is_refused_while_the_old_plan_runs_and_reanchored_once_it_has_run_out():
+    """A new plan 20 cm off the arm's target cannot be blended within a 5 cm bound in one chunk: refused while the old
+    plan still has commands (it goes on), then, with nothing left to give, taken with its own steps from where the
+    target is (the synchronous rule after a hold): no idle period for it."""
+    @dataclass
+    class FarOff:
+        name: str = "far_off"
+        calls: int = 0
+
+        def infer(self, bundle, instruction, noise_seed):
+            self.calls += 1
+            actions = np.zeros((5, 7))
+            actions[:, 0] = 0.01
+            if self.calls >= 3:
+                actions[0, 0] = 0.2  # its plan starts 20 cm further than the arm's target (a step of 0.2)
+                actions[1:, 0] = 0.01
+            actions[:, 6] = 1.0
+            return RawChunk(actions=actions, latency_s=0.0)
+
+        def close(self):
+            pass
+
+    sim = Simulation(FarOff(), realtime_config(blend_steps=2, seam={"max_translation_m": 0.05},
+                                               action={"key": "actions", "kind": "ee_delta", "rotation": "euler_xyz",
+                                                       "gripper": "open_fraction",
+                                                       "axes": [{"name": n, "unit": "m", "low": -1.0, "high": 1.0}
+                                                                for n in ("ee_dx", "ee_dy", "ee_dz", "ee_droll",
+                                                                          "ee_dpitch", "ee_dyaw", "gripper")]}),
+                     0.25)
+    sim.start()
+    given = sim.run(30)
+    report = sim.executor.episode_report()
+    assert report["reanchored"] >= 1
+    first = next(i for i, a in enumerate(given) if a is not None)
+    assert all(a is not None for a in given[first:])  # never idle
+    steps = np.diff(np.array(sim.world.positions)[:, 0])
+    assert steps.max() <= 0.05 + 1e-9  # the 20 cm offset never became a command

@@ -340,7 +340,7 @@ def test_the_report_says_every_field_with_latency_percentiles_in_double_precisio
         "held_by_reason": {SEAM_JUMP: 1}, "inference_ms": {"p50": 25.0, "p95": 38.5, "count": 4},
         "seam_jump_max": {"translation_m": 0.02}, "ood": {"state": 0, "action": 0, "worst_sigma": 0.0, "worst": ""},
         "server_errors": 3, "warm_up_s": 12.5, "execution": "lockstep", "blend_steps": 0, "stale_dropped": 0,
-        "splice_jump_max": {}, "splices": 0, "blended": 0, "guided_chunks": 0}
+        "splice_jump_max": {}, "splices": 0, "blended": 0, "reanchored": 0, "guided_chunks": 0}
     report.chunks = 0
     assert report.to_dict()["all_chunks_rejected"] is True
     single = PolicyReport.of(config)  # a model timed in single precision: the percentile is still a double's

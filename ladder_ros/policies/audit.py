@@ -73,6 +73,7 @@ class PolicyReport:
     splice_max: dict[str, float] = field(default_factory=dict)  # realtime: the largest jump where a chunk took over
     splices: int = 0  # realtime: chunks that replaced queued actions
     blended: int = 0  # realtime: commands blended from an old plan into a new one
+    reanchored: int = 0  # realtime: chunks taken from where the target was, their offset dropped
     guided_chunks: int = 0  # chunks sampled with RTC guidance
 
     @classmethod
@@ -96,6 +97,7 @@ class PolicyReport:
         """A chunk taken over on the wall clock (a :class:`~ladder_ros.policies.splice.Splice`)."""
         self.stale_dropped += splice.stale
         self.blended += splice.blended
+        self.reanchored += int(splice.reanchored)
         if splice.spliced and splice.queue:
             self.splices += 1
             for name, value in splice.jump.items():
@@ -112,7 +114,7 @@ class PolicyReport:
             "seam_jump_max": dict(self.seam_max), "ood": dict(self.ood), "server_errors": self.server_errors,
             "warm_up_s": self.warm_up_s, "execution": self.execution, "blend_steps": self.blend_steps,
             "stale_dropped": self.stale_dropped, "splice_jump_max": dict(self.splice_max), "splices": self.splices,
-            "blended": self.blended, "guided_chunks": self.guided_chunks,
+            "blended": self.blended, "reanchored": self.reanchored, "guided_chunks": self.guided_chunks,
         }
 
 

@@ -407,7 +407,13 @@ class ChunkExecutor:
             splice = plan.splice(result.anchor, planned, fits=self.screen.splice_fits)
             if splice.queue:
                 if splice.steps:  # the seam: no command of its blend beyond one step's bound
-                    self.screen.check_splice(splice)
+                    try:
+                        self.screen.check_splice(splice)
+                    except RejectedChunk:
+                        if plan.queue:
+                            raise  # the old plan goes on; the next chunk comes soon
+                        splice = plan.reanchored(splice)  # nothing left to give: its own steps from here
+                        self.screen.check_seam(splice.queue[0].command, None, result.observation)
                 if plan.current is None:  # joint targets before any was given: from the joints observed
                     self.screen.check_seam(splice.queue[0].command, None, result.observation)
                 plan.commit(splice)

@@ -25,7 +25,10 @@ handed out as the chunk gave it (bit for bit: the synchronous rule's commands ar
   commands: each of them moves as the new plan moves, plus a share of the offset. The blend is
   lengthened, up to the chunk's end, while a share would make a command larger than the seam bound
   on any axis (or than the chunk's own step there, where that is larger), so a splice adds no
-  command the arm's per-step limit refuses.
+  command the arm's per-step limit refuses. A chunk whose blend cannot fit is refused while the old
+  plan still has commands to give; once it has none, the chunk is taken from where the target is,
+  its own steps from there and its offset dropped (:meth:`ChunkPlan.reanchored`): what the
+  synchronous rule does after the arm stood still, instead of idling.
 
 No rclpy, no threads here: the executor holds the lock.
 """
@@ -171,6 +174,7 @@ class Splice:
     spliced: bool  # an old plan was replaced (False: the new chunk started from an empty queue)
     queue: tuple[Planned, ...]  # what takes over
     steps: tuple = ()  # (what each command of the blend moves, what the chunk's own step there moves), per measure
+    reanchored: bool = False  # taken from where the target is, its offset dropped (:meth:`ChunkPlan.reanchored`)
 
 
 class ChunkPlan:
@@ -270,6 +274,17 @@ class ChunkPlan:
                           if own_before is not None else {}))
             before = entry.target
         return steps
+
+    def reanchored(self, splice: Splice) -> Splice:
+        """``splice``'s chunk from the target the last command left, its own steps from here and no offset: what
+        the synchronous rule does after the arm stood still. For a chunk whose blend cannot fit when the old plan
+        has nothing left to give (the offset is dropped, not corrected)."""
+        fresh = list(splice.queue)
+        if not fresh:
+            return splice
+        here = Anchor(self.handed, self.current, self.current_key)
+        queue = self.plan(here, [e.command for e in fresh], [e.raw for e in fresh], [e.tag for e in fresh])
+        return Splice(splice.stale, splice.jump, 0, splice.spliced, tuple(queue), (), reanchored=True)
 
     def commit(self, splice: Splice) -> None:
         """Queue what :meth:`splice` planned, replacing the old plan."""

@@ -400,8 +400,8 @@ def modes_part(args, out: Path) -> None:
             print(f"| {mode} | {s['success']} | {s['wall_s']:.1f} | {s['steps']:.0f} | {g['subgoal_start']} / "
                   f"{g['driver_hold']} / {g['policy_idle']} | {s['idle_share']:.1%} ({s['bound']:.1%}) | "
                   f"{gap} ({(gap or 0) / period_ms:.2f} periods) | {s['age_p50_ms']} vs "
-                  f"{s['latency_p50'] + 1.5 * period_ms:.0f} | {s['stale']} | {s['refused']} / {s['reanchored']} | {jump} "
-                  f"({guard}) |")
+                  f"{s['latency_p50'] + 1.5 * period_ms:.0f} | {s['stale']} | {s['refused']} / {s['reanchored']} | "
+                  f"{jump} ({guard}) |")
         sync, real = rows[0][1], rows[1][1]
         print(f"  realtime's median episode is {1 - real['wall_s'] / sync['wall_s']:.1%} shorter than synchronous's",
               flush=True)

@@ -52,10 +52,10 @@ def bench_capture(frames: int, width: int, height: int) -> None:
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import Image
 
-    from ladder_ros.camera.fake import FakeCamera
-    from ladder_ros.nodes import topics
+    from ladder_ros.instruments.cameras.fake import FakeCamera
+    from ladder_ros.specs import topics
     from ladder_ros.nodes.camera import CameraNode
-    from ladder_ros.nodes.runtime import subscription
+    from ladder_ros.runtime.endpoints import subscription
     from ladder_ros.ros_conversions import stamp_to_ns
 
     rclpy.init()

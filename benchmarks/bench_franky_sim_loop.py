@@ -6,7 +6,7 @@ For each number of CPU burners (processes spinning in a loop, started here, stop
 measurement) it runs franky-sim for ``--seconds`` three ways, one after the other, in this process:
 
 * ``vendor``: franky-sim's own ``run_async(realtime=True)`` (sleep 1 ms less the tick's time);
-* ``paced``: :class:`ladder_ros.sim.franky_sim_server.FrankySimServer` with its loop paced on
+* ``paced``: :class:`ladder_ros.instruments.franka_twin.franky_sim_server.FrankySimServer` with its loop paced on
   absolute deadlines, at the process's priority (``loop_nice`` None);
 * ``paced nice -10``: the same at the twin's default niceness (where the system allows it).
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ladder_ros.sim.franky_sim_server import TICK_S, FrankySimServer  # noqa: E402
+from ladder_ros.instruments.franka_twin.franky_sim_server import TICK_S, FrankySimServer  # noqa: E402
 
 
 def _burn(stop_at: float) -> None:

@@ -5,7 +5,7 @@ tests/fixtures/legacy_json_recording) and times, per document, what a publisher 
 it: the publisher converts the document to its message and rclpy serializes it (CDR); each subscriber node
 deserializes it and converts it back. JSON in String: ``encode`` + String; typed: ``document_to_msg``. The
 per-step documents (privileged state, gripper events, decision, action tag) are counted once per publisher
-and once per subscribing node (``ladder_ros.nodes.topics``; the recorder stores the bytes undecoded).
+and once per subscribing node (``ladder_ros.specs.topics``; the recorder stores the bytes undecoded).
 
     python benchmarks/bench_message_codec.py [--bag DIR] [--repeat 20]
 
@@ -33,7 +33,7 @@ from ladder_ros.interface_conversions import (  # noqa: E402
     recorded_document,
 )
 from ladder_ros.messages import decode, encode  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
 from ladder_ros.recording.bag import read_bag  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "legacy_json_recording"

@@ -56,7 +56,7 @@ from ladder_ros.core.observation import Observation  # noqa: E402
 from ladder_ros.policies.control_loop import CONTROL_SWITCH_INTERVAL_S, ControlLoop  # noqa: E402
 from ladder_ros.policies.executor import ChunkExecutor  # noqa: E402
 from ladder_ros.policies.factory import load_policy  # noqa: E402
-from ladder_ros.policies.fake_server import FakePolicyServer  # noqa: E402
+from ladder_ros.instruments.openpi_fake_server import FakePolicyServer  # noqa: E402
 from ladder_ros.policies.observation import ObservationBundle  # noqa: E402
 from ladder_ros.policies.openpi_remote import OpenPISource  # noqa: E402
 
@@ -266,8 +266,8 @@ def part_two(latency: float, seconds: float) -> None:
     from ladder_ros.bringup.up import GraphProcesses, prepare
     from ladder_ros.interface_conversions import document_from_msg
     from ladder_ros.messages import ActionTagDoc
-    from ladder_ros.nodes import topics
-    from ladder_ros.nodes.runtime import message_class, qos
+    from ladder_ros.specs import topics
+    from ladder_ros.runtime.endpoints import message_class, qos
     from ladder_ros.ros_conversions import image_to_msg, joint_state_to_msg, pose_to_msg
 
     print(f"\nPart 2: camera image published -> action published, through the graph (widowx, real mode, "
@@ -333,7 +333,7 @@ def part_two(latency: float, seconds: float) -> None:
 
 def part_three(compile_s: float, latency: float) -> None:
     from ladder_ros.policies.factory import PolicyProvider
-    from ladder_ros.policies.fake_server import FakePolicyServer
+    from ladder_ros.instruments.openpi_fake_server import FakePolicyServer
     from ladder_ros.policies.warmup import WarmUp
 
     print(f"\npart 3: warm-up against a server that compiles {compile_s:g} s on its first request "

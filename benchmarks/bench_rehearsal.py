@@ -187,10 +187,10 @@ class MotorWatch:
         from sensor_msgs.msg import JointState
 
         if graph == "franka":
-            from ladder_ros.nodes.franka_twin import TWIN_JOINT_STATES as topic
+            from ladder_ros.instruments.franka_twin.node import TWIN_JOINT_STATES as topic
             self.rest_rad_s = FRANKA_REST_RAD_S
         else:
-            from ladder_ros.sim.widowx_twin import xs_wire
+            from ladder_ros.instruments.widowx_twin import xs_wire
             topic = xs_wire.topic("wx250s", xs_wire.JOINT_STATES)
             self.rest_rad_s = 0.0
         self.moving_since: float | None = None
@@ -218,7 +218,7 @@ def stops_part(args, out: Path) -> None:
     from ladder_ros.bringup.session import GraphSession
     from ladder_ros.core.errors import LadderError
     from ladder_ros.evaluation.rehearsal import Rehearsal, plan_rehearsal
-    from ladder_ros.nodes import topics
+    from ladder_ros.specs import topics
 
     plan = plan_rehearsal(args.graph, out / "stops", inference_delay_ms=args.delays[0])
     session = GraphSession(plan.graph, plan.launches, out / "stops" / "logs", startup_timeout_s=240.0)

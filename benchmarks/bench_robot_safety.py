@@ -47,7 +47,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 
 from ladder_ros.core.safety import ACTION_AXES  # noqa: E402
 from ladder_ros.core.safety_supervisor import SupervisorConfig  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
 from tests.driver_probe import DriverProbe  # noqa: E402
 
 REST_RAD_S = 0.01  # franky-sim: at rest when no joint moves faster than this over REST_WINDOW_S
@@ -121,9 +121,9 @@ class Rig:
 
 
 def widowx_rig(executor):
-    from ladder_ros.nodes.widowx_driver import WidowXDriverNode
+    from ladder_ros.nodes.driver.widowx import WidowXDriverNode
     from ladder_ros.robots import wx250s
-    from ladder_ros.sim.widowx_twin import xs_sdk
+    from ladder_ros.instruments.widowx_twin import xs_sdk
 
     sdk = xs_sdk.register("wx250s", xs_sdk.SimulatedXsSdk())
     driver = WidowXDriverNode(namespace="widowx", parameter_overrides=[
@@ -149,7 +149,7 @@ def widowx_rig(executor):
 
 
 def franka_rig(executor, sim):
-    from ladder_ros.nodes.franka_driver import FrankaDriverNode
+    from ladder_ros.nodes.driver.franka import FrankaDriverNode
 
     params = [Parameter("clock_mode", value="wall_clock"), Parameter("preset", value="franka"),
               Parameter("host", value=sim.host), Parameter("model", value="fr3"), Parameter("realtime", value=False),
@@ -260,7 +260,7 @@ def measure_hung_reboot(rig, repeats):
 def vendor_profile_hold():
     """From the motor model: a hold sent at 1 rad/s under the driver's profile and under modes.yaml's."""
     from ladder_ros.robots.dynamixel import ProfileRegisters, TimeProfile
-    from ladder_ros.sim.widowx_twin.motors import MODES_PROFILE
+    from ladder_ros.instruments.widowx_twin.motors import MODES_PROFILE
 
     for name, profile in (("driver's 250/100 ms", ProfileRegisters(250, 100)),
                           ("modes.yaml 2000/300 ms", MODES_PROFILE)):
@@ -356,7 +356,7 @@ def main() -> int:
     parser.add_argument("--fuzz-s", type=float, default=120.0)
     args = parser.parse_args()
     if args.robot in ("widowx", "both"):
-        from ladder_ros.sim import widowx_twin
+        from ladder_ros.instruments import widowx_twin
         rclpy.init()
         executor = SingleThreadedExecutor()
         rig = widowx_rig(executor)

@@ -30,7 +30,7 @@ from ladder_ros.core.safety import ACTION_AXES
 from ladder_ros.messages import PrivilegedStateDoc
 from ladder_ros.core.rotations import matrix_to_quaternion, quaternion_to_matrix
 from ladder_ros.policies.state import ee_euler_from_base
-from ladder_ros.sim.base import ACTION_DIM, validate_action
+from ladder_ros.core.action_conventions import ACTION_DIM, validate_action
 
 # The action axes (ladder_ros.core.safety.ACTION_AXES), in the order of the 7-D action of
 # ladder_ros/sim/base.py (SimplerEnv/Bridge convention: metres and radians per control step,

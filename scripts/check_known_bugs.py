@@ -92,7 +92,7 @@ BUGS = [
      '    i = names.index(aperture_joint)',
      '    i = len(names) - 1',
      ['tests/test_ros_conversions.py']),
-    ('stream_best_effort', 'ladder_ros/nodes/runtime.py',
+    ('stream_best_effort', 'ladder_ros/runtime/endpoints.py',
      '    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,\n'
      '                      durability=DurabilityPolicy.VOLATILE)',
      '    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,\n'
@@ -108,7 +108,7 @@ BUGS = [
      '            subscription(self, PoseStamped, topics.EE_POSE, self._on_pose)',
      '            pass',
      ['tests/test_ros_nodes.py']),
-    ('step_sync_no_replay', 'ladder_ros/nodes/step_sync.py',
+    ('step_sync_no_replay', 'ladder_ros/runtime/step_sync.py',
      '            self.next_step += 1\n            self._replay_held()',
      '            self.next_step += 1',
      ['tests/test_ros_step_sync.py']),

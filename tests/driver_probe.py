@@ -19,8 +19,8 @@ from std_srvs.srv import SetBool, Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from ladder_ros.messages import SafetyInterventionDoc
-from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import message_class, qos
+from ladder_ros.specs import topics
+from ladder_ros.runtime.endpoints import message_class, qos
 from ladder_ros.interface_conversions import document_from_msg
 from ladder_ros.ros_conversions import (
     diagnostic_values,

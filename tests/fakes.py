@@ -14,7 +14,7 @@ from ladder_ros.core.goals import GoalState
 from ladder_ros.core.observation import Observation, PrivilegedState
 from ladder_ros.core.task import Task
 from ladder_ros.core.verification import VerificationRequest, VerificationResult
-from ladder_ros.sim.base import CameraIntrinsics
+from ladder_ros.camera.model import CameraIntrinsics
 
 TOY_UNIT = 0.001  # metres per index: a toy action is a tiny, valid end-effector delta
 

@@ -1,7 +1,7 @@
 """franky-sim (a libfranka-protocol Franka simulator, MuJoCo backend) as a subprocess on a loopback address.
 
 Used by the Franka driver tests, the graph's Franka episode test and the benchmarks. The process is
-the package's own server (``python -m ladder_ros.sim.franky_sim_server --host auto``, what the
+the package's own server (``python -m ladder_ros.instruments.franka_twin.franky_sim_server --host auto``, what the
 rehearsal's ``franka_twin`` node runs in-process): it prints the address it bound (127.0.0.1
 unless another server holds its ports there); the caller connects franky to it. The process is
 stopped by its pid.
@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from ladder_ros.sim.franky_sim_server import AUTO, SERVING
+from ladder_ros.instruments.franka_twin.franky_sim_server import AUTO, SERVING
 
 STARTUP_TIMEOUT_S = 180.0  # MuJoCo model load and pinocchio on a loaded 2-core machine
 
@@ -24,7 +24,8 @@ STARTUP_TIMEOUT_S = 180.0  # MuJoCo model load and pinocchio on a loaded 2-core 
 class FrankySim:
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.process = subprocess.Popen([sys.executable, "-m", "ladder_ros.sim.franky_sim_server", "--host", AUTO],
+        server = "ladder_ros.instruments.franka_twin.franky_sim_server"
+        self.process = subprocess.Popen([sys.executable, "-m", server, "--host", AUTO],
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                         env={**os.environ, "MUJOCO_GL": "egl", "PYTHONUNBUFFERED": "1"})
         self.host = self._wait_for_address()

@@ -23,8 +23,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.safety import ACTION_AXES
 from ladder_ros.messages import RUNNING, EpisodeStatus, SchemaError
-from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import message_class, qos
+from ladder_ros.specs import topics
+from ladder_ros.runtime.endpoints import message_class, qos
 from ladder_ros.interface_conversions import document_from_msg
 from ladder_ros.ros_conversions import joint_state_from_msg, ns_to_stamp
 

@@ -12,9 +12,9 @@ def recording_graph_nodes(namespace: str, output_dir: Path, image_size: int) -> 
 
     from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode
     from ladder_ros.nodes.gripper_trigger import GripperTriggerNode
-    from ladder_ros.nodes.orchestrator import OrchestratorNode
-    from ladder_ros.nodes.policy import PolicyNode
-    from ladder_ros.nodes.sim_bridge import SimBridgeNode
+    from ladder_ros.nodes.orchestrator.node import OrchestratorNode
+    from ladder_ros.nodes.policy.node import PolicyNode
+    from ladder_ros.nodes.sim_bridge.node import SimBridgeNode
     from ladder_ros.nodes.vlm_verifier import VerifierNode
 
     ns = namespace

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ladder_ros.bringup.recording import read_bag
+from ladder_ros.recording.bag import read_bag
 
 TIMING_FIELDS = {"control_period_ms", "period_error_p99_pct", "idle_periods", "max_action_gap_ms",
                  "obs_to_action_age_ms", "inference_ms"}

@@ -11,7 +11,8 @@ import pytest
 
 from ladder_ros.bringup.graph import load_graph, parse_overrides, read_params_file
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.nodes.parameters import NODE_PARAMETERS
+from ladder_ros.bringup.graph import NODE_PARAMETERS
+from ladder_ros.runtime.executables import node_module
 from tests.processes import process_tree, run_tree
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +36,7 @@ def test_every_shipped_graph_and_mode_is_valid():
             assert set(params) == set(graph.mode(mode).nodes)
             for launch in graph.launches(mode):
                 command = launch.command()
-                assert command[1:3] == ["-m", f"ladder_ros.nodes.{launch.executable}"]
+                assert command[1:3] == ["-m", node_module(launch.executable)]
                 assert f"__ns:=/{graph.namespace}" in command
 
 
@@ -136,8 +137,8 @@ def wait_until_the_graph_listens(namespace, timeout_s):
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from ladder_ros.nodes import topics
-    from ladder_ros.nodes.runtime import message_class, qos
+    from ladder_ros.specs import topics
+    from ladder_ros.runtime.endpoints import message_class, qos
 
     context = rclpy.Context()
     rclpy.init(context=context)

@@ -16,7 +16,7 @@ from ladder_ros.interface_conversions import document_to_msg
 
 from ladder_ros.camera.base import CameraError, CaptureLoop, DeviceClock, EndOfStream, LatestSlot
 from ladder_ros.camera.calibration_file import CameraCalibration, save_calibration
-from ladder_ros.camera.fake import FakeCamera, sequence_from_image
+from ladder_ros.instruments.cameras.fake import FakeCamera, sequence_from_image
 from ladder_ros.camera.model import CameraIntrinsics, Frame, RigidTransform, rotation_vector
 
 rs = pytest.importorskip("pyrealsense2", reason="needs pyrealsense2 and libusb-1.0 (requirements/camera.txt)")
@@ -299,9 +299,9 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 
-from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
 from ladder_ros.nodes.camera import CameraNode  # noqa: E402
-from ladder_ros.nodes.runtime import message_class, subscription  # noqa: E402
+from ladder_ros.runtime.endpoints import message_class, subscription  # noqa: E402
 from ladder_ros.ros_conversions import depth_from_msg, image_from_msg, stamp_to_ns  # noqa: E402
 
 
@@ -484,7 +484,7 @@ def test_every_episode_bag_carries_the_camera_pose(ros, tmp_path):
 
     from ladder_ros.messages import EpisodeStatus
     from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode
-    from ladder_ros.nodes.runtime import publisher
+    from ladder_ros.runtime.endpoints import publisher
     from ladder_ros.recording.bag import read_bag
 
     node = CameraNode(node_name="camera", namespace="/rec", backend=FakeCamera(64, 48, fps=10.0, frames=5),

@@ -18,7 +18,7 @@ from ladder_ros.bringup.graph import load_graph
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.suite import load_suite, parse_suite
 from ladder_ros.messages import EpisodeCommand, SchemaError, decode
-from ladder_ros.nodes.parameters import ORCHESTRATOR, check_node_parameters
+from ladder_ros.specs.parameters import ORCHESTRATOR, check_node_parameters
 
 REPO = Path(__file__).resolve().parent.parent
 LADDER = [sys.executable, "-m", "ladder_ros.cli"]

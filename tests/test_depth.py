@@ -126,9 +126,9 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 
-from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
 from ladder_ros.nodes.depth import DepthNode  # noqa: E402
-from ladder_ros.nodes.runtime import publisher, subscription  # noqa: E402
+from ladder_ros.runtime.endpoints import publisher, subscription  # noqa: E402
 from ladder_ros.ros_conversions import (  # noqa: E402
     camera_info_to_msg, depth_from_msg, depth_to_msg, image_to_msg, stamp_to_ns)
 
@@ -248,9 +248,9 @@ def test_sim_bridge_truth_scores_the_depth_node_in_a_simulated_episode(ros, tiny
     pytest.importorskip("mujoco", reason="the built-in tabletop needs MuJoCo (requirements/core.txt)")
     from ladder_ros.bringup.client import EpisodeClient
     from ladder_ros.nodes.gripper_trigger import GripperTriggerNode
-    from ladder_ros.nodes.orchestrator import OrchestratorNode
-    from ladder_ros.nodes.policy import PolicyNode
-    from ladder_ros.nodes.sim_bridge import SimBridgeNode
+    from ladder_ros.nodes.orchestrator.node import OrchestratorNode
+    from ladder_ros.nodes.policy.node import PolicyNode
+    from ladder_ros.nodes.sim_bridge.node import SimBridgeNode
     from ladder_ros.nodes.vlm_verifier import VerifierNode
 
     ns = "simdepth"

@@ -27,12 +27,12 @@ from ladder_ros.core.suite import load_suite  # noqa: E402
 from ladder_ros.evaluation.components import make_policy  # noqa: E402
 from ladder_ros.evaluation.reference_loop import run_episode  # noqa: E402
 from ladder_ros.evaluation.parity import compare_records  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
-from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
-from ladder_ros.nodes.policy import PolicyNode  # noqa: E402
-from ladder_ros.nodes.runtime import subscription  # noqa: E402
-from ladder_ros.nodes.sim_bridge import SimBridgeNode  # noqa: E402
+from ladder_ros.nodes.orchestrator.node import OrchestratorNode  # noqa: E402
+from ladder_ros.nodes.policy.node import PolicyNode  # noqa: E402
+from ladder_ros.runtime.endpoints import subscription  # noqa: E402
+from ladder_ros.nodes.sim_bridge.node import SimBridgeNode  # noqa: E402
 from ladder_ros.nodes.vlm_verifier import VerifierNode  # noqa: E402
 from ladder_ros.paths import share_path  # noqa: E402
 from ladder_ros.ros_conversions import intrinsics_from_camera_info, pose_from_msg, stamp_to_ns  # noqa: E402

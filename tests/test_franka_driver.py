@@ -17,7 +17,7 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
 from ladder_ros.core.safety_supervisor import SupervisorConfig  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
 from ladder_ros.robots.franka import FRANKY_VELOCITY_LIMITS, forward_kinematics, get_model  # noqa: E402
 from tests.driver_probe import DriverProbe  # noqa: E402
 from tests.franky_sim_server import FrankySim  # noqa: E402
@@ -39,7 +39,7 @@ def sim():
 @pytest.fixture(scope="module")
 def connected(sim):
     """One driver for the module: franky-sim serves one client at a time, like the arm."""
-    from ladder_ros.nodes.franka_driver import FrankaDriverNode
+    from ladder_ros.nodes.driver.franka import FrankaDriverNode
 
     rclpy.init()
     executor = SingleThreadedExecutor()

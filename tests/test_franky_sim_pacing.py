@@ -1,5 +1,5 @@
 """franky-sim's loop as the twin paces it: absolute deadlines, late ticks made up within a bounded debt, a priority
-that is applied or said to be refused (ladder_ros/sim/franky_sim_server.py)."""
+that is applied or said to be refused (ladder_ros/instruments/franka_twin/franky_sim_server.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 import pytest
 
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.sim import franky_sim_server as fss
-from ladder_ros.sim.franky_sim_server import Pacer, set_thread_nice
+from ladder_ros.instruments.franka_twin import franky_sim_server as fss
+from ladder_ros.instruments.franka_twin.franky_sim_server import Pacer, set_thread_nice
 
 PERIOD = 0.001
 

@@ -34,10 +34,12 @@ from ladder_ros.interface_conversions import document_from_msg  # noqa: E402
 from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
 from ladder_ros.bringup.graph import WORK_DIR_PREFIX, remove_stale_work_dirs  # noqa: E402
 from ladder_ros.messages import DecisionDoc  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
-from ladder_ros.nodes.runtime import message_class, qos, STOP_DEADLINE_S  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
+from ladder_ros.runtime.endpoints import message_class, qos  # noqa: E402
+from ladder_ros.runtime.process import STOP_DEADLINE_S  # noqa: E402
 from ladder_ros.evaluation.recorded_episodes import episode_record  # noqa: E402
 from ladder_ros.recording.bag import bag_custom_data, read_bag  # noqa: E402
+from ladder_ros.runtime.executables import node_module  # noqa: E402
 from tests.processes import descendants, kill_tree  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -186,7 +188,7 @@ def test_item5_and_item9_ctrl_c_of_the_graph_ends_the_episode_with_its_record_in
 
 def _node_pid(root: int, executable: str) -> int | None:
     """The process of graph node ``executable`` below ``root`` (its command runs ``ladder_ros.nodes.<executable>``)."""
-    module = f"ladder_ros.nodes.{executable}".encode()
+    module = node_module(executable).encode()
     for pid in descendants(root):
         try:
             if module in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):

@@ -21,13 +21,13 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from ladder_ros.interface_conversions import document_from_msg, recorded_document  # noqa: E402
 
 from ladder_ros.bringup.graph import load_graph  # noqa: E402
-from ladder_ros.bringup.recording import read_bag, recover_bag  # noqa: E402
+from ladder_ros.recording.bag import read_bag, recover_bag  # noqa: E402
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.core.errors import ConfigError  # noqa: E402
 from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare_records  # noqa: E402
 from ladder_ros.messages import DecisionDoc, VerificationRequestDoc  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
-from ladder_ros.nodes.runtime import message_class, qos  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
+from ladder_ros.runtime.endpoints import message_class, qos  # noqa: E402
 from ladder_ros.ros_conversions import stamp_to_ns  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]

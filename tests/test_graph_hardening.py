@@ -28,8 +28,9 @@ from ladder_ros.bringup.graph import load_graph  # noqa: E402
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.core.safety import DUPLICATE, FOREIGN_PUBLISHER  # noqa: E402
 from ladder_ros.messages import DecisionDoc, PrivilegedStateDoc, stamp_of_step  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
-from ladder_ros.nodes.runtime import message_class, publisher, qos, spin_for  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
+from ladder_ros.runtime.endpoints import message_class, publisher, qos  # noqa: E402
+from ladder_ros.runtime.process import spin_for  # noqa: E402
 from ladder_ros.evaluation.recorded_episodes import episode_record  # noqa: E402
 from ladder_ros.recording.bag import bag_custom_data, recover_bag  # noqa: E402
 from ladder_ros.ros_conversions import action_to_msg, ns_to_stamp  # noqa: E402

@@ -21,7 +21,7 @@ from ladder_ros.interface_conversions import recorded_document  # noqa: E402
 
 from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
 from ladder_ros.bringup.graph import load_graph  # noqa: E402
-from ladder_ros.bringup.recording import read_bag  # noqa: E402
+from ladder_ros.recording.bag import read_bag  # noqa: E402
 from ladder_ros.core.presets import WIDOWX  # noqa: E402
 from ladder_ros.core.suite import parse_suite  # noqa: E402
 from ladder_ros.evaluation.reference_loop import run_episode  # noqa: E402
@@ -29,9 +29,9 @@ from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare
 from ladder_ros.messages import EpisodeCommand, EpisodeStatus  # noqa: E402
 from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
-from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
-from ladder_ros.nodes.policy import PolicyNode  # noqa: E402
-from ladder_ros.nodes.sim_bridge import SimBridgeNode  # noqa: E402
+from ladder_ros.nodes.orchestrator.node import OrchestratorNode  # noqa: E402
+from ladder_ros.nodes.policy.node import PolicyNode  # noqa: E402
+from ladder_ros.nodes.sim_bridge.node import SimBridgeNode  # noqa: E402
 from ladder_ros.nodes.vlm_verifier import VerifierNode  # noqa: E402
 from ladder_ros.vlm.components import PlanResult  # noqa: E402
 from tests.fakes import OracleCounter, ToyPolicy, ToyWorld  # noqa: E402

@@ -23,11 +23,11 @@ from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
 from ladder_ros.core.presets import WIDOWX  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
-from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
-from ladder_ros.nodes.policy import PolicyNode  # noqa: E402
-from ladder_ros.nodes.runtime import qos  # noqa: E402
+from ladder_ros.nodes.orchestrator.node import OrchestratorNode  # noqa: E402
+from ladder_ros.nodes.policy.node import PolicyNode  # noqa: E402
+from ladder_ros.runtime.endpoints import qos  # noqa: E402
 from ladder_ros.ros_conversions import joint_state_to_msg, pose_to_msg  # noqa: E402
 from tests.fakes import ToyPolicy  # noqa: E402
 

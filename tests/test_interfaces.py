@@ -51,7 +51,7 @@ from ladder_ros.messages import (  # noqa: E402
     SchemaError,
     VerificationResultDoc,
 )
-from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
 from ladder_ros.policies.status import PolicyStatusDoc  # noqa: E402
 from ladder_ros.recording.bag import read_bag  # noqa: E402
 
@@ -262,7 +262,7 @@ def typed_recording(tmp_path_factory):
     episode recorder, with the operator's labels."""
     pytest.importorskip("mujoco", reason="the graph runs the built-in MuJoCo tabletop")
     from ladder_ros.bringup.client import EpisodeClient
-    from ladder_ros.nodes.runtime import message_class, publisher
+    from ladder_ros.runtime.endpoints import message_class, publisher
     from ladder_ros.panel import labels as label_ops
     from tests.recording_graph import close_graph, recording_graph_nodes
 

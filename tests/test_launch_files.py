@@ -371,8 +371,8 @@ def test_robot_twin_starts_the_robot_graph_against_the_twin_and_stops_cleanly(tm
     try:
         from diagnostic_msgs.msg import DiagnosticStatus
 
-        from ladder_ros.nodes import topics
-        from ladder_ros.nodes.runtime import qos
+        from ladder_ros.specs import topics
+        from ladder_ros.runtime.endpoints import qos
 
         client, executor = _client(robot)
         safety = {}
@@ -469,7 +469,7 @@ SLOW_SINK = """
 import sys, time
 from rclpy.node import Node
 from std_msgs.msg import String
-from ladder_ros.nodes.runtime import run_node
+from ladder_ros.runtime.process import run_node
 
 class SlowSink(Node):
     drain_on_stop_s = float(sys.argv[1])
@@ -548,7 +548,7 @@ def interrupted(tmp_path_factory):
         # Short episodes until the recorder has heard the sim bridge (discovery between six processes on
         # a loaded machine can take seconds), so the interrupted episode's recording can be checked from
         # its first step.
-        from ladder_ros.bringup.recording import read_bag
+        from ladder_ros.recording.bag import read_bag
 
         for _ in range(5):
             first = client.run_episode(executor, "kitchen_single_1", variant="proprio_verifier", timeout_s=120)
@@ -582,7 +582,7 @@ def interrupted(tmp_path_factory):
 
 @pytest.mark.slow
 def test_ctrl_c_mid_episode_stops_every_process_cleanly_and_keeps_a_complete_recording(interrupted):
-    from ladder_ros.bringup.recording import read_bag
+    from ladder_ros.recording.bag import read_bag
     from ladder_ros.interface_conversions import recorded_document
     from ladder_ros.messages import DecisionDoc
 
@@ -600,7 +600,7 @@ def test_ctrl_c_mid_episode_stops_every_process_cleanly_and_keeps_a_complete_rec
 
 @pytest.mark.slow
 def test_ctrl_c_mid_episode_leaves_an_episode_record_marked_interrupted(interrupted):
-    from ladder_ros.bringup.recording import read_bag
+    from ladder_ros.recording.bag import read_bag
     from ladder_ros.interface_conversions import recorded_document
     from ladder_ros.messages import EpisodeStatus
 

@@ -23,7 +23,7 @@ from ladder_ros.policies.chunked import ChunkedPolicy
 from ladder_ros.policies.config import ServerSettings
 from ladder_ros.policies.executor import ChunkExecutor
 from ladder_ros.core.errors import LadderError
-from ladder_ros.policies.fake_server import DISCONNECT, SILENT, FakePolicyServer
+from ladder_ros.instruments.openpi_fake_server import DISCONNECT, SILENT, FakePolicyServer
 from ladder_ros.policies.openpi_remote import (OpenPIClient, OpenPISource, PolicyServerError, PolicyUnavailable,
                                                traceback_signature)
 from ladder_ros.policies.openpi_wire import WireFormatError, packb, unpackb

@@ -39,11 +39,11 @@ from std_srvs.srv import SetBool, Trigger  # noqa: E402
 from ladder_ros.interface_conversions import recorded_document  # noqa: E402
 
 from ladder_ros.bringup.graph import load_graph  # noqa: E402
-from ladder_ros.bringup.recording import read_bag  # noqa: E402
+from ladder_ros.recording.bag import read_bag  # noqa: E402
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.messages import EpisodeLabels  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
-from ladder_ros.nodes.runtime import publisher  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
+from ladder_ros.runtime.endpoints import publisher  # noqa: E402
 from ladder_ros.panel.app import build_panel  # noqa: E402
 from ladder_ros.panel.records import EpisodeRecordStore  # noqa: E402
 from ladder_ros.panel.widget import FITS  # noqa: E402

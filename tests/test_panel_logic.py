@@ -16,7 +16,7 @@ from ladder_ros.messages import (
     decode,
     encode,
 )
-from ladder_ros.nodes import topics
+from ladder_ros.specs import topics
 from ladder_ros.panel import labels as ops
 from ladder_ros.panel.controller import PanelController
 from ladder_ros.panel.evaluation_plan import EvaluationPlan

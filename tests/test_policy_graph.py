@@ -85,9 +85,9 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
     from ladder_ros.bringup.client import EpisodeClient, EpisodeTimeout
     from ladder_ros.interface_conversions import document_from_msg
     from ladder_ros.messages import ActionTagDoc
-    from ladder_ros.nodes import topics
-    from ladder_ros.nodes.runtime import message_class, qos
-    from ladder_ros.policies.fake_server import FakePolicyServer
+    from ladder_ros.specs import topics
+    from ladder_ros.runtime.endpoints import message_class, qos
+    from ladder_ros.instruments.openpi_fake_server import FakePolicyServer
     from ladder_ros.ros_conversions import image_to_msg, joint_state_to_msg, pose_to_msg
 
     def chunk(observation):

@@ -168,7 +168,7 @@ def test_the_config_hash_follows_what_runs():
 def test_sim_eval_says_when_every_chunk_of_the_policy_was_refused(tmp_path, capsys):
     pytest.importorskip("mujoco", reason="sim-eval runs the built-in MuJoCo tabletop")
     from ladder_ros.cli import main
-    from ladder_ros.policies.fake_server import FakePolicyServer
+    from ladder_ros.instruments.openpi_fake_server import FakePolicyServer
 
     def eight_numbers(request):  # one number too many per action, as a server trained for another layout
         return {"actions": np.zeros((5, 8), dtype=np.float32)}

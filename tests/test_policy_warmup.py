@@ -29,12 +29,12 @@ from sensor_msgs.msg import Image, JointState  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
-from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
-from ladder_ros.nodes.policy import PolicyNode  # noqa: E402
-from ladder_ros.nodes.runtime import qos  # noqa: E402
-from ladder_ros.policies.fake_server import FakePolicyServer  # noqa: E402
+from ladder_ros.nodes.orchestrator.node import OrchestratorNode  # noqa: E402
+from ladder_ros.nodes.policy.node import PolicyNode  # noqa: E402
+from ladder_ros.runtime.endpoints import qos  # noqa: E402
+from ladder_ros.instruments.openpi_fake_server import FakePolicyServer  # noqa: E402
 from ladder_ros.policies.factory import PolicyProvider  # noqa: E402
 from ladder_ros.ros_conversions import image_to_msg, joint_state_to_msg, pose_to_msg  # noqa: E402
 from tests.policy_fixtures import BRIDGE_LIKE, make_config  # noqa: E402

@@ -47,7 +47,7 @@ def inject(operator: Rehearsal, fault: str, joint: str) -> None:
     from std_msgs.msg import String
 
     from ladder_ros.messages import encode
-    from ladder_ros.sim.widowx_twin import xs_wire
+    from ladder_ros.instruments.widowx_twin import xs_wire
 
     node = operator.observer
     if not hasattr(node, "_test_fault_pub"):

@@ -24,7 +24,7 @@ pytest.importorskip("franky_sim", reason="needs franky-control and franky-sim (r
 
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.evaluation.rehearsal import UNSCORED, Rehearsal, plan_rehearsal  # noqa: E402
-from ladder_ros.sim.franky_sim_server import set_thread_nice  # noqa: E402
+from ladder_ros.instruments.franka_twin.franky_sim_server import set_thread_nice  # noqa: E402
 from tests.rehearsal_checks import check_policy_timing_and_recording  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]

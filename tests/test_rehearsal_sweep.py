@@ -17,9 +17,9 @@ from ladder_ros.core.suite import load_suite
 from ladder_ros.paths import resolve_share_file
 from ladder_ros.policies.actions import ActionProcessor
 from ladder_ros.policies.factory import load_policy
-from ladder_ros.policies.rehearsal_server import NO_EPISODE, RehearsalPolicy
-from ladder_ros.policies.rehearsal_sweep import SweepChunker, joint_hold_chunk, lift_offset
-from ladder_ros.policies.scripted_expert import ExpertNoise
+from ladder_ros.instruments.rehearsal.server import NO_EPISODE, RehearsalPolicy
+from ladder_ros.instruments.rehearsal.sweep import SweepChunker, joint_hold_chunk, lift_offset
+from ladder_ros.instruments.expert.scripted import ExpertNoise
 from ladder_ros.policies.warmup import WARM_UP_PROMPT
 from ladder_ros.robots.franka import READY_JOINTS, forward_kinematics
 
@@ -213,7 +213,7 @@ def test_a_node_that_drops_its_queue_or_loses_chunks_never_sees_a_seam_jump(seed
 
 def test_without_taking_its_place_from_the_arm_the_sweep_jumps_after_lost_rows(monkeypatch):
     """The control: a sweep that only counts chunks (never re-anchors) has its chunks refused by the seam check."""
-    import ladder_ros.policies.rehearsal_sweep as sweep
+    import ladder_ros.instruments.rehearsal.sweep as sweep
 
     monkeypatch.setattr(sweep, "RESYNC_FRACTION", float("inf"))
     refused, *_ = run_lossy_node(3000, 3, 0.08, 0.05, 0.3)

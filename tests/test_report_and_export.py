@@ -26,7 +26,7 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from ladder_ros.interface_conversions import recorded_document  # noqa: E402
 
 from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
-from ladder_ros.bringup.recording import read_bag  # noqa: E402
+from ladder_ros.recording.bag import read_bag  # noqa: E402
 from ladder_ros.evaluation.lerobot_export import export_lerobot  # noqa: E402
 from ladder_ros.evaluation.recorded_episodes import load_episodes  # noqa: E402
 from ladder_ros.evaluation.report_render import write_report  # noqa: E402
@@ -88,7 +88,7 @@ def test_the_lab_folder_defaults_meet():
     params files, so report and export of the panel's folder find the recordings."""
     import yaml
 
-    from ladder_ros.nodes.parameters import EPISODE_RECORDER
+    from ladder_ros.specs.parameters import EPISODE_RECORDER
     from ladder_ros.panel.app import DEFAULT_OUT
 
     recorder = next(p for p in EPISODE_RECORDER if p.name == "output_dir")

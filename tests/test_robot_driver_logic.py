@@ -573,7 +573,7 @@ def test_rest_is_judged_by_positions_over_a_window_on_every_joint():
 
 
 def test_the_first_intervention_of_each_kind_is_logged_and_later_ones_once_a_second_with_a_count():
-    from ladder_ros.nodes.driver_reporting import InterventionLog
+    from ladder_ros.nodes.driver.reporting import InterventionLog
 
     log = InterventionLog(every_s=1.0)
     assert "first this episode" in log.line("stale", "late", 0.0)

@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
 from ladder_ros.bringup.graph import NodeLaunch  # noqa: E402
-from ladder_ros.bringup.recording import read_bag  # noqa: E402
+from ladder_ros.recording.bag import read_bag  # noqa: E402
 from ladder_ros.bringup.session import GraphSession  # noqa: E402
 from ladder_ros.bringup.up import prepare  # noqa: E402
 
@@ -62,8 +62,8 @@ class Operator:
         from sensor_msgs.msg import JointState
         from std_srvs.srv import SetBool, Trigger
 
-        from ladder_ros.nodes import topics
-        from ladder_ros.nodes.runtime import qos
+        from ladder_ros.specs import topics
+        from ladder_ros.runtime.endpoints import qos
         from ladder_ros.ros_conversions import joint_state_from_msg
 
         self.session, self.client = session, session.client

@@ -171,7 +171,7 @@ def test_an_intervention_document_carries_no_nan():
 
 
 def test_driver_parameters_are_checked_before_start_with_the_value_named():
-    from ladder_ros.nodes.parameters import check_node_parameters
+    from ladder_ros.specs.parameters import check_node_parameters
 
     checked = check_node_parameters("widowx_driver", {"workspace_low": [0.1, -0.2, 0.05]})
     assert checked["workspace_low"] == [0.1, -0.2, 0.05] and checked["finger_open_m"] == 0.035

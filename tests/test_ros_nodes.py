@@ -20,10 +20,10 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from ladder_ros.interface_conversions import document_from_msg, document_to_msg  # noqa: E402
 
 from ladder_ros.messages import EpisodeStatus, GripperEventsDoc, stamp_of_step  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
 from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
-from ladder_ros.nodes.runtime import message_class, qos  # noqa: E402
+from ladder_ros.runtime.endpoints import message_class, qos  # noqa: E402
 from ladder_ros.ros_conversions import joint_state_to_msg, pose_to_msg  # noqa: E402
 
 pytestmark = pytest.mark.ros

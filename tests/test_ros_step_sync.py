@@ -1,7 +1,7 @@
 """Lockstep pairing of one step's messages across topics (pure; no rclpy)."""
 
 from ladder_ros.messages import stamp_of_step
-from ladder_ros.nodes.step_sync import StepAligner
+from ladder_ros.runtime.step_sync import StepAligner
 
 RATE = 5.0
 ORIGIN = 1_000_000_000_000

@@ -1,6 +1,6 @@
 """A node that fails to start and is sent SIGINT while rclpy cleans up (what ros2 launch does to every process once
-one exits) ends with its one error line and status 2, not a KeyboardInterrupt traceback (nodes/runtime.py); a node
-whose worker is still in C++ code when it stops ends with status 0, not SIGABRT (nodes/process_exit.py)."""
+one exits) ends with its one error line and status 2, not a KeyboardInterrupt traceback (ladder_ros/runtime/process.py);
+a node whose worker is still in C++ code when it stops ends with status 0, not SIGABRT (runtime/process_exit.py)."""
 
 import subprocess
 import sys
@@ -11,7 +11,7 @@ CHILD = textwrap.dedent("""
     import rclpy
     from rclpy.node import Node
     from ladder_ros.core.errors import LadderError
-    from ladder_ros.nodes import runtime
+    from ladder_ros.runtime import process as runtime
 
     class Failing(Node):
         def __init__(self):
@@ -50,7 +50,7 @@ BUSY_WORKER = textwrap.dedent("""
     import os, signal, sys, threading
     import torch
     from rclpy.node import Node
-    from ladder_ros.nodes import runtime
+    from ladder_ros.runtime import process as runtime
 
     class Busy(Node):
         '''A node whose worker thread is inside torch (C++, the GIL released) whenever the node stops.'''

@@ -14,7 +14,7 @@ from ladder_ros.core.errors import ConfigError, InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalTracker  # noqa: E402
 from ladder_ros.core.suite import load_suite  # noqa: E402
 from ladder_ros.policies.base import LowLevelPolicy  # noqa: E402
-from ladder_ros.policies.scripted_expert import (  # noqa: E402
+from ladder_ros.instruments.expert.scripted import (  # noqa: E402
     ExpertNoise,
     ScriptedExpert,
     expert_noise,

@@ -15,8 +15,9 @@ import pytest
 from ladder_ros.camera.base import CameraError, CaptureLoop
 from ladder_ros.camera.model import CameraIntrinsics
 from ladder_ros.camera.registry import make_camera
-from ladder_ros.camera.shared_frame import ChannelError, FrameReader, FrameWriter, channel_path, default_channel
-from ladder_ros.camera.twin import TwinCamera
+from ladder_ros.instruments.cameras.shared_frame import (ChannelError, FrameReader, FrameWriter, channel_path,
+                                                         default_channel)
+from ladder_ros.instruments.cameras.twin import TwinCamera
 from ladder_ros.core.errors import ConfigError
 
 INTRINSICS = CameraIntrinsics(width=32, height=24, fx=30.0, fy=30.0, cx=15.5, cy=11.5)

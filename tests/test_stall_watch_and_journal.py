@@ -1,10 +1,12 @@
-"""The orchestrator's stall watchdog and journal, without ROS (ladder_ros/nodes/stall_watch.py, episode_journal.py)."""
+"""The orchestrator's stall watchdog and journal, without ROS (ladder_ros/nodes/orchestrator/stall_watch.py,
+journal.py)."""
 
 import pytest
 
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.nodes.episode_journal import EpisodeJournal, default_state_dir, journal_path
-from ladder_ros.nodes.stall_watch import ABORT, ACTION, GRIPPER_EVENTS, JOINT_STATES, PRIVILEGED, WARN, StallWatch
+from ladder_ros.nodes.orchestrator.journal import EpisodeJournal, default_state_dir, journal_path
+from ladder_ros.nodes.orchestrator.stall_watch import (ABORT, ACTION, GRIPPER_EVENTS, JOINT_STATES, PRIVILEGED, WARN,
+                                                       StallWatch)
 
 
 def test_warns_once_then_aborts_and_progress_clears_the_report():

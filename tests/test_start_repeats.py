@@ -15,7 +15,7 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
 from ladder_ros.bringup.client import START_RESEND_S, EpisodeClient  # noqa: E402
-from ladder_ros.nodes.orchestrator import OrchestratorNode  # noqa: E402
+from ladder_ros.nodes.orchestrator.node import OrchestratorNode  # noqa: E402
 
 pytestmark = pytest.mark.ros
 NS = "repeats"

@@ -2,7 +2,7 @@
 until it is answered; other commands, and a start that names no episode, are sent once."""
 
 from ladder_ros.messages import ABORT, START, EpisodeCommand
-from ladder_ros.nodes.start_resends import START_RESEND_S, StartResends
+from ladder_ros.runtime.start_resends import START_RESEND_S, StartResends
 
 
 def start(episode_id, seed=0):

@@ -13,7 +13,7 @@ import yaml
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.suite import load_suite, parse_suite
 from ladder_ros.core.task import TaskCategory
-from ladder_ros.policies.scripted_expert import read_instruction
+from ladder_ros.instruments.expert.scripted import read_instruction
 from ladder_ros.sim.tabletop_scene import (
     WORKSPACE_HIGH,
     WORKSPACE_LOW,
@@ -205,7 +205,7 @@ def test_suite_without_required_scene_parts_is_rejected():
 @pytest.mark.slow
 def test_noise_free_expert_validates_two_layouts_of_every_task(suite):
     pytest.importorskip("mujoco")
-    from ladder_ros.policies.scripted_expert import ScriptedExpert
+    from ladder_ros.instruments.expert.scripted import ScriptedExpert
     from ladder_ros.sim.mujoco_tabletop import MujocoTabletop
     from ladder_ros.evaluation.rollouts import run_subgoal_sequence
 

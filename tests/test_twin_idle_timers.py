@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
 from ladder_ros.robots import dynamixel as dxl  # noqa: E402
-from ladder_ros.sim.widowx_twin import xs_msgs  # noqa: E402
+from ladder_ros.instruments.widowx_twin import xs_msgs  # noqa: E402
 from tests import test_twin_remote_xs_sdk as remote  # noqa: E402
 
 pytestmark = pytest.mark.ros

@@ -14,7 +14,7 @@ pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.tx
 
 from ladder_ros.messages import SchemaError, decode, encode  # noqa: E402
 from ladder_ros.robots import dynamixel as dxl  # noqa: E402
-from ladder_ros.sim.widowx_twin import xs_msgs, xs_wire  # noqa: E402
+from ladder_ros.instruments.widowx_twin import xs_msgs, xs_wire  # noqa: E402
 
 pytestmark = pytest.mark.ros
 WAIT_S = 30.0  # only a broken link gets near it
@@ -50,9 +50,9 @@ def link():
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
 
-    from ladder_ros.sim.widowx_twin.remote import RemoteXsSdk
-    from ladder_ros.sim.widowx_twin.ros_server import XsSdkRosServer
-    from ladder_ros.sim.widowx_twin.xs_sdk import SimulatedXsSdk
+    from ladder_ros.instruments.widowx_twin.remote import RemoteXsSdk
+    from ladder_ros.instruments.widowx_twin.ros_server import XsSdkRosServer
+    from ladder_ros.instruments.widowx_twin.xs_sdk import SimulatedXsSdk
 
     rclpy.init()
     sdk = SimulatedXsSdk()
@@ -112,8 +112,8 @@ def test_a_hung_service_keeps_the_remote_call_waiting_until_released(link):
 
 
 def test_the_twin_api_runs_unchanged_over_the_remote_xs_sdk(link):
-    from ladder_ros.sim import widowx_twin
-    from ladder_ros.sim.widowx_twin import xs_sdk
+    from ladder_ros.instruments import widowx_twin
+    from ladder_ros.instruments.widowx_twin import xs_sdk
 
     sdk, server, client = link
     xs_sdk.register("wx_test", client)
@@ -177,7 +177,7 @@ def test_an_answer_waits_until_its_caller_has_matched_the_twins_reply_publisher(
 
 
 def test_an_answer_held_for_an_unmatched_caller_goes_out_after_its_bound(link, monkeypatch):
-    from ladder_ros.sim.widowx_twin import ros_server
+    from ladder_ros.instruments.widowx_twin import ros_server
 
     sdk, server, client = link
     client.call("get_robot_info", xs_msgs.RobotInfo.Request(cmd_type="group", name="arm")).result(WAIT_S)

@@ -15,8 +15,8 @@ from ladder_ros.core.suite import load_suite  # noqa: E402
 from ladder_ros.paths import resolve_share_file  # noqa: E402
 from ladder_ros.robots import dynamixel as dxl  # noqa: E402
 from ladder_ros.robots import wx250s  # noqa: E402
-from ladder_ros.sim.widowx_twin.motors import FINGER_LOWER_M, FINGER_UPPER_M, WidowXMotors  # noqa: E402
-from ladder_ros.sim.widowx_twin.world import (  # noqa: E402
+from ladder_ros.instruments.widowx_twin.motors import FINGER_LOWER_M, FINGER_UPPER_M, WidowXMotors  # noqa: E402
+from ladder_ros.instruments.widowx_twin.world import (  # noqa: E402
     WIDOWX_TOP_DOWN,
     TwinWorld,
     finger_from_pad,

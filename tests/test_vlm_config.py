@@ -91,7 +91,7 @@ def test_the_call_deadline_is_one_validated_number():
 
 
 def test_the_orchestrator_must_wait_longer_than_a_vlm_verifier_may_take():
-    from ladder_ros.nodes.parameters import check_node_parameters, check_verifier_deadline
+    from ladder_ros.specs.parameters import check_node_parameters, check_verifier_deadline
 
     orchestrator = check_node_parameters("orchestrator", {})
     verifier = check_node_parameters("vlm_verifier", {"backend": "gemini"})

@@ -2,7 +2,7 @@
 
 The driver runs with ``interbotix_api: twin`` (the code that runs on the arm, only the API's import
 differs) over an in-process xs_sdk whose motors follow Dynamixel time-based profiles
-(``ladder_ros/sim/widowx_twin``); each test registers a fresh xs_sdk and can inject a stall, a motor
+(``ladder_ros/instruments/widowx_twin``); each test registers a fresh xs_sdk and can inject a stall, a motor
 error or a service that never answers. The driver and a probe (playing the policy and the operator)
 share one executor; the API's own node spins in the thread ``robot_startup`` starts, as on the robot.
 Waits end on what they wait for; times are measured by benchmarks/bench_robot_safety.py, not here.
@@ -25,7 +25,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 
 from ladder_ros.core.errors import LadderError  # noqa: E402
 from ladder_ros.core.safety import ACTION_AXES  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
 from ladder_ros.robots import dynamixel as dxl  # noqa: E402
 from ladder_ros.robots import wx250s  # noqa: E402
 from tests.driver_probe import DriverProbe  # noqa: E402
@@ -38,9 +38,9 @@ PROFILE = dxl.ProfileRegisters(250, 100)  # moving_time_s 0.25, accel_time_s 0.1
 
 @pytest.fixture
 def rig():
-    from ladder_ros.nodes.widowx_driver import WidowXDriverNode
-    from ladder_ros.sim import widowx_twin
-    from ladder_ros.sim.widowx_twin import xs_sdk
+    from ladder_ros.nodes.driver.widowx import WidowXDriverNode
+    from ladder_ros.instruments import widowx_twin
+    from ladder_ros.instruments.widowx_twin import xs_sdk
 
     rclpy.init()
     executor = SingleThreadedExecutor()
@@ -101,12 +101,12 @@ def level(name):
 def test_missing_interbotix_api_is_one_clear_error():
     rclpy.init()
     try:
-        from ladder_ros.nodes.widowx_driver import WidowXDriverNode
+        from ladder_ros.nodes.driver.widowx import WidowXDriverNode
         with pytest.raises(LadderError, match="interbotix_xs_modules.*not on PyPI.*interbotix_api: twin"):
             WidowXDriverNode(namespace=NS, parameter_overrides=[Parameter("clock_mode", value="wall_clock")])
     finally:
         rclpy.try_shutdown()
-    run = subprocess.run([sys.executable, "-m", "ladder_ros.nodes.widowx_driver", "--ros-args", "-p",
+    run = subprocess.run([sys.executable, "-m", "ladder_ros.nodes.driver.widowx", "--ros-args", "-p",
                           "clock_mode:=wall_clock"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "source that workspace" in run.stderr and "Traceback" not in run.stderr
 
@@ -134,7 +134,7 @@ def test_starts_disarmed_with_the_profile_written_and_read_back_and_moves_nothin
 
 
 def test_arming_waits_for_the_profile_check_and_a_wedged_xs_sdk_is_a_fault(rig):
-    from ladder_ros.sim.widowx_twin import xs_sdk
+    from ladder_ros.instruments.widowx_twin import xs_sdk
 
     executor, build = rig
     sdk = xs_sdk.SimulatedXsSdk()
@@ -157,7 +157,7 @@ def test_arming_waits_for_the_profile_check_and_a_wedged_xs_sdk_is_a_fault(rig):
 
 
 def test_arming_is_refused_when_the_motors_read_the_profile_back_otherwise(rig):
-    from ladder_ros.sim.widowx_twin import xs_sdk
+    from ladder_ros.instruments.widowx_twin import xs_sdk
 
     executor, build = rig
     sdk = xs_sdk.SimulatedXsSdk()
@@ -216,7 +216,7 @@ def test_the_vendor_api_gets_its_own_node_and_its_service_waits_leave_no_timers_
 def test_a_launch_remapping_renames_the_driver_and_not_the_vendor_node(tmp_path):
     rclpy.init()
     watcher = rclpy.create_node("watcher")
-    process = subprocess.Popen([sys.executable, "-m", "ladder_ros.nodes.widowx_driver", "--ros-args", "-r",
+    process = subprocess.Popen([sys.executable, "-m", "ladder_ros.nodes.driver.widowx", "--ros-args", "-r",
                                 "__node:=widowx_driver", "-r", f"__ns:=/{NS}", "-p", "clock_mode:=wall_clock", "-p",
                                 "interbotix_api:=twin"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -449,7 +449,7 @@ def test_holds_while_a_verification_is_pending_when_asked(rig):
 def test_no_action_is_trusted_while_a_second_node_publishes_actions(rig):
     from trajectory_msgs.msg import JointTrajectory
 
-    from ladder_ros.nodes.runtime import qos
+    from ladder_ros.runtime.endpoints import qos
 
     executor, build = rig
     driver, probe, sdk = build()
@@ -490,8 +490,8 @@ def test_no_blocking_call_runs_on_the_control_thread(rig):
 def test_a_hold_refused_at_a_joint_past_the_apis_limit_is_sent_clamped_inside_it_and_counted(rig):
     import time as clock
 
-    from ladder_ros.sim.widowx_twin import xs_sdk
-    from ladder_ros.sim.widowx_twin.motors import WidowXMotors
+    from ladder_ros.instruments.widowx_twin import xs_sdk
+    from ladder_ros.instruments.widowx_twin.motors import WidowXMotors
 
     executor, build = rig
     # the shoulder's motor limit (819 ticks, -1.8852 rad) lies 0.3 mrad past the URDF's -108 deg the API checks

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
 from ladder_ros.core.safety import ACTION_AXES  # noqa: E402
-from ladder_ros.nodes import topics  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
 from ladder_ros.ros_conversions import stamp_to_ns  # noqa: E402
 from tests import test_widowx_driver as widowx  # noqa: E402
 

@@ -16,8 +16,8 @@ import pytest
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.robots import dynamixel as dxl
 from ladder_ros.robots import wx250s
-from ladder_ros.sim.widowx_twin import motors as twin_motors
-from ladder_ros.sim.widowx_twin.motors import (
+from ladder_ros.instruments.widowx_twin import motors as twin_motors
+from ladder_ros.instruments.widowx_twin.motors import (
     FINGER_LOWER_M,
     FINGER_UPPER_M,
     MODES_PROFILE,
@@ -274,8 +274,8 @@ def twin_api():
     pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
     import rclpy
 
-    from ladder_ros.sim import widowx_twin
-    from ladder_ros.sim.widowx_twin import xs_sdk
+    from ladder_ros.instruments import widowx_twin
+    from ladder_ros.instruments.widowx_twin import xs_sdk
 
     rclpy.init()
     sdk = xs_sdk.register("wx250s", xs_sdk.SimulatedXsSdk())
@@ -287,7 +287,7 @@ def twin_api():
 
 
 def build_bot(**kwargs):
-    from ladder_ros.sim.widowx_twin.arm import InterbotixManipulatorXS
+    from ladder_ros.instruments.widowx_twin.arm import InterbotixManipulatorXS
 
     return InterbotixManipulatorXS(robot_model="wx250s", robot_name="wx250s", moving_time=0.25, accel_time=0.1,
                                    **kwargs)
@@ -342,7 +342,7 @@ def test_set_joint_positions_measures_from_the_last_commanded_joints_and_capture
 
 @pytest.mark.ros
 def test_service_calls_wait_without_a_timeout_and_xs_sdk_stalls_behind_a_hung_one(twin_api):
-    from ladder_ros.sim.widowx_twin import robot
+    from ladder_ros.instruments.widowx_twin import robot
 
     bot = build_bot(node=robot.InterbotixRobotNode("api_under_test", use_global_arguments=False))
     robot.robot_startup(bot.get_node())
@@ -362,7 +362,7 @@ def test_service_calls_wait_without_a_timeout_and_xs_sdk_stalls_behind_a_hung_on
 
 @pytest.mark.ros
 def test_every_service_wait_leaves_a_rate_timer_on_the_api_node_once_it_is_up(twin_api):
-    from ladder_ros.sim.widowx_twin import robot
+    from ladder_ros.instruments.widowx_twin import robot
 
     bot = build_bot(node=robot.InterbotixRobotNode("api_under_test", use_global_arguments=False))
     before = len(list(bot.get_node().timers))
@@ -376,7 +376,7 @@ def test_every_service_wait_leaves_a_rate_timer_on_the_api_node_once_it_is_up(tw
 
 @pytest.mark.ros
 def test_grasp_and_release_sleep_their_delay_and_the_api_stops_the_pwm_at_the_limit(twin_api):
-    from ladder_ros.sim.widowx_twin import robot
+    from ladder_ros.instruments.widowx_twin import robot
 
     bot = build_bot(node=robot.InterbotixRobotNode("api_under_test", use_global_arguments=False))
     robot.robot_startup(bot.get_node())

@@ -27,9 +27,9 @@ from ladder_ros.messages import (
     EpisodeStatus,
     SchemaError,
 )
-from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import message_class, publisher, qos, subscription
-from ladder_ros.nodes.start_resends import START_RESEND_S, StartResends
+from ladder_ros.specs import topics
+from ladder_ros.runtime.endpoints import message_class, publisher, qos, subscription
+from ladder_ros.runtime.start_resends import START_RESEND_S, StartResends
 from ladder_ros.interface_conversions import document_from_msg, document_to_msg
 
 

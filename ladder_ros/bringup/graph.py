@@ -25,7 +25,7 @@ no other params file is given: the Franka graph's simulation runs the scripted e
 verifier where the robot runs pi0.5-DROID and Gemini, and each deployment keeps one params file.
 
 Every error names the file and the key. The params file is checked against the nodes' parameter
-specs (:mod:`ladder_ros.nodes.parameters`) before any process starts.
+specs (:mod:`ladder_ros.specs.parameters`) before any process starts.
 """
 
 from __future__ import annotations
@@ -42,12 +42,17 @@ import yaml
 
 from ladder_ros.core.errors import ConfigError, check_keys, did_you_mean
 from ladder_ros.messages import CLOCK_MODES
-from ladder_ros.nodes.parameters import NODE_PARAMETERS, check_node_parameters, check_verifier_deadline
+from ladder_ros.instruments.specs import INSTRUMENT_NODE_PARAMETERS
+from ladder_ros.specs.parameters import NODE_PARAMETERS as PRODUCT_NODE_PARAMETERS
+from ladder_ros.specs.parameters import check_node_parameters, check_verifier_deadline
 from ladder_ros.paths import share_path
+from ladder_ros.runtime.executables import node_module
 
 GRAPH_SCHEMA_VERSION = 1
 GRAPH_KEYS = ("schema_version", "graph", "description", "namespace", "params_file", "nodes", "remappings", "modes")
 MODES = ("sim", "real", "twin")
+# Every executable a graph may start: the product's nodes and the instruments' (twins, rehearsal server).
+NODE_PARAMETERS = {**PRODUCT_NODE_PARAMETERS, **INSTRUMENT_NODE_PARAMETERS}
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,7 @@ class NodeLaunch:
     ros_args: tuple[str, ...]
 
     def command(self, python: str = sys.executable) -> list[str]:
-        return [python, "-m", f"ladder_ros.nodes.{self.executable}", "--ros-args", *self.ros_args]
+        return [python, "-m", node_module(self.executable), "--ros-args", *self.ros_args]
 
 
 @dataclass(frozen=True)
@@ -145,7 +150,8 @@ class GraphDescription:
             values.update(overrides.get(name, {}))
             strict = from_file - set(overrides.get(name, {})) - set(entry.parameters.get(name, {})) - {"clock_mode"}
             try:
-                result[name] = check_node_parameters(node.executable, values, name, strict=strict)
+                result[name] = check_node_parameters(node.executable, values, name, strict=strict,
+                                                     table=NODE_PARAMETERS)
             except ConfigError as exc:
                 raise ConfigError(str(exc), source=str(params_file)) from None
         by_executable = {self.nodes[name].executable: name for name in entry.nodes}

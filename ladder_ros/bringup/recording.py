@@ -9,15 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.recording.bag import (  # noqa: F401  (re-exported for callers of the old module)
-    BagSummary,
-    EpisodeBag,
-    bag_custom_data,
-    config_custom_data,
-    read_bag,
-    recover_bag,
-    software_versions,
-)
+from ladder_ros.recording.bag import BagSummary, read_bag, recover_bag
 
 
 def register(subparsers) -> None:

@@ -22,13 +22,13 @@ from ladder_ros.bringup.graph import GraphDescription, NodeLaunch
 from ladder_ros.bringup.parent_guard import guarded
 from ladder_ros.bringup.up import DEFAULT_STOP_TIMEOUT_S, GraphProcesses, NodeDied
 from ladder_ros.core.errors import ConfigError, LadderError
-from ladder_ros.nodes.process_exit import ros_teardown_deadline
+from ladder_ros.runtime.process_exit import ros_teardown_deadline
 from ladder_ros.ros_env import apply_network_safe_environment
 
 
 RECORDER_WAIT_MIN_S = 10.0  # at least this long for the recorder to match the graph once the nodes are up (s)
 # A client's ROS 2 teardown takes well under a second; past this it waits on a middleware deadlock (see
-# ladder_ros.nodes.process_exit).
+# ladder_ros.runtime.process_exit).
 RELEASE_DEADLINE_S = 30.0
 STATUS_FOLLOWERS = frozenset({"sim_bridge", "policy", "gripper_trigger", "episode_recorder", "widowx_driver",
                               "franka_driver", "widowx_twin", "rehearsal_server"})
@@ -138,7 +138,7 @@ class GraphSession:
 
     def _release_ros_within_deadline(self) -> None:
         """Destroy the client node and shut rclpy down; if the middleware deadlocks there (Fast DDS 3.2, see
-        :mod:`ladder_ros.nodes.process_exit`), the process ends with status 1 after ``RELEASE_DEADLINE_S``."""
+        :mod:`ladder_ros.runtime.process_exit`), the process ends with status 1 after ``RELEASE_DEADLINE_S``."""
         import rclpy
 
         with ros_teardown_deadline(RELEASE_DEADLINE_S):

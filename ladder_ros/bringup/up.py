@@ -12,7 +12,7 @@ running episode as interrupted, with its final status and record), then every ot
 with SIGINT; nodes that have not exited after ``--stop-timeout`` seconds are killed. When any node
 dies on its own, the others are stopped and ``up`` exits non-zero naming it. Whatever kills ``up``
 (even SIGKILL), its nodes get SIGTERM from the kernel (``PR_SET_PDEATHSIG``,
-:func:`ladder_ros.nodes.runtime.die_with_supervisor`), so none is left running, and the temporary
+:func:`ladder_ros.runtime.supervision.die_with_supervisor`), so none is left running, and the temporary
 folder with the generated params file goes with ``up`` (or with the next bringup, after a SIGKILL).
 """
 
@@ -37,7 +37,7 @@ from ladder_ros.bringup.graph import (
     parse_overrides,
 )
 from ladder_ros.core.errors import ConfigError, LadderError, did_you_mean
-from ladder_ros.nodes.supervision import SUPERVISOR_PID_ENV
+from ladder_ros.runtime.supervision import SUPERVISOR_PID_ENV
 from ladder_ros.ros_env import network_safe_environment, with_ros_library_path
 
 DEFAULT_STOP_TIMEOUT_S = 10.0

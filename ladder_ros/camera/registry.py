@@ -6,6 +6,7 @@ from typing import Any, Mapping
 
 from ladder_ros.camera.base import CameraBackend
 from ladder_ros.core.errors import unknown_name
+from ladder_ros.instrument_registry import load_instrument
 
 CAMERA_BACKENDS = ("realsense", "opencv", "fake", "twin")
 
@@ -26,15 +27,13 @@ def make_camera(params: Mapping[str, Any]) -> CameraBackend:
         return OpenCVCamera(device=str(params.get("device", "0")), width=width, height=height, fps=fps,
                             real_time=bool(params.get("realtime_playback", True)), loop=bool(params.get("loop", False)))
     if name == "fake":
-        from ladder_ros.camera.fake import FakeCamera
-
-        return FakeCamera(width=width or 640, height=height or 480, fps=fps or 30.0,
-                          depth=bool(params.get("depth", True)))
+        fake_camera = load_instrument("fake_camera")
+        return fake_camera(width=width or 640, height=height or 480, fps=fps or 30.0,
+                           depth=bool(params.get("depth", True)))
     if name == "twin":
-        from ladder_ros.camera.shared_frame import default_channel
-        from ladder_ros.camera.twin import TwinCamera
-
+        default_channel = load_instrument("twin_camera_channel")
         channel = params.get("twin_channel", "") or default_channel(str(params.get("namespace", "")),
                                                                     str(params.get("camera_name", "camera")))
-        return TwinCamera(channel, width=width, height=height, depth=bool(params.get("depth", True)))
+        twin_camera = load_instrument("twin_camera")
+        return twin_camera(channel, width=width, height=height, depth=bool(params.get("depth", True)))
     raise unknown_name("camera backend", name, CAMERA_BACKENDS)

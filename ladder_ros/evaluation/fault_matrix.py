@@ -98,8 +98,8 @@ class FaultMatrix:
                  variant: str = "proprio_verifier", reference: Callable[[str, str, int, int], dict] | None = None):
         from ladder_ros.interface_conversions import document_from_msg
         from ladder_ros.messages import DecisionDoc, EpisodeStatus
-        from ladder_ros.nodes import topics
-        from ladder_ros.nodes.runtime import message_class, qos
+        from ladder_ros.specs import topics
+        from ladder_ros.runtime.endpoints import message_class, qos
 
         self.session = session
         self.params = params

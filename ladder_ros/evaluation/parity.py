@@ -120,7 +120,7 @@ class ReferenceRunner:
     """The in-process side, built from the graph's sim-mode parameters."""
 
     def __init__(self, params: dict[str, dict[str, Any]], suite: TaskSuite):
-        from ladder_ros.nodes.sim_bridge import simulator_options
+        from ladder_ros.nodes.sim_bridge.node import simulator_options
         from ladder_ros.sim.registry import make_simulator
 
         bridge = params["sim_bridge"]

@@ -25,7 +25,7 @@ from ladder_ros.core.metrics import score_episode
 from ladder_ros.core.observation import Observation
 from ladder_ros.core.orchestrator import Decision, Orchestrator, StepInput, Variant, make_orchestrator
 from ladder_ros.core.presets import EmbodimentPreset
-from ladder_ros.core.record import PLAN_SOURCES, PLANNER, REFERENCE, EpisodeRecord  # noqa: F401  (re-exported)
+from ladder_ros.core.record import PLANNER, REFERENCE, EpisodeRecord
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.task import Subgoal, Task
 from ladder_ros.core.triggers import GripperMonitor

@@ -38,7 +38,7 @@ from ladder_ros.core.record import score_fields
 from ladder_ros.evaluation.rehearsal_timing import episode_timing, pooled_timing
 from ladder_ros.messages import RUNNING
 from ladder_ros.policies.config import EXECUTION_MODES
-from ladder_ros.policies.rehearsal_server import LATENCY_MODELS
+from ladder_ros.instruments.rehearsal.server import LATENCY_MODELS
 
 MODE = "twin"
 DEFAULT_DELAY_MS = 80.0
@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
 
 def latency_line(server: dict) -> str:
     """The rehearsal server's inference time in words (its parameters)."""
-    from ladder_ros.policies.rehearsal_server import InferenceLatency
+    from ladder_ros.instruments.rehearsal.server import InferenceLatency
 
     return InferenceLatency(server["latency_model"], server["inference_delay_ms"], server["jitter_ms"]).describe()
 

@@ -24,9 +24,9 @@ from std_srvs.srv import SetBool, Trigger
 from ladder_ros.core.errors import LadderError
 from ladder_ros.evaluation.rehearsal_timing import TaggedAction
 from ladder_ros.messages import ABORT, ActionTagDoc, EpisodeCommand, EpisodeScoreDoc, SchemaError
-from ladder_ros.nodes import topics
+from ladder_ros.specs import topics
 from ladder_ros.interface_conversions import document_from_msg, document_to_msg
-from ladder_ros.nodes.runtime import message_class, publisher, subscription
+from ladder_ros.runtime.endpoints import message_class, publisher, subscription
 from ladder_ros.ros_conversions import joint_state_from_msg, stamp_to_ns
 
 SERVICE_WAIT_S = 60.0  # a service of the graph answers within this long unless something is broken

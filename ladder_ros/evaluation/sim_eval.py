@@ -75,14 +75,8 @@ from ladder_ros.evaluation.executors import (
     parse_env_vars,
 )
 from ladder_ros.evaluation.policy_summary import format_policy_note, summarize_policy
-from ladder_ros.evaluation.reference_loop import (
-    PLAN_SOURCES,
-    PLANNER,
-    REFERENCE,
-    EpisodeRecord,
-    run_episode,
-    uses_plan,
-)
+from ladder_ros.evaluation.reference_loop import run_episode, uses_plan
+from ladder_ros.core.record import PLAN_SOURCES, PLANNER, REFERENCE, EpisodeRecord
 from ladder_ros.evaluation.run_key import claim_output, episode_key, key_differences, key_digest, run_key
 from ladder_ros.paths import share_path
 from ladder_ros.policies.factory import load_policy

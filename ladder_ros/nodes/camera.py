@@ -17,9 +17,11 @@ from ladder_ros.camera.calibration_file import CameraCalibration, load_calibrati
 from ladder_ros.camera.model import CameraIntrinsics, Frame
 from ladder_ros.camera.registry import make_camera
 from ladder_ros.core.errors import ConfigError, LadderError
-from ladder_ros.nodes import topics
-from ladder_ros.nodes.parameters import CAMERA
-from ladder_ros.nodes.runtime import declare_parameters, publisher, run_node
+from ladder_ros.specs import topics
+from ladder_ros.specs.parameters import CAMERA
+from ladder_ros.runtime.endpoints import publisher
+from ladder_ros.runtime.parameters import declare_parameters
+from ladder_ros.runtime.process import run_node
 from ladder_ros.paths import resolve_share_file
 from ladder_ros.ros_conversions import (
     camera_info_to_msg,
@@ -56,7 +58,7 @@ class CameraNode(Node):
     (sensor_msgs/Image, 32FC1, m), ``/diagnostics`` (diagnostic_msgs/DiagnosticArray: frames,
     drops, capture-to-publish latency in ms, rate in Hz, last error, the camera pose's transform) and
     ``/tf_static`` (tf2_msgs/TFMessage).
-    Parameters: see ``CAMERA`` in :mod:`ladder_ros.nodes.parameters` (backend, serial, recording,
+    Parameters: see ``CAMERA`` in :mod:`ladder_ros.specs.parameters` (backend, serial, recording,
     device, width/height (px), fps (Hz), depth, realtime_playback, loop, calibration_file, frame_id,
     base_frame, camera_name, retry_s (s), diagnostics_period_s (s)).
     """

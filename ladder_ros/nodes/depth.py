@@ -18,9 +18,11 @@ from ladder_ros.core.errors import LadderError
 from ladder_ros.depth.base import DepthError, DepthEstimator, depth_error
 from ladder_ros.depth.registry import SENSOR, make_estimator
 from ladder_ros.depth.worker import DepthJob, DepthResult, DepthWorker
-from ladder_ros.nodes import topics
-from ladder_ros.nodes.parameters import DEPTH
-from ladder_ros.nodes.runtime import declare_parameters, publisher, run_node, subscription
+from ladder_ros.specs import topics
+from ladder_ros.specs.parameters import DEPTH
+from ladder_ros.runtime.endpoints import publisher, subscription
+from ladder_ros.runtime.parameters import declare_parameters
+from ladder_ros.runtime.process import run_node
 from ladder_ros.ros_conversions import (
     depth_from_msg,
     depth_to_msg,
@@ -76,7 +78,7 @@ class DepthNode(Node):
     ``camera/depth/image_raw`` (sensor_msgs/Image, 32FC1, m, NaN = no depth) and ``diagnostics``
     (backend, device, frames in/out, dropped, latency and inference time in ms, rate in Hz, depth
     error).
-    Parameters: see ``DEPTH`` in :mod:`ladder_ros.nodes.parameters` (backend, model_path, device,
+    Parameters: see ``DEPTH`` in :mod:`ladder_ros.specs.parameters` (backend, model_path, device,
     fp16, resolution_level, use_camera_info, compare_to_sensor, diagnostics_period_s (s)).
     """
 

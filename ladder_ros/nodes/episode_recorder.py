@@ -25,17 +25,11 @@ from ladder_ros.messages import (
     episode_id_problem,
 )
 from ladder_ros.interface_conversions import document_from_msg
-from ladder_ros.nodes import topics
-from ladder_ros.nodes.parameters import EPISODE_RECORDER
-from ladder_ros.nodes.runtime import (
-    declare_parameters,
-    message_class,
-    publisher,
-    qos,
-    run_node,
-    spin_for,
-    subscription,
-)
+from ladder_ros.specs import topics
+from ladder_ros.specs.parameters import EPISODE_RECORDER
+from ladder_ros.runtime.endpoints import message_class, publisher, qos, subscription
+from ladder_ros.runtime.parameters import declare_parameters
+from ladder_ros.runtime.process import run_node, spin_for
 from ladder_ros.ros_conversions import diagnostics_to_msg
 from ladder_ros.recording.bag import EpisodeBag, config_custom_data, warm_up
 
@@ -71,7 +65,7 @@ def offered_qos(profile: QoSProfile, spec: topics.TopicSpec | None) -> dict[str,
     """One publisher's QoS as rosbag2 writes it into ``metadata.yaml``.
 
     Discovery does not carry history and depth; for the graph's own topics they come from
-    :mod:`ladder_ros.nodes.topics`, so a latched topic replays with its depth of 1.
+    :mod:`ladder_ros.specs.topics`, so a latched topic replays with its depth of 1.
     """
     history, depth = profile.history.name.lower(), int(profile.depth)
     if spec is not None and (history not in ("keep_last", "keep_all") or depth == 0):
@@ -84,7 +78,7 @@ def offered_qos(profile: QoSProfile, spec: topics.TopicSpec | None) -> dict[str,
 
 
 class EpisodeRecorderNode(Node):
-    """Records every topic of the graph (:data:`ladder_ros.nodes.topics.TOPICS`) per episode.
+    """Records every topic of the graph (:data:`ladder_ros.specs.topics.TOPICS`) per episode.
 
     It subscribes with the publishers' QoS (a deeper queue, so a slow disk does not lose reliable
     messages) and in raw mode: the CDR bytes go to disk without decoding, each topic with the QoS its

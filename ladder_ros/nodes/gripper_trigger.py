@@ -14,17 +14,13 @@ from ladder_ros.core.errors import LadderError
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.triggers import GripperMonitor, normalised_aperture
 from ladder_ros.messages import LOCKSTEP, EpisodeStatus, GripperEventsDoc
-from ladder_ros.nodes import topics
-from ladder_ros.nodes.parameters import GRIPPER_TRIGGER
-from ladder_ros.nodes.runtime import (
-    declare_parameters,
-    EpisodeFollower,
-    message_class,
-    publisher,
-    run_node,
-    subscription,
-)
-from ladder_ros.nodes.step_sync import StepAligner
+from ladder_ros.specs import topics
+from ladder_ros.specs.parameters import GRIPPER_TRIGGER
+from ladder_ros.runtime.endpoints import message_class, publisher, subscription
+from ladder_ros.runtime.episodes import EpisodeFollower
+from ladder_ros.runtime.parameters import declare_parameters
+from ladder_ros.runtime.process import run_node
+from ladder_ros.runtime.step_sync import StepAligner
 from ladder_ros.interface_conversions import document_to_msg
 from ladder_ros.ros_conversions import joint_state_from_msg, stamp_to_ns
 

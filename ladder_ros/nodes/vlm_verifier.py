@@ -22,16 +22,11 @@ from ladder_ros.messages import (
     VerificationRequestDoc,
     VerificationResultDoc,
 )
-from ladder_ros.nodes import topics
-from ladder_ros.nodes.parameters import VLM_VERIFIER
-from ladder_ros.nodes.runtime import (
-    declare_parameters,
-    message_class,
-    publisher,
-    received_document,
-    run_node,
-    subscription,
-)
+from ladder_ros.specs import topics
+from ladder_ros.specs.parameters import VLM_VERIFIER
+from ladder_ros.runtime.endpoints import message_class, publisher, received_document, subscription
+from ladder_ros.runtime.parameters import declare_parameters
+from ladder_ros.runtime.process import run_node
 from ladder_ros.interface_conversions import document_to_msg
 from ladder_ros.ros_conversions import observation_from_msgs, stamp_to_ns
 

@@ -34,9 +34,9 @@ from ladder_ros.messages import (
     SchemaError,
     VerificationResultDoc,
 )
-from ladder_ros.nodes import topics
-from ladder_ros.nodes.runtime import message_class, publisher, subscription
-from ladder_ros.nodes.start_resends import StartResends
+from ladder_ros.specs import topics
+from ladder_ros.runtime.endpoints import message_class, publisher, subscription
+from ladder_ros.runtime.start_resends import StartResends
 from ladder_ros.panel.model import SafetyState
 from ladder_ros.interface_conversions import document_from_msg, document_to_msg
 from ladder_ros.ros_conversions import depth_from_msg, image_from_msg, stamp_to_ns
@@ -60,7 +60,7 @@ class PanelBridge:
     ``camera/image_raw`` and the depth image; publishes ``episode/command`` and ``operator/labels``;
     calls ``episode/stop``, ``episode/abort``, ``robot/arm``, ``robot/estop``, ``robot/estop_release``.
     A start is sent again every second until the orchestrator answers it or its status names the
-    episode running (:mod:`ladder_ros.nodes.start_resends`); a refused start's reason reaches the log.
+    episode running (:mod:`ladder_ros.runtime.start_resends`); a refused start's reason reaches the log.
     """
 
     def __init__(self, node: Node, namespace: str = "", depth_topic: str = DEPTH_TOPIC):

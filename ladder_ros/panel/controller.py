@@ -30,7 +30,7 @@ from ladder_ros.messages import (
     EpisodeStatus,
     VerificationResultDoc,
 )
-from ladder_ros.nodes import topics
+from ladder_ros.specs import topics
 from ladder_ros.panel import labels as label_ops
 from ladder_ros.panel.ab_session import ABSessionStore, PairFile, check_preference, check_reason, mask_system
 from ladder_ros.panel.evaluation_plan import EvaluationPlan, PlanEntry

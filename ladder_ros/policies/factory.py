@@ -16,6 +16,7 @@ from typing import Callable
 
 from ladder_ros.core.action_conventions import ActionConvention, RotationConvention
 from ladder_ros.core.errors import ConfigError, unknown_name
+from ladder_ros.instrument_registry import load_instrument
 from ladder_ros.core.presets import get_preset
 from ladder_ros.core.task import Task
 from ladder_ros.paths import share_path
@@ -106,9 +107,7 @@ class PolicyProvider:
         self._source = source
         self._per_step = per_step
         if config.backend == SCRIPTED_EXPERT:
-            from ladder_ros.policies.scripted_expert import expert_noise
-
-            expert_noise(noise)  # an unknown noise preset fails here, naming it
+            load_instrument("expert_noise")(noise)  # an unknown noise preset fails here, naming it
 
     @classmethod
     def load(cls, name_or_path: str, noise: str = NOISE_DEFAULT,
@@ -159,12 +158,11 @@ class PolicyProvider:
         """A one-action-chunk source around this episode's per-step policy (scripted expert, factory)."""
         if self._per_step is not None:
             return PerStepSource(self._per_step(task, seed))
-        from ladder_ros.policies.scripted_expert import ScriptedExpert, expert_noise
-
+        expert, expert_noise = load_instrument("scripted_expert"), load_instrument("expert_noise")
         # The expert acts in the config's convention, which the chunk's action processor converts back.
-        return PerStepSource(ScriptedExpert(task, seed, expert_noise(self.noise),
-                                            action_convention=action_convention(self.config),
-                                            embodiment=self.config.embodiment))
+        return PerStepSource(expert(task, seed, expert_noise(self.noise),
+                                    action_convention=action_convention(self.config),
+                                    embodiment=self.config.embodiment))
 
     def episode_source(self, task: Task, seed: int) -> ChunkSource:
         return self.per_step_source(task, seed) if self.per_episode else self.source()

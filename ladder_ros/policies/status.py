@@ -1,6 +1,6 @@
 """The policy node's status document: whether the policy can act, and what it did in the current episode.
 
-Published latched on ``policy/status`` (:data:`ladder_ros.nodes.topics.POLICY_STATUS`). ``state`` is
+Published latched on ``policy/status`` (:data:`ladder_ros.specs.topics.POLICY_STATUS`). ``state`` is
 one of :data:`WARMING_UP` (the model loads, the server is reached, the first inference runs: a JAX
 server compiles then), :data:`READY` or :data:`SERVER_ERROR` (``detail`` says what failed). The
 orchestrator starts an episode only on a ready policy (it defers a start while the policy warms up

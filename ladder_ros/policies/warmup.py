@@ -1,7 +1,7 @@
 """Getting a policy ready before the first episode, so that compile time never counts against an episode.
 
 openpi's ``serve_policy.py`` does not warm up: a JAX policy compiles on its first ``infer``, and for
-that time (tens of seconds to minutes) its event loop answers nothing (:mod:`ladder_ros.policies.fake_server`
+that time (tens of seconds to minutes) its event loop answers nothing (:mod:`ladder_ros.instruments.openpi_fake_server`
 reproduces this). A robot whose first episode sent the first request would hold still or give up
 (a 2 s request bound, then reconnects that time out while the server is busy). So the policy node
 runs :class:`WarmUp` at start, in its own thread, with its own deadline (default 300 s):

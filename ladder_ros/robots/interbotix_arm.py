@@ -2,7 +2,7 @@
 
 The API comes with the robot's Interbotix ROS 2 workspace (interbotix_ros_toolboxes), not from
 PyPI; :func:`vendor_api` imports it when a driver starts, with a clear error when it is missing.
-The WidowX twin (:mod:`ladder_ros.sim.widowx_twin`) offers the same surface, so this module runs
+The WidowX twin (:mod:`ladder_ros.instruments.widowx_twin`) offers the same surface, so this module runs
 unchanged on both; the driver picks one with its ``interbotix_api`` parameter. What the API does,
 read from its ROS 2 sources (Interbotix/interbotix_ros_toolboxes, branch rolling, commit
 4c720477ff36231d6cfc256c6e55b9930537a081, ``xs_robot/arm.py``, ``core.py``, ``gripper.py``,
@@ -48,6 +48,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ladder_ros.core.errors import LadderError
+from ladder_ros.instrument_registry import load_instrument
 from ladder_ros.robots import dynamixel as dxl
 from ladder_ros.robots import wx250s
 from ladder_ros.robots.gripper import ApertureRange
@@ -86,6 +87,18 @@ def vendor_api() -> InterbotixApi:
     except ImportError as exc:
         raise BackendUnavailable(f"{MISSING_INTERBOTIX} ({exc})") from None
     return InterbotixApi("vendor", arm.InterbotixManipulatorXS, robot.InterbotixRobotNode, robot.robot_startup)
+
+
+def load_api(name: str, xs_sdk: str = "in_process", *, robot_name: str = "", node_name: str = "",
+             namespace: str = "") -> InterbotixApi:
+    """``vendor``: Interbotix's installed API; ``twin``: the simulated WidowX behind the same surface, its
+    xs_sdk in this process (``in_process``) or the ``widowx_twin`` node's over ROS (``remote``)."""
+    if name == "twin":
+        widowx_twin = load_instrument("widowx_twin")
+        if xs_sdk == "remote":
+            widowx_twin.connect_remote(robot_name, node_name=node_name, namespace=namespace)
+        return widowx_twin.api()
+    return vendor_api()
 
 
 @dataclass

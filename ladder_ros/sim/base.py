@@ -16,8 +16,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 # The action contract lives in the core (policies and drivers read it without a simulator).
-from ladder_ros.camera.model import CameraIntrinsics  # noqa: F401  (re-exported)
-from ladder_ros.core.action_conventions import ACTION_DIM, validate_action  # noqa: F401  (re-exported)
+from ladder_ros.camera.model import CameraIntrinsics
 from ladder_ros.core.observation import Observation
 from ladder_ros.core.task import Task
 

@@ -63,7 +63,7 @@ from ladder_ros.core.observation import ContainerInfo, Observation, ObjectPose, 
 from ladder_ros.core.rotations import matrix_to_euler_xyz, quaternion_multiply, quaternion_to_matrix
 from ladder_ros.core.suite import TaskSuite
 from ladder_ros.core.task import SIMPLERENV_RULE, Task
-from ladder_ros.sim.base import CameraIntrinsics
+from ladder_ros.camera.model import CameraIntrinsics
 from ladder_ros.sim.maniskill_env import (
     ManiSkillSetupError,
     configure_current_process,

@@ -73,7 +73,8 @@ from ladder_ros.core.goals import GoalState  # noqa: E402
 from ladder_ros.core.observation import ContainerInfo, ObjectPose, Observation, PrivilegedState  # noqa: E402
 from ladder_ros.core.suite import TaskSuite  # noqa: E402
 from ladder_ros.core.task import LADDER_RULE, Task  # noqa: E402
-from ladder_ros.sim.base import CameraIntrinsics, validate_action  # noqa: E402
+from ladder_ros.core.action_conventions import validate_action  # noqa: E402
+from ladder_ros.camera.model import CameraIntrinsics
 # The one tested place for the Euler XYZ convention (plain numpy).
 from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_euler_xyz, matrix_to_quaternion  # noqa: E402
 from ladder_ros.sim.tabletop_embodiment import (  # noqa: E402

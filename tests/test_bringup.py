@@ -112,6 +112,20 @@ def test_out_of_range_and_unknown_parameters_name_node_and_parameter(tmp_path):
         parse_overrides(["image_size=5"])
 
 
+def test_a_graph_whose_nodes_disagree_on_a_shared_parameter_is_refused():
+    graph = load_graph("widowx")
+    for mode, (node, name, value) in (("sim", ("gripper_trigger", "aperture_joint", "left_finger")),
+                                      ("sim", ("policy", "preset", "franka")),
+                                      ("real", ("camera", "base_frame", "world"))):
+        with pytest.raises(ConfigError, match=f"disagree on {name} .*{node}.{name} = '{value}'"):
+            graph.node_parameters(mode, overrides={node: {name: value}})
+    readers = ("sim_bridge", "policy", "gripper_trigger", "vlm_verifier")
+    checked = graph.node_parameters("sim", overrides={name: {"aperture_joint": "left_finger"} for name in readers})
+    assert {values["aperture_joint"] for values in checked.values() if "aperture_joint" in values} == {"left_finger"}
+    unnamed = graph.node_parameters("real", overrides={"camera": {"base_frame": ""}})
+    assert unnamed["camera"]["base_frame"] == ""  # the camera's empty base_frame names no frame: no disagreement
+
+
 def test_a_node_refuses_an_out_of_range_value_on_its_own(tmp_path):
     # The same check inside the node (a params file edited for ros2 launch, where `up` does not check).
     result = subprocess.run([sys.executable, "-m", "ladder_ros.nodes.gripper_trigger", "--ros-args",

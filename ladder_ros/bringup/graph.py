@@ -44,7 +44,7 @@ from ladder_ros.core.errors import ConfigError, check_keys, did_you_mean
 from ladder_ros.messages import CLOCK_MODES
 from ladder_ros.instruments.specs import INSTRUMENT_NODE_PARAMETERS
 from ladder_ros.specs.parameters import NODE_PARAMETERS as PRODUCT_NODE_PARAMETERS
-from ladder_ros.specs.parameters import check_node_parameters, check_verifier_deadline
+from ladder_ros.specs.parameters import check_node_parameters, check_shared_parameters, check_verifier_deadline
 from ladder_ros.paths import share_path
 from ladder_ros.runtime.executables import node_module
 
@@ -154,6 +154,10 @@ class GraphDescription:
                                                      table=NODE_PARAMETERS)
             except ConfigError as exc:
                 raise ConfigError(str(exc), source=str(params_file)) from None
+        try:
+            check_shared_parameters(result)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), source=str(params_file)) from None
         by_executable = {self.nodes[name].executable: name for name in entry.nodes}
         if "orchestrator" in by_executable and "vlm_verifier" in by_executable:
             orchestrator, verifier = by_executable["orchestrator"], by_executable["vlm_verifier"]

@@ -97,6 +97,13 @@ EXPERT_NOISE = ParamSpec("noise", STR, "bridge_like", "Scripted expert execution
 
 # Shared by every node: the loop's parameters come from the embodiment preset (core/presets.py,
 # paper Appendix B), never from per-node copies of its numbers.
+# Parameters several nodes read that must agree across a graph (bringup refuses a graph whose nodes disagree:
+# ladder_ros/specs/parameters.py check_shared_parameters): one spec each, declared by every node that reads it.
+APERTURE_JOINT = ParamSpec("aperture_joint", STR, "gripper_aperture", "Name of the JointState entry carrying the "
+                           "normalised gripper aperture (0 closed, 1 open); the same in every node of a graph")
+BASE_FRAME = ParamSpec("base_frame", STR, "base_link", "Frame of the end-effector pose (the arm's base); the same in "
+                       "every node of a graph")
+
 COMMON = (
     ParamSpec("preset", STR, "widowx", "Embodiment preset: control rate, trigger and verifier timing "
               "(paper Appendix B; ladder_ros/core/presets.py)", choices=_preset_choices()),

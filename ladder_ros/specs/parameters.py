@@ -14,7 +14,8 @@ from typing import Any, Mapping
 from ladder_ros.core.action_conventions import RotationConvention
 from ladder_ros.core.errors import ConfigError, did_you_mean
 from ladder_ros.core.orchestrator import Variant
-from ladder_ros.specs.param_spec import BOOL, COMMON, EXPERT_NOISE, FLOAT, INT, STR, STR_LIST, ParamSpec
+from ladder_ros.specs.param_spec import (
+    APERTURE_JOINT, BASE_FRAME, BOOL, COMMON, EXPERT_NOISE, FLOAT, INT, STR, STR_LIST, ParamSpec)
 from ladder_ros.specs.robot_parameters import (
     FRANKA_DRIVER, ROBOT_NODE_CHECKS, WIDOWX_DRIVER)
 from ladder_ros.sim.registry import BACKENDS as SIMULATORS
@@ -27,10 +28,9 @@ SIM_BRIDGE = COMMON + (
     ParamSpec("render", BOOL, True, "Render and publish the camera image every step"),
     ParamSpec("image_size", INT, 256, "Camera image side (pixels; the MuJoCo tabletop renders square images)",
               min=16, max=2048),
-    ParamSpec("base_frame", STR, "base_link", "Frame of the end-effector pose (robot base)"),
+    BASE_FRAME,
     ParamSpec("camera_frame", STR, "camera_color_optical_frame", "Frame id of the camera image"),
-    ParamSpec("aperture_joint", STR, "gripper_aperture", "Name of the JointState entry carrying the normalised "
-              "gripper aperture (0 closed, 1 open)"),
+    APERTURE_JOINT,
     ParamSpec("resend_after_s", FLOAT, 2.0, "Lockstep: republish the current observation when no action came "
               "for this long (s), so a restarted node catches up", min=0.05, max=600.0),
     ParamSpec("publish_depth", BOOL, False, "Also render the simulator's exact depth (m) and publish it on "
@@ -106,7 +106,7 @@ POLICY = COMMON + (
               "anchored where its observation was taken; synchronous is the paper's rule, a chunk of deltas "
               "requested once the queue is empty (ladder_ros/policies/executor.py). Lockstep always runs the "
               "paper's rule", choices=("", "synchronous", "realtime")),
-    ParamSpec("aperture_joint", STR, "gripper_aperture", "JointState entry with the normalised gripper aperture"),
+    APERTURE_JOINT,
     ParamSpec("control_priority", INT, 10, "Wall clock: real-time (SCHED_FIFO) priority of the control thread "
               "where the system grants it (an rtprio limit), 0 for normal scheduling; refused, the node runs at "
               "normal priority and says so once", min=0, max=99),
@@ -120,7 +120,7 @@ POLICY = COMMON + (
 )
 
 GRIPPER_TRIGGER = COMMON + (
-    ParamSpec("aperture_joint", STR, "gripper_aperture", "JointState entry with the normalised gripper aperture"),
+    APERTURE_JOINT,
     ParamSpec("max_state_age_s", FLOAT, 0.5, "Wall clock: skip a control step when the newest joint state is "
               "older than this (s)", min=0.01, max=10.0),
 )
@@ -132,7 +132,7 @@ VLM_VERIFIER = COMMON + (
     ParamSpec("robot", STR, "WidowX 250 robot arm", "Robot name in the planning prompt (Appendix C)"),
     ParamSpec("replay_path", STR, "", "JSONL of recorded replies (replay backend)"),
     ParamSpec("record_path", STR, "", "Append every prompt fingerprint and reply to this JSONL file; empty: off"),
-    ParamSpec("aperture_joint", STR, "gripper_aperture", "JointState entry with the normalised gripper aperture"),
+    APERTURE_JOINT,
     ParamSpec("observation_wait_s", FLOAT, 5.0, "Wait at most this long (s) for the observation a query is "
               "about before answering with an error", min=0.01, max=600.0),
     ParamSpec("call_deadline_s", FLOAT, 50.0, "Longest one VLM call may take (s), every attempt and back-off "
@@ -239,6 +239,24 @@ def check_verifier_deadline(orchestrator: Mapping[str, Any], verifier: Mapping[s
                 f"parameter {names[0]}.{name} = {orchestrator[name]:g} s must exceed {names[1]}.observation_wait_s "
                 f"+ {names[1]}.call_deadline_s = {answer_within:g} s: a {verifier['backend']} verifier may take that "
                 f"long to answer {what}; raise {name} or lower call_deadline_s")
+
+
+# Parameters that must hold one value across a graph's nodes; an empty base_frame (the camera's) names none.
+SHARED_PARAMETERS = ("aperture_joint", "base_frame", "preset")
+
+
+def check_shared_parameters(nodes: Mapping[str, Mapping[str, Any]]) -> None:
+    """Refuse a graph whose nodes disagree on a shared parameter (``nodes``: node name -> checked values).
+
+    A gripper trigger reading another joint state entry than the driver publishes, or a driver and a sim
+    bridge on different presets, would run without an error and measure nonsense.
+    """
+    for name in SHARED_PARAMETERS:
+        values = {node: values[name] for node, values in nodes.items() if values.get(name, "") != ""}
+        if len(set(values.values())) > 1:
+            listed = ", ".join(f"{node}.{name} = {value!r}" for node, value in sorted(values.items()))
+            raise ConfigError(f"the graph's nodes disagree on {name} ({listed}): set it once for every node "
+                              f"(the params file's /** section)")
 
 
 def check_node_parameters(executable: str, values: Mapping[str, Any], node: str | None = None,

@@ -9,16 +9,16 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.specs.param_spec import BOOL, COMMON, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec
+from ladder_ros.specs.param_spec import (
+    APERTURE_JOINT, BASE_FRAME, BOOL, COMMON, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec)
 from ladder_ros.robots.franka import FRANKY_VELOCITY_LIMITS as FRANKA_VELOCITY
 from ladder_ros.robots.franka import READY_JOINTS as FRANKA_READY
 from ladder_ros.robots.wx250s import NEUTRAL_JOINTS as WX250S_NEUTRAL
 
 # The robot drivers (ladder_ros/nodes/driver/widowx.py, franka_driver.py): what both share.
 ROBOT_DRIVER = COMMON + (
-    ParamSpec("base_frame", STR, "base_link", "Frame of the end-effector pose (the arm's base)"),
-    ParamSpec("aperture_joint", STR, "gripper_aperture", "Name of the JointState entry carrying the normalised "
-              "gripper aperture (0 closed, 1 open)"),
+    BASE_FRAME,
+    APERTURE_JOINT,
     ParamSpec("action_source", STR, "policy", "The only node whose policy/action messages are applied (a node name "
               "in the graph namespace, or a fully qualified one); while another node publishes actions, every action "
               "is refused and the arm holds (docs/safety.md)"),

@@ -87,3 +87,26 @@ def test_no_node_file_outgrows_a_few_screens():
     long = [f"{path.relative_to(PACKAGE.parent)}: {n} lines" for path in sorted((PACKAGE / "nodes").rglob("*.py"))
             if (n := len(path.read_text().splitlines())) > 400]
     assert not long, "files in nodes/ above 400 lines (split the node into objects it composes):\n" + "\n".join(long)
+
+
+def _architecture():
+    import importlib.util
+
+    path = PACKAGE.parent / "scripts" / "draw_architecture.py"
+    spec = importlib.util.spec_from_file_location("draw_architecture", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_drawing_of_the_imports_has_no_circle_and_nothing_running_up():
+    _, facts = _architecture().architecture()
+    assert facts["upward"] == 0
+    assert facts["cycles"] == [], f"import circles between modules: {facts['cycles']}"
+
+
+def test_the_architecture_picture_in_docs_graph_md_is_current():
+    drawing = _architecture()
+    block, _ = drawing.architecture()
+    assert drawing.current_block(drawing.DOC.read_text()) == block, \
+        "docs/graph.md's architecture picture is out of date: run scripts/draw_architecture.py"

@@ -1,1 +1,2 @@
-"""ladder_ros nodes: one class per node, one node per process (see docs/graph.md)."""
+"""The graph's nodes: one thin class per node, one node per process; a big node is a package whose node class
+composes small objects (docs/graph.md)."""

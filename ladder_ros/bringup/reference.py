@@ -132,7 +132,8 @@ def parse_interface(path: Path) -> InterfaceFile:
     top = 0
     while top < len(lines) and lines[top].startswith("#"):
         top += 1
-    parsed = InterfaceFile(path.stem, path.suffix.lstrip("."), [line[1:].strip() for line in lines[:top]], [[]])
+    comment = [re.sub(r"^# ?", "", line).rstrip() for line in lines[:top]]
+    parsed = InterfaceFile(path.stem, path.suffix.lstrip("."), comment, [[]])
     pending: list[str] = []
     for raw in lines[top:]:
         if raw.strip() == "---":
@@ -157,6 +158,37 @@ def parse_interface(path: Path) -> InterfaceFile:
             notes = notes + ([f"default: {default.strip()}"] if default.strip() else [])
             parsed.parts[-1].append(Element(kind, name, None, notes))
     return parsed
+
+
+def _comment_blocks(comment: list[str]) -> list[str]:
+    """A file's comment as Markdown: its prose as paragraphs, its indented lines (a table of values, an
+    example) as a text block, as they were laid out."""
+    lines: list[str] = []
+    prose: list[str] = []
+    layout: list[str] = []
+
+    def flush() -> None:
+        if prose:
+            lines.extend([_cell(" ".join(prose)), ""])
+            prose.clear()
+        if layout:
+            indent = min(len(line) - len(line.lstrip()) for line in layout)
+            lines.extend(["```text", *(line[indent:] for line in layout), "```", ""])
+            layout.clear()
+
+    for line in comment:
+        if line.startswith("  ") and line.strip():
+            if prose:
+                flush()
+            layout.append(line)
+        elif line.strip():
+            if layout:
+                flush()
+            prose.append(line.strip())
+        else:
+            flush()
+    flush()
+    return lines
 
 
 def _base_type(type_text: str) -> str:
@@ -200,8 +232,7 @@ def messages_page(interface_dir: Path) -> str:
             lines += [f"{title}: " + ", ".join(f"[{f.name}](#{_slug(f.name)})" for f in chosen), ""]
     for f in files:
         lines += [f"## {f.name}", "", f"`{topics.INTERFACES}/{f.kind}/{f.name}`", ""]
-        if f.comment:
-            lines += [" ".join(f.comment), ""]
+        lines += _comment_blocks(f.comment)
         if f.name in carried:
             lines += ["Topics: " + ", ".join(f"[`{t}`](topics.md#{_slug(t)})" for t in carried[f.name]) + ".", ""]
         if f.name in used_in:

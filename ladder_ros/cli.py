@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "parity": ("ladder_ros.evaluation.parity", "check that the ROS graph reproduces the in-process loop"),
     "rehearse": ("ladder_ros.evaluation.rehearsal",
                  "run episodes of the robot graph on the wall clock against a simulated robot, timed"),
+    "day": ("ladder_ros.evaluation.day.command", "run an evaluation plan unattended, in randomised blocks, resumable"),
     "recording": ("ladder_ros.bringup.recording", "inspect or recover an episode recording (rosbag2 MCAP)"),
     "panel": ("ladder_ros.panel.app", "the operator panel (episodes, labels, robot safety)"),
     "report": ("ladder_ros.evaluation.report_render",

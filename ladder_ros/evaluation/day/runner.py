@@ -1,0 +1,205 @@
+"""The day itself: the planned episodes in their order on one graph, each written down before and after it runs.
+
+Before each episode the day checks the time budget and the disk, writes ``started`` and asks the graph for
+the episode; its result is written as ``finished``, or, when it does not count, as ``interrupted`` and the
+episode runs again: a node that died under it (the graph is brought up again first), an episode that never
+ended (the same), an episode that ended void (the operator's abort, the graph's ``interrupted``). A graph that
+keeps failing, ``max_restarts`` times in a row without an episode finished in between, stops the day naming
+what failed. Ctrl-C (or SIGTERM) during an episode marks it interrupted, writes the summary and ends the
+command as a Ctrl-C does. Whatever stops the day, the next start on the same folder goes on from there.
+
+The graph is anything with ``start``, ``restart``, ``stop``, ``episode``, ``pids`` and ``recordings``
+(:class:`~ladder_ros.evaluation.day.graph.DayGraph` on ROS); this module imports no rclpy.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ladder_ros.core.errors import LadderError
+from ladder_ros.evaluation.day.disk import DiskGuard, RecordingSizes, folder_bytes, free_bytes
+from ladder_ros.evaluation.day.order import DayEpisode
+from ladder_ros.evaluation.day.progress import DayProgress, TimeBudget
+from ladder_ros.evaluation.day.records import FINISHED, INTERRUPTED, RUN_STOPPED, STARTED, DayRecords
+from ladder_ros.evaluation.day.resources import RESOURCES_FILE, ResourceSampler, read_samples, resource_summary
+from ladder_ros.evaluation.day.summary import SUMMARY_FILE, build_summary, render_summary
+from ladder_ros.panel.evaluation_plan import is_void
+from ladder_ros.panel.records import write_atomic
+
+COMPLETE, BUDGET, DISK, FAULTS, STOPPED = "complete", "budget", "disk", "faults", "interrupted"
+EXIT_CODES = {COMPLETE: 0, BUDGET: 0, DISK: 1, FAULTS: 1}
+
+
+@dataclass
+class DaySettings:
+    episode_timeout_s: float = 900.0
+    max_restarts: int = 3
+    sample_period_s: float = 10.0
+
+
+class Day:
+    """Runs what is left of a day's order on ``graph``, writing every event to ``records``."""
+
+    def __init__(self, out: Path, order: list[DayEpisode], records: DayRecords, graph: Any, *, budget: TimeBudget,
+                 guard: DiskGuard, settings: DaySettings, meta: dict, say: Callable[[str], None] = print):
+        self.out = Path(out)
+        self.order = order
+        self.records = records
+        self.graph = graph
+        self.budget = budget
+        self.guard = guard
+        self.settings = settings
+        self.meta = meta
+        self.say = say
+        self.progress = DayProgress(total=len(order))
+        for event in records.state.finished.values():
+            self.progress.add(float(event.get("wall_s") or 0.0), bool(event.get("success")), bool(event.get("scored")))
+        self.sizes = RecordingSizes(graph.recordings)
+        self.sampler = ResourceSampler(self.out / RESOURCES_FILE, graph.pids, lambda: self.progress.done,
+                                       settings.sample_period_s)
+        self._began = time.monotonic()
+        self._failures = 0  # graph failures since the last finished episode
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self._began
+
+    def run(self) -> int:
+        """Run the rest of the day; returns the command's exit code (Ctrl-C propagates, after the summary)."""
+        stopped = STOPPED
+        try:
+            stopped = self._run()
+            return EXIT_CODES[stopped]
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            stopped = f"error: {exc}"
+            raise
+        finally:
+            self.records.append(RUN_STOPPED, reason=stopped, finished=self.progress.done, planned=len(self.order))
+            self.write_summary(stopped)
+
+    def _run(self) -> str:
+        pending = deque(d for d in self.order if d.key not in self.records.state.finished)
+        if not pending:
+            self.say("every planned episode has finished already")
+            return COMPLETE
+        up = self._start_graph()
+        if up is None:
+            return FAULTS
+        self.say(f"graph up: {up}")
+        self.sampler.sample()
+        self.sampler.start()
+        try:
+            while pending:
+                stop = self._stop_before_next(len(pending))
+                if stop is not None:
+                    return stop
+                if self._episode(pending[0]):
+                    pending.popleft()
+                elif self._failures > self.settings.max_restarts:
+                    last = self.records.state.interrupted[-1].get("reason")
+                    self.say(f"stopping: {self._failures} attempts in a row failed without an episode finished "
+                             f"(last: {last}); node logs in {self.out / 'logs'}")
+                    return FAULTS
+            return COMPLETE
+        finally:
+            self.sampler.stop()
+            self.sampler.sample()
+            self.graph.stop()
+
+    def _start_graph(self, restart: bool = False) -> str | None:
+        """Bring the graph up (again); None once it failed more than ``max_restarts`` times in a row."""
+        while True:
+            try:
+                return self.graph.restart() if restart else self.graph.start()
+            except LadderError as exc:
+                self._failures += 1
+                if self._failures > self.settings.max_restarts:
+                    self.say(f"stopping: the graph did not come up {self._failures} times in a row (last: {exc}); "
+                             f"node logs in {self.out / 'logs'}")
+                    return None
+                self.say(f"  the graph did not come up ({exc}); trying again")
+                restart = True
+
+    def _stop_before_next(self, remaining: int) -> str | None:
+        mean = self.progress.mean_episode_s
+        if not self.budget.next_fits(self.elapsed_s(), mean):
+            self.say(self.budget.stop_line(self.elapsed_s(), mean, remaining))
+            return BUDGET
+        finished = [e.get("episode_id", "") for e in self.records.state.finished.values()]
+        self.guard.saw_episode(self.sizes.largest(finished))
+        short = self.guard.shortfall(free_bytes(self.out))
+        if short is not None:
+            self.say(f"stopping: not enough disk for the next episode on {self.out}'s filesystem: {short}; "
+                     f"{remaining} episodes not run (free some space and start the day again on the same --out)")
+            return DISK
+        return None
+
+    def _episode(self, planned: DayEpisode) -> bool:
+        """Run one planned episode; True when it finished (it counts), False when it must run again."""
+        e, state = planned.entry, self.records.state
+        attempt = state.attempts.get(e.key, 0) + 1
+        self.records.append(STARTED, key=e.key, position=planned.position, block=planned.block, attempt=attempt,
+                            task_id=e.task_id, variant=e.variant, layout=e.layout, seed=e.seed)
+        again = f", attempt {attempt}" if attempt > 1 else ""
+        self.say(f"  > {planned.position + 1}/{len(self.order)} {e.task_id} · {e.variant} · layout {e.layout} · "
+                 f"seed {e.seed} (block {planned.block + 1}{again})")
+        try:
+            result = self.graph.episode(e.task_id, variant=e.variant, layout=e.layout, seed=e.seed,
+                                        timeout_s=self.settings.episode_timeout_s)
+        except KeyboardInterrupt:
+            self.records.append(INTERRUPTED, key=e.key, position=planned.position, attempt=attempt, kind="stopped",
+                                reason="the day was stopped during the episode (Ctrl-C or SIGTERM)")
+            raise
+        except LadderError as exc:
+            kind = {"NodeDied": "node died", "EpisodeTimeout": "timeout"}.get(type(exc).__name__, "graph error")
+            self.records.append(INTERRUPTED, key=e.key, position=planned.position, attempt=attempt, kind=kind,
+                                reason=str(exc))
+            self._failures += 1
+            self.say(f"  ! {e.task_id}: interrupted ({exc})")
+            if self._failures > self.settings.max_restarts:
+                return False
+            up = self._start_graph(restart=True)
+            if up is not None:
+                self.say(f"  graph up again: {up}")
+            return False
+        record = result.record
+        if is_void(record.get("finish_reason")):
+            self.records.append(INTERRUPTED, key=e.key, position=planned.position, attempt=attempt, kind="void",
+                                reason=str(record.get("finish_reason")), episode_id=result.episode_id)
+            if not str(record.get("finish_reason")).startswith("aborted: operator"):
+                self._failures += 1  # the graph's own interruption, not the operator's choice
+            self.say(f"  ! {e.task_id}: {record.get('finish_reason')}; it runs again")
+            return False
+        self.records.append(FINISHED, key=e.key, position=planned.position, attempt=attempt,
+                            episode_id=result.episode_id, wall_s=round(result.wall_s, 3),
+                            success=bool(record.get("success")), scored=bool(record.get("scored")),
+                            finish_reason=record.get("finish_reason"), record=record)
+        self._failures = 0
+        self.progress.add(result.wall_s, bool(record.get("success")), bool(record.get("scored")))
+        outcome = (("success" if record.get("success") else "failure")
+                   + f", {record.get('subgoals_done', 0)}/{record.get('horizon', 0)} subgoals"
+                   if record.get("scored") else "unscored")
+        self.say(f"    {result.episode_id}: {outcome}, {record.get('finish_reason')}, {result.wall_s:.1f} s")
+        self.say(f"  {self.progress.line(self.elapsed_s())}")
+        return True
+
+    def write_summary(self, stopped: str) -> dict:
+        """``day_summary.json``, ``episodes.jsonl`` (the finished records, as ``ladder-ros run`` writes them) and
+        the table on the terminal."""
+        state = self.records.state
+        finished = sorted(state.finished.values(), key=lambda ev: ev.get("t", 0))
+        summary = build_summary(meta={**self.meta, "runs": self.records.run, "stopped": stopped,
+                                      "elapsed_s": round(self.elapsed_s(), 1)},
+                                planned=len(self.order), finished=finished, interrupted=state.interrupted,
+                                resources=resource_summary(read_samples(self.out / RESOURCES_FILE)),
+                                disk_bytes=folder_bytes(self.out))
+        write_atomic(self.out / "episodes.jsonl", "".join(json.dumps(ev.get("record") or {}) + "\n" for ev in finished))
+        write_atomic(self.out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+        self.say(render_summary(summary))
+        return summary

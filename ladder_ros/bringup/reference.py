@@ -363,8 +363,25 @@ def cli_page(overview: argparse.ArgumentParser, commands: Mapping[str, argparse.
     return "\n".join(lines)
 
 
+# The pages and what each holds, in the order the index lists them.
+PAGES = {
+    "parameters.md": "every node's ROS parameters: type, default, range or choices, description",
+    "topics.md": "every topic (type, QoS, rate, publishers, subscribers) and service",
+    "messages.md": f"every message of {topics.INTERFACES}: fields, constants, comments",
+    "cli.md": "every `ladder-ros` command and its options, as its `--help` prints them",
+}
+
+
+def index_page() -> str:
+    """``README.md``: what each page holds."""
+    lines = _header("Reference", "the code")
+    lines += [f"- [{name}]({name}): {what}" for name, what in PAGES.items()] + [""]
+    return "\n".join(lines)
+
+
 def reference_pages(interface_dir: Path, overview: argparse.ArgumentParser,
                     commands: Mapping[str, argparse.ArgumentParser]) -> dict[str, str]:
     """Every page of docs/reference/ by file name."""
-    return {"parameters.md": parameters_page(), "topics.md": topics_page(),
-            "messages.md": messages_page(interface_dir), "cli.md": cli_page(overview, commands)}
+    pages = {"README.md": index_page(), "parameters.md": parameters_page(), "topics.md": topics_page(),
+             "messages.md": messages_page(interface_dir), "cli.md": cli_page(overview, commands)}
+    return {name: pages[name] for name in ("README.md", *PAGES)}

@@ -20,7 +20,7 @@ INSTRUMENTS: dict[str, str] = {
     "twin_camera": "ladder_ros.instruments.cameras.twin:TwinCamera",
     "twin_camera_channel": "ladder_ros.instruments.cameras.shared_frame:default_channel",
     "scripted_expert": "ladder_ros.instruments.expert.scripted:ScriptedExpert",
-    "expert_noise": "ladder_ros.instruments.expert.scripted:expert_noise",
+    "expert_noise": "ladder_ros.instruments.expert.noise:expert_noise",
     "widowx_twin": "ladder_ros.instruments.widowx_twin",
 }
 

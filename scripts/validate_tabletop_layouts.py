@@ -35,7 +35,8 @@ sys.path.insert(0, str(REPO))
 from ladder_ros.core.errors import LadderError  # noqa: E402
 from ladder_ros.core.presets import get_preset  # noqa: E402
 from ladder_ros.core.suite import load_suite  # noqa: E402
-from ladder_ros.instruments.expert.scripted import ScriptedExpert, expert_noise  # noqa: E402
+from ladder_ros.instruments.expert.noise import expert_noise  # noqa: E402
+from ladder_ros.instruments.expert.scripted import ScriptedExpert  # noqa: E402
 from ladder_ros.sim.mujoco_tabletop import MujocoTabletop  # noqa: E402
 from ladder_ros.evaluation.rollouts import RolloutResult, run_full_instruction, run_subgoal_sequence  # noqa: E402
 

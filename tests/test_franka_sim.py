@@ -19,7 +19,9 @@ from ladder_ros.core.suite import load_suite, parse_suite  # noqa: E402
 from ladder_ros.core.task import TaskCategory  # noqa: E402
 from ladder_ros.evaluation.components import check_policy_for_suite, default_policy  # noqa: E402
 from ladder_ros.evaluation.rollouts import run_subgoal_sequence  # noqa: E402
-from ladder_ros.instruments.expert.scripted import ScriptedExpert, expert_steering, read_instruction  # noqa: E402
+from ladder_ros.instruments.expert.instructions import read_instruction  # noqa: E402
+from ladder_ros.instruments.expert.scripted import ScriptedExpert  # noqa: E402
+from ladder_ros.instruments.expert.steering import expert_steering  # noqa: E402
 from ladder_ros.sim.mujoco_tabletop import MujocoTabletop  # noqa: E402
 from ladder_ros.sim.registry import check_action_kind  # noqa: E402
 from ladder_ros.sim.tabletop_embodiment import FRANKA_HAND, WIDOWX_GRIPPER, embodiment_for  # noqa: E402

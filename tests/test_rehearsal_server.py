@@ -20,8 +20,9 @@ from ladder_ros.policies.factory import load_policy
 from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder
 from ladder_ros.instruments.rehearsal.chunker import ExpertChunker, hold_chunk, observation_from_request, predict
 from ladder_ros.instruments.rehearsal.server import NO_PRIVILEGED, InferenceLatency, RehearsalPolicy, serve
-from ladder_ros.instruments.expert.scripted import (WIDOWX_STEERING, ExpertNoise, ScriptedExpert, stroke_steps,
-                                                    with_finger_stroke)
+from ladder_ros.instruments.expert.noise import ExpertNoise
+from ladder_ros.instruments.expert.scripted import ScriptedExpert
+from ladder_ros.instruments.expert.steering import WIDOWX_STEERING, stroke_steps, with_finger_stroke
 from ladder_ros.policies.warmup import WARM_UP_PROMPT
 
 CONFIG = load_policy("bridge_pi0_server")

@@ -19,7 +19,7 @@ from ladder_ros.policies.actions import ActionProcessor
 from ladder_ros.policies.factory import load_policy
 from ladder_ros.instruments.rehearsal.server import NO_EPISODE, RehearsalPolicy
 from ladder_ros.instruments.rehearsal.sweep import SweepChunker, joint_hold_chunk, lift_offset
-from ladder_ros.instruments.expert.scripted import ExpertNoise
+from ladder_ros.instruments.expert.noise import ExpertNoise
 from ladder_ros.policies.warmup import WARM_UP_PROMPT
 from ladder_ros.robots.franka import READY_JOINTS, forward_kinematics
 

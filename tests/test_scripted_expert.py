@@ -14,12 +14,9 @@ from ladder_ros.core.errors import ConfigError, InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalTracker  # noqa: E402
 from ladder_ros.core.suite import load_suite  # noqa: E402
 from ladder_ros.policies.base import LowLevelPolicy  # noqa: E402
-from ladder_ros.instruments.expert.scripted import (  # noqa: E402
-    ExpertNoise,
-    ScriptedExpert,
-    expert_noise,
-    read_instruction,
-)
+from ladder_ros.instruments.expert.instructions import read_instruction  # noqa: E402
+from ladder_ros.instruments.expert.noise import ExpertNoise, expert_noise  # noqa: E402
+from ladder_ros.instruments.expert.scripted import ScriptedExpert  # noqa: E402
 from ladder_ros.sim.mujoco_tabletop import MujocoTabletop  # noqa: E402
 from ladder_ros.evaluation.rollouts import run_full_instruction, run_subgoal_sequence  # noqa: E402
 

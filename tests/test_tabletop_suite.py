@@ -13,7 +13,7 @@ import yaml
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.core.suite import load_suite, parse_suite
 from ladder_ros.core.task import TaskCategory
-from ladder_ros.instruments.expert.scripted import read_instruction
+from ladder_ros.instruments.expert.instructions import read_instruction
 from ladder_ros.sim.tabletop_scene import (
     WORKSPACE_HIGH,
     WORKSPACE_LOW,

@@ -93,7 +93,7 @@ def _preset_choices() -> tuple[str, ...]:
 
 # The scripted expert's execution noise, read by the policy node and the rehearsal's policy server alike.
 EXPERT_NOISE = ParamSpec("noise", STR, "bridge_like", "Scripted expert execution noise preset, as in simulation "
-                         "(ladder_ros/instruments/expert/scripted.py ExpertNoise)", choices=("off", "bridge_like"))
+                         "(ladder_ros/instruments/expert/noise.py ExpertNoise)", choices=("off", "bridge_like"))
 
 # Shared by every node: the loop's parameters come from the embodiment preset (core/presets.py,
 # paper Appendix B), never from per-node copies of its numbers.

@@ -41,8 +41,9 @@ from ladder_ros.core.observation import ObjectPose, Observation, PrivilegedState
 from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_euler_xyz, sxyz_to_matrix
 from ladder_ros.core.task import Task
 from ladder_ros.policies.config import EE_DELTA, PolicyConfig
-from ladder_ros.instruments.expert.scripted import (ExpertNoise, ScriptedExpert, expert_steering, stroke_steps,
-                                                    with_finger_stroke)
+from ladder_ros.instruments.expert.noise import ExpertNoise
+from ladder_ros.instruments.expert.scripted import ScriptedExpert
+from ladder_ros.instruments.expert.steering import expert_steering, stroke_steps, with_finger_stroke
 from ladder_ros.policies.state import BASE, SXYZ, TOP_DOWN, top_down_pose
 
 # An object is between the pads when its centre is this close to the tool centre (horizontally, vertically):

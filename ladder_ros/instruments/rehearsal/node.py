@@ -22,7 +22,7 @@ from ladder_ros.runtime.parameters import declare_parameters
 from ladder_ros.runtime.process import run_node
 from ladder_ros.policies.factory import load_policy
 from ladder_ros.instruments.rehearsal.server import InferenceLatency, RehearsalPolicy, serve
-from ladder_ros.instruments.expert.scripted import expert_noise
+from ladder_ros.instruments.expert.noise import expert_noise
 from ladder_ros.policies.state import top_down_pose
 from ladder_ros.robots import wx250s
 from ladder_ros.ros_conversions import diagnostics_to_msg

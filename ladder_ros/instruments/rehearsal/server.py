@@ -49,7 +49,7 @@ from ladder_ros.policies.config import JOINT_POSITION, PolicyConfig
 from ladder_ros.instruments.openpi_fake_server import LOOPBACK, FakePolicyServer
 from ladder_ros.instruments.rehearsal.chunker import ExpertChunker, hold_chunk, observation_from_request
 from ladder_ros.instruments.rehearsal.sweep import SweepChunker, joint_hold_chunk
-from ladder_ros.instruments.expert.scripted import ExpertNoise
+from ladder_ros.instruments.expert.noise import ExpertNoise
 from ladder_ros.policies.warmup import WARM_UP_PROMPT
 
 NO_EPISODE = "no episode"

@@ -2,8 +2,9 @@
 
 This module renders them: the numbers of :mod:`ladder_ros.evaluation.report_statistics` (outcomes,
 success by horizon and category, failure causes, VLM calls, tokens, cost and robot time, blind A/B
-sessions) and :mod:`ladder_ros.evaluation.agreement` (operator versus VLM) as Markdown tables, plots
-and one HTML page with the camera frames of every episode and of every disagreement.
+sessions and the ranking of their systems) and :mod:`ladder_ros.evaluation.agreement` (operator versus
+VLM) as Markdown tables, plots and one HTML page with the camera frames of every episode and of every
+disagreement.
 
 Output: ``report.md``, ``report.html`` (one self-contained page: plots and episode thumbnails
 inline), ``summary.json`` and the plots as PNG files, in ``--out`` (default ``DIR/report``).
@@ -70,7 +71,7 @@ def markdown(report: dict[str, Any], plots: dict[str, str]) -> str:
         robot_s = None if e["robot_time_s"] is None else e["robot_time_s"] / n
         lines.append(f"| {v} | {e['episodes']} | {e['vlm_calls'] / n:.1f} | {e['input_tokens'] / n:.0f} | "
                      f"{e['output_tokens'] / n:.0f} | {cost} | {_fmt(robot_s)} |")
-    lines += ["", *ab_markdown(report["ab_sessions"])]
+    lines += ["", *ranking_markdown(report.get("ab_ranking")), *ab_markdown(report["ab_sessions"])]
     lines += ["## Operator versus VLM", "",
               "Per session: the operator's subgoal labels against the VLM's last verdict on each subgoal (positive: "
               "done / complete); precision and recall with 95 % Wilson intervals, Cohen's kappa with a 95 % "
@@ -112,6 +113,57 @@ def markdown(report: dict[str, Any], plots: dict[str, str]) -> str:
                      f"{r['vlm_calls']} | {label} |")
     lines += ["", *[f"![{name}]({file})" for name, file in plots.items()], ""]
     return "\n".join(lines)
+
+
+RANKING_TITLE = "Ranking across blind A/B sessions (Bradley–Terry)"
+
+
+def ranking_markdown(ranking: dict | None) -> list[str]:
+    """Every system of the closed blind sessions, best first: its score, 95 % interval and its pairs."""
+    if not ranking:
+        return []
+    lines = [f"## {RANKING_TITLE}", "",
+             f"{ranking['pairs']} pairs from {len(ranking['sessions'])} closed sessions"
+             + (f" ({ranking['from_outcomes']} without a preference, counted by their outcomes: success beats "
+                "failure, equal outcomes tie)" if ranking["from_outcomes"] else "")
+             + (f"; {len(ranking['left_out'])} left out ("
+                + "; ".join(sorted({x['why'] for x in ranking['left_out']})) + ")" if ranking["left_out"] else "")
+             + ". Score: log strength, "
+             "mean 0 (a difference d: the better system is preferred with probability 1/(1+e^-d)); ties count half "
+             f"a win each; 95 % percentile bootstrap over pairs ({ranking['resamples']} resamples, seed "
+             f"{ranking['seed']}).", ""]
+    if not ranking["systems"]:
+        return lines + ["No judged pair.", ""]
+    lines += ["| system | score | 95 % interval | pairs | wins / ties / losses |", "|---|---|---|---|---|"]
+    for s in ranking["systems"]:
+        lines.append(f"| {s['system']} | {s['score']:+.2f} | [{s['ci95'][0]:+.2f}, {s['ci95'][1]:+.2f}] | "
+                     f"{s['pairs']} | {s['wins']} / {s['ties']} / {s['losses']} |")
+    return lines + [""]
+
+
+def plot_ranking(ranking: dict, path: Path) -> Path:
+    """The ranking's scores with their 95 % intervals, best at the top."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = list(reversed(ranking["systems"]))
+    fig, ax = plt.subplots(figsize=(7.0, 0.9 + 0.35 * max(len(systems), 1)), dpi=110)
+    ys = list(range(len(systems)))
+    scores = [s["score"] for s in systems]
+    err = [[max(0.0, s["score"] - s["ci95"][0]) for s in systems],
+           [max(0.0, s["ci95"][1] - s["score"]) for s in systems]]
+    ax.errorbar(scores, ys, xerr=err, fmt="o", capsize=3)
+    ax.axvline(0.0, color="0.7", linewidth=0.8)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([f"{s['system']} ({s['pairs']})" for s in systems], fontsize=7)
+    ax.set_xlabel("Bradley–Terry score (log strength, mean 0)")
+    ax.set_title("ranking across blind A/B sessions, 95% bootstrap intervals (pairs)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def ab_markdown(sessions: dict[str, dict]) -> list[str]:
@@ -357,6 +409,8 @@ def write_report(root: Path, out: Path) -> dict[str, Any]:
             report["variants"], out / "success_by_horizon.png", title="task success by horizon, 95% Wilson bands")
         plots["success by category"] = plot_by_category(report["variants"], out / "success_by_category.png")
         plots["failure causes"] = plot_failure_causes(report["variants"], out / "failure_causes.png")
+    if (report.get("ab_ranking") or {}).get("systems"):
+        plots["ranking"] = plot_ranking(report["ab_ranking"], out / "ab_ranking.png")
     md_text = markdown(report, {k: p.name for k, p in plots.items()})
     (out / "report.md").write_text(md_text, encoding="utf-8")
     (out / "summary.json").write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
@@ -378,6 +432,9 @@ def run(args: argparse.Namespace) -> int:
     report = write_report(root, out)
     md = (out / "report.md").read_text(encoding="utf-8")
     print(md.split("## VLM calls")[0].strip())
+    ranking = next((section for section in md.split("\n## ") if section.startswith(RANKING_TITLE)), None)
+    if ranking:
+        print(f"\n## {ranking.strip()}")
     print(f"\nwrote {out / 'report.md'}, {out / 'report.html'}, {out / 'summary.json'} and the plots "
           f"({report['over']} episodes)")
     return 0

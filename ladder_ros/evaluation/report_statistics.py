@@ -12,7 +12,9 @@ Blind A/B sessions (:mod:`ladder_ros.panel.ab_session`): once a session is close
 both systems' success rates with Wilson intervals over the complete pairs, their difference paired
 over tasks with the bootstrap of Appendix F (:func:`~ladder_ros.core.metrics.paired_task_bootstrap`,
 the function sim-eval uses), the operator's preferences per system, and which system was A and B in
-every pair. Until it closes, its episodes are left out of every table (they would name the systems).
+every pair; across all closed sessions, a Bradley–Terry ranking of every system (policy config and
+variant) with bootstrap intervals (:mod:`ladder_ros.evaluation.ranking`). Until a session closes, its
+episodes are left out of every table (they would name the systems).
 Episodes the operator aborted (F7) or that were interrupted are void: their plan entry ran again, so
 they are listed and left out of the rates.
 
@@ -41,6 +43,7 @@ from ladder_ros.core.metrics import (
 )
 from ladder_ros.core.presets import PRESETS
 from ladder_ros.evaluation.agreement import agreement, agreement_by_session
+from ladder_ros.evaluation.ranking import RESAMPLES, rank_sessions
 from ladder_ros.evaluation.recorded_episodes import RecordedEpisode, with_records
 from ladder_ros.messages import DONE, SUCCESS
 
@@ -190,6 +193,19 @@ def ab_session_report(session: str, key: dict, episodes: list[RecordedEpisode],
             "revealed": revealed, "key": key.get("path")}
 
 
+def ab_ranking(episodes: list[RecordedEpisode], keys: dict[str, dict], pairs: dict[str, dict[int, dict]],
+               resamples: int = RESAMPLES, seed: int = 0) -> dict[str, Any] | None:
+    """The Bradley–Terry ranking of every system over the pairs of every closed session
+    (:mod:`ladder_ros.evaluation.ranking`); None without a closed session."""
+    if not keys:
+        return None
+    by_id = {e.episode_id: e for e in episodes if not e.void}
+    wanted = {str(episode_id) for key in keys.values() for p in (key.get("pairs") or {}).values()
+              for episode_id in (p.get("episodes") or {}).values()}
+    records = {episode_id: outcome_record(by_id[episode_id]) for episode_id in sorted(wanted & set(by_id))}
+    return rank_sessions(keys, pairs, records, resamples=resamples, seed=seed).to_dict()
+
+
 # ------------------------------------------------------------------------------ the report
 def build_report(episodes: list[RecordedEpisode], keys: dict[str, dict] | None = None,
                  pairs: dict[str, dict[int, dict]] | None = None, raw_replies: dict | None = None) -> dict[str, Any]:
@@ -228,7 +244,7 @@ def build_report(episodes: list[RecordedEpisode], keys: dict[str, dict] | None =
     for session, key in sorted(keys.items()):
         mine = [e for e in episodes if e.blind is not None and e.blind["session"] == session and not e.void]
         ab[session] = ab_session_report(session, key, mine, pairs.get(session, {}))
-    return {
+    report = {
         "schema_version": 1, "episodes": len(episodes), "over": len(over),
         "running_or_cut_short": [e.episode_id for e in episodes if e.record is None and id(e) not in left_out],
         "void": [{"episode_id": e.episode_id, "finish_reason": (e.record or {}).get("finish_reason")} for e in void],
@@ -242,3 +258,6 @@ def build_report(episodes: list[RecordedEpisode], keys: dict[str, dict] | None =
         "operator_episode_labels": dict(labels),
         "unlabelled_subgoals": sum(1 for _, r in counted for o in r["subgoals"] if o["cause"] == UNLABELLED),
     }
+    if keys:  # only a lab with a closed blind session has systems to rank
+        report["ab_ranking"] = ab_ranking(episodes, keys, pairs)
+    return report

@@ -48,7 +48,7 @@ def test_a_start_sent_before_the_orchestrator_listens_is_repeated_until_answered
         client.spin_until(executor, lambda: episode in client.replies, 30, "the repeat's reply")
         repeat = client.replies[episode]
         assert repeat.accepted and repeat.assigned_id == episode and repeat.reason == "already started"
-        assert orchestrator._episode_count == 1 and client.status.episode_id == episode
+        assert orchestrator.control.episode_count == 1 and client.status.episode_id == episode
         assert client.status.seq == seq and client.status.state == "running"
 
         # The same id with other fields is not a repeat: refused, and the running episode is untouched.
@@ -56,7 +56,7 @@ def test_a_start_sent_before_the_orchestrator_listens_is_repeated_until_answered
         client.spin_until(executor, lambda: episode in client.replies, 30, "the reused id's reply")
         refused = client.replies[episode]
         assert not refused.accepted and refused.reason == f"start refused: episode {episode} is running"
-        assert orchestrator._episode_count == 1 and client.status.seq == seq
+        assert orchestrator.control.episode_count == 1 and client.status.seq == seq
         # answered: not sent again
         assert episode not in client._resends
     finally:
@@ -97,7 +97,7 @@ def test_the_panel_sends_its_start_again_until_answered_and_shows_a_refusal(tmp_
         client.spin_until(executor, lambda: drained("status", lambda s: s.episode_id == episode and
                                                     s.state == "running"), 30 + START_RESEND_S,
                           "the panel's start to run")
-        assert orchestrator._episode_count == 1 and episode not in bridge._resends
+        assert orchestrator.control.episode_count == 1 and episode not in bridge._resends
         # A start the orchestrator refuses (an episode runs): its reason reaches the panel's inbox.
         other = episode.replace("s4", "s5")
         bridge.send_command(EpisodeCommand(command=START, episode_id=other, task_id="kitchen_single_2", seed=5))
@@ -105,7 +105,7 @@ def test_the_panel_sends_its_start_again_until_answered_and_shows_a_refusal(tmp_
                           "the refusal of the second start")
         reply = next(p for k, p in inbox if k == "reply" and p.episode_id == other)
         assert not reply.accepted and "is running" in reply.reason and other not in bridge._resends
-        assert orchestrator._episode_count == 1
+        assert orchestrator.control.episode_count == 1
         bridge.close()
     finally:
         for n in nodes:

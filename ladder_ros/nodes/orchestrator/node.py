@@ -1,111 +1,84 @@
-"""The orchestrator node: owns the episode and its subgoal queue; decides every step."""
+"""The orchestrator node: the ROS endpoints of the LADDER loop, wired to the objects that run it."""
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Sequence
 
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
+from ladder_ros_interfaces import msg as interfaces
 
-from ladder_ros.core.orchestrator import Orchestrator, Variant
 from ladder_ros.core.presets import get_preset, parse_preset_options
-from ladder_ros.core.record import REFERENCE
 from ladder_ros.core.suite import TaskSuite, load_suite
-from ladder_ros.core.task import Task
 from ladder_ros.messages import (
-    FINISHED,
     IDLE,
     LOCKSTEP,
-    DecisionDoc,
     EpisodeCommand,
+    EpisodeScoreDoc,
     EpisodeStatus,
-    PlanRequestDoc,
-    VerificationRequestDoc,
+    GripperEventsDoc,
+    PlanResultDoc,
+    PrivilegedStateDoc,
+    SafetyInterventionDoc,
+    VerificationResultDoc,
 )
-from ladder_ros.specs import topics
+from ladder_ros.nodes.orchestrator import stall_watch
+from ladder_ros.nodes.orchestrator.control import EpisodeControl
+from ladder_ros.nodes.orchestrator.deadlines import DeadlineLimits, Deadlines
+from ladder_ros.nodes.orchestrator.ending import EpisodeEnder
+from ladder_ros.nodes.orchestrator.episode import Episode
 from ladder_ros.nodes.orchestrator.journal import EpisodeJournal, default_state_dir, journal_path
-from ladder_ros.nodes.orchestrator.ending import EpisodeEnding
-from ladder_ros.nodes.orchestrator.episodes import EpisodeControl
-from ladder_ros.nodes.orchestrator.steps import GRIPPER, StepDecisions
-from ladder_ros.nodes.orchestrator.timers import EpisodeTimers
-from ladder_ros.specs.parameters import ORCHESTRATOR
+from ladder_ros.nodes.orchestrator.outbox import Outbox
 from ladder_ros.nodes.orchestrator.policy_gate import PolicyGate
-from ladder_ros.runtime.endpoints import message_class, publisher, subscription
-from ladder_ros.runtime.parameters import declare_parameters
-from ladder_ros.runtime.process import run_node
 from ladder_ros.nodes.orchestrator.stall_watch import StallWatch
-from ladder_ros.runtime.step_sync import StepAligner
+from ladder_ros.nodes.orchestrator.steps import StepDecider
 from ladder_ros.paths import resolve_share_file
-from ladder_ros.interface_conversions import document_to_msg
+from ladder_ros.ros_conversions import stamp_to_ns
+from ladder_ros.runtime.endpoints import message_class, received_document, subscription
+from ladder_ros.runtime.parameters import declare_parameters
+from ladder_ros.runtime.process import run_node, spin_for
+from ladder_ros.specs import topics
+from ladder_ros.specs.parameters import ORCHESTRATOR
 
 JOURNAL_PERIOD_S = 1.0  # the journal is rewritten at most this often while an episode runs
+WATCHDOG_PERIOD_S = 0.05  # how often late answers and stalls are looked for
 
 
-class OrchestratorNode(EpisodeControl, StepDecisions, EpisodeEnding, EpisodeTimers, Node):
+class OrchestratorNode(Node):
     """Runs :func:`~ladder_ros.core.orchestrator.make_orchestrator` for one episode at a time.
 
-    Episodes are started, stopped and aborted from outside the graph through ``episode/command``
-    (ladder_ros_interfaces/EpisodeCommand) and the ``episode/stop`` / ``episode/abort`` services
-    (std_srvs/Trigger). The node owns each episode: it assigns the id and the clock origin, builds
-    the plan (the task's reference subgoals, the paper's cached plans; or, with ``plan_source:
-    planner``, the VLM planner's subgoals, asked on ``planner/request`` with the first frame while
-    that step waits — an unreadable, empty or late plan aborts the episode with the reason and the
-    raw reply in its record), publishes the latched ``episode/status`` (task, plan,
-    clock, state; the episode record with every event and, in simulation, the privileged score once
-    it is over) and ``orchestrator/current_subgoal``.
-
-    Per step ``t`` it observes the gripper trigger's events of ``t`` (and, for the privileged
-    verifier, the sim bridge's goal predicates of ``t``), publishes the events the core emits and,
-    when the core asks for a count, a verification request. Lockstep: the step's decision is
-    published only once the answer is in, and the simulator waits for it. Wall clock: the decision
-    goes out at once and the answer is applied when it arrives (the core keeps the query pending).
-    An unanswered query is resent every ``verifier_retry_s`` and the verifier is reported
-    unavailable; the queue is kept and the episode resumes when an answer comes, or is aborted with
-    reason ``verifier unavailable`` after ``verifier_abort_after_s``.
-
-    No episode hangs: when no step advances for ``stall_warn_s`` (outside a pending query or plan,
-    which have their own timers) the status names the missing input (``waiting_for``, e.g.
-    ``joint_states of step 41``), and after ``stall_abort_s`` the episode is aborted with that
-    reason and its record kept (:mod:`ladder_ros.nodes.orchestrator.stall_watch`). A start command is checked
-    before anything moves (known task, layout in range, seed >= 0, a fresh id of
-    ``[A-Za-z0-9_.-]``); each command gets a reply on ``episode/command_reply`` and a refused start
-    never touches the episode status. A start repeated as it was (a client sends again until it
-    hears back) is answered again and never starts a second episode. A start waits for a ready
-    policy (``policy/status``; deferred while it warms up, refused while it fails:
-    :mod:`ladder_ros.nodes.orchestrator.policy_gate`), and the record waits for the policy's final report of the
-    episode. Stopped by SIGINT/SIGTERM mid-episode, it ends the episode
-    with a record marked ``interrupted``; killed, the journal (``state_dir``) lets the next
-    orchestrator publish that episode's final status, marked the same way.
+    The node reads its parameters, owns the endpoints and converts messages; the episode is run by
+    the objects it composes: :class:`~ladder_ros.nodes.orchestrator.episode.Episode` (the episode's
+    state and latched status), :class:`~ladder_ros.nodes.orchestrator.control.EpisodeControl` (start,
+    stop and abort, the planner's plan), :class:`~ladder_ros.nodes.orchestrator.steps.StepDecider`
+    (each step's decision and verifier queries), :class:`~ladder_ros.nodes.orchestrator.ending.EpisodeEnder`
+    (the final status and record, the journal), :class:`~ladder_ros.nodes.orchestrator.deadlines.Deadlines`
+    (late plans, answers, scores and stalls), :class:`~ladder_ros.nodes.orchestrator.policy_gate.PolicyGate`
+    (starts wait for a ready policy) and :class:`~ladder_ros.nodes.orchestrator.stall_watch.StallWatch`.
 
     Topics: subscribes ``gripper/events``, ``sim/privileged_state``, ``verifier/result``,
     ``planner/result``, ``sim/episode_score``, ``episode/command``, ``safety/interventions``,
-    ``policy/status``, and
-    the stamps of ``joint_states`` and ``policy/action`` (stall diagnosis); publishes
-    ``orchestrator/decision``, ``orchestrator/events``, ``orchestrator/current_subgoal`` (latched),
-    ``verifier/request``, ``planner/request``, ``episode/status`` (latched),
-    ``episode/command_reply``. Services: ``episode/stop``, ``episode/abort``. Parameters: preset,
-    clock_mode, suite (path), variant, preset_options, plan_source, planner_timeout_s (s),
-    verifier_retry_s (s), verifier_abort_after_s (s), decision_resend_s (s), score_timeout_s (s),
-    stall_warn_s (s), stall_abort_s (s), state_dir, policy_ready_wait_s (s).
+    ``policy/status``, and the stamps of ``joint_states`` and ``policy/action`` (stall diagnosis);
+    publishes ``orchestrator/decision``, ``orchestrator/events``, ``orchestrator/current_subgoal``
+    (latched), ``verifier/request``, ``planner/request``, ``episode/status`` (latched),
+    ``episode/command_reply``. Services: ``episode/stop``, ``episode/abort`` (std_srvs/Trigger).
+    Parameters: preset, clock_mode, suite (path), variant, preset_options, plan_source,
+    planner_timeout_s (s), verifier_retry_s (s), verifier_abort_after_s (s), decision_resend_s (s),
+    score_timeout_s (s), stall_warn_s (s), stall_abort_s (s), state_dir, policy_ready_wait_s (s).
     """
 
     def __init__(self, *, suite: TaskSuite | None = None, node_name: str = "orchestrator", **node_options):
         """``suite`` replaces the configured suite file (tests)."""
         super().__init__(node_name, **node_options)
-        self.params = declare_parameters(self, ORCHESTRATOR)
-        self.preset = get_preset(self.params["preset"], parse_preset_options(self.params["preset_options"]))
-        self.lockstep = self.params["clock_mode"] == LOCKSTEP
-        self.suite = suite if suite is not None else load_suite(resolve_share_file(self.params["suite"]))
-        self._status_pub = publisher(self, message_class(topics.EPISODE_STATUS), topics.EPISODE_STATUS)
-        self._subgoal_pub = publisher(self, message_class(topics.CURRENT_SUBGOAL), topics.CURRENT_SUBGOAL)
-        self._decision_pub = publisher(self, message_class(topics.DECISION), topics.DECISION)
-        self._events_pub = publisher(self, message_class(topics.EVENTS_TOPIC), topics.EVENTS_TOPIC)
-        self._request_pub = publisher(self, message_class(topics.VERIFY_REQUEST), topics.VERIFY_REQUEST)
-        self._plan_request_pub = publisher(self, message_class(topics.PLAN_REQUEST), topics.PLAN_REQUEST)
-        self._reply_pub = publisher(self, message_class(topics.COMMAND_REPLY), topics.COMMAND_REPLY)
+        self.params = params = declare_parameters(self, ORCHESTRATOR)
+        self.preset = get_preset(params["preset"], parse_preset_options(params["preset_options"]))
+        self.lockstep = params["clock_mode"] == LOCKSTEP
+        self.suite = suite if suite is not None else load_suite(resolve_share_file(params["suite"]))
+        self.outbox = Outbox(self)
         subscription(self, message_class(topics.GRIPPER_EVENTS), topics.GRIPPER_EVENTS, self._on_gripper_events)
         subscription(self, JointState, topics.JOINT_STATES, self._on_joint_state)
         subscription(self, JointTrajectory, topics.ACTION, self._on_action)
@@ -117,55 +90,102 @@ class OrchestratorNode(EpisodeControl, StepDecisions, EpisodeEnding, EpisodeTime
         subscription(self, message_class(topics.EPISODE_COMMAND), topics.EPISODE_COMMAND, self._on_command)
         self.create_service(Trigger, topics.STOP_SERVICE, self._on_stop_service)
         self.create_service(Trigger, topics.ABORT_SERVICE, self._on_abort_service)
-        self.create_timer(0.05, self._watchdog)
-        self.policy_gate = PolicyGate(self, wait_s=self.params["policy_ready_wait_s"], start=self._start_episode,
-                                      refuse=self._refuse, on_change=self._maybe_publish_result)
-        self._score: dict | None = None
-        self.aligner = StepAligner({GRIPPER})
-        self.status = EpisodeStatus(episode_id="", state=IDLE, clock=self.params["clock_mode"],
-                                    rate_hz=self.preset.control_rate_hz)
-        self.orchestrator: Orchestrator | None = None
-        self.task: Task | None = None
-        self._episode_count = 0
-        self._event_index = 0
-        self._last_end_ns = 0
-        self._last_decision: DecisionDoc | None = None
-        self._decision_sent_at = 0.0
-        self._awaiting: VerificationRequestDoc | None = None  # lockstep: the step waits for this answer
-        self._request_first_sent = 0.0
-        self._request_last_sent = 0.0
-        self._finished_decision: DecisionDoc | None = None
-        self._finished_at = 0.0
-        self._end_state = FINISHED
-        self._started_wall = 0.0
-        self._variant = Variant.PROPRIO_VERIFIER
-        self._planning: PlanRequestDoc | None = None  # the plan this episode waits for
-        self._planning_since = 0.0
-        self._planning_sent = 0.0
-        self._plan_record: dict = {"source": REFERENCE}
-        self.stall = StallWatch(self.params["stall_warn_s"], self.params["stall_abort_s"])
-        self._safety_counts: dict = {}  # the latest counts of the episode's safety interventions
-        self._interrupted = False
-        self._used_ids: set[str] = set()
-        self._accepted_starts: dict[str, EpisodeCommand] = {}  # the latest accepted starts, by episode id
-        state_dir = self.params["state_dir"] or default_state_dir()
-        self.journal = EpisodeJournal(journal_path(state_dir, self.get_fully_qualified_name(),
-                                                   os.environ.get("ROS_DOMAIN_ID", "0")))
-        self._journal_dirty = False
-        self.create_timer(JOURNAL_PERIOD_S, self._write_journal_if_dirty)
-        if not self._end_journalled_episode():
-            self._publish_status(self.status)
+        self.create_timer(WATCHDOG_PERIOD_S, self._on_watchdog)
+        # The gate calls back into objects built below; it subscribes to policy/status now.
+        self.policy_gate = PolicyGate(self, wait_s=params["policy_ready_wait_s"],
+                                      start=lambda command: self.control.start(command),
+                                      refuse=lambda command, why: self.control.refuse(command, why),
+                                      on_change=lambda: self.ender.maybe_publish_result())
+        logger = self.get_logger()
+        self.stall = StallWatch(params["stall_warn_s"], params["stall_abort_s"])
+        self.episode = Episode(EpisodeStatus(episode_id="", state=IDLE, clock=params["clock_mode"],
+                                             rate_hz=self.preset.control_rate_hz), publish=self.outbox.status)
+        journal = EpisodeJournal(journal_path(params["state_dir"] or default_state_dir(),
+                                              self.get_fully_qualified_name(), os.environ.get("ROS_DOMAIN_ID", "0")))
+        self.ender = EpisodeEnder(self.episode, self.outbox, self.policy_gate, journal, preset=self.preset,
+                                  lockstep=self.lockstep, score_timeout_s=params["score_timeout_s"], logger=logger)
+        self.steps = StepDecider(self.episode, self.outbox, self.stall, lockstep=self.lockstep, logger=logger,
+                                 on_finished=self.ender.maybe_publish_result)
+        self.control = EpisodeControl(
+            self.episode, self.outbox, self.steps, self.policy_gate, self.stall, suite=self.suite,
+            preset=self.preset, clock_mode=params["clock_mode"], default_variant=params["variant"],
+            plan_source=params["plan_source"], now_ns=lambda: self.get_clock().now().nanoseconds,
+            write_journal=self.ender.write_journal, logger=logger)
+        self.deadlines = Deadlines(
+            self.episode, self.steps, self.policy_gate, self.stall, DeadlineLimits.from_params(params),
+            lockstep=self.lockstep, logger=logger, resend_plan_request=self.control.send_plan_request,
+            plan_failed=self.control.plan_failed, publish_result=self.ender.publish_result,
+            end_episode=self.control.end_episode)
+        self.create_timer(JOURNAL_PERIOD_S, self.ender.write_journal_if_changed)
+        if not self.ender.end_journalled_episode():
+            self.episode.publish_status(self.episode.status)
 
-    def _replace_status(self, **changes) -> EpisodeStatus:
-        data = self.status.to_dict()
-        data.update(changes)
-        data["seq"] = self.status.seq + 1
-        return EpisodeStatus.from_dict(data)
+    # ------------------------------------------------------------------ the node's public face
+    def end_episode(self, reason: str) -> tuple[bool, str]:
+        """Stop or abort the running episode; (accepted, what happened)."""
+        return self.control.end_episode(reason)
 
-    def _publish_status(self, status: EpisodeStatus) -> None:
-        self.status = status
-        self._status_pub.publish(document_to_msg(status))
-        self._journal_dirty = True
+    def on_shutdown(self, executor) -> None:
+        """SIGINT/SIGTERM: a running episode ends as interrupted, its final status out (runtime.process)."""
+        self.ender.on_shutdown(self.control.end_episode,
+                               lambda seconds, until: spin_for(executor, seconds, until=until))
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_command(self, msg: interfaces.EpisodeCommand) -> None:
+        command = received_document(self, msg, EpisodeCommand, "episode command")
+        if command is not None:
+            self.control.command(command)
+
+    def _on_stop_service(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = self.control.end_episode("operator stop")
+        return response
+
+    def _on_abort_service(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = self.control.end_episode("operator abort")
+        return response
+
+    def _on_plan_result(self, msg: interfaces.PlanResult) -> None:
+        doc = received_document(self, msg, PlanResultDoc, "plan result")
+        if doc is not None:
+            self.control.plan_result(doc)
+
+    def _on_gripper_events(self, msg: interfaces.GripperEvents) -> None:
+        doc = received_document(self, msg, GripperEventsDoc, "gripper events")
+        if doc is not None:
+            self.steps.gripper_events(doc)
+
+    def _on_privileged(self, msg: interfaces.PrivilegedState) -> None:
+        if not self.steps.wants_privileged:
+            return
+        doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
+        if doc is not None:
+            self.steps.privileged_state(doc)
+
+    def _on_verification_result(self, msg: interfaces.VerificationResult) -> None:
+        doc = received_document(self, msg, VerificationResultDoc, "verification result")
+        if doc is not None:
+            self.steps.verification_result(doc)
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        """Stall diagnosis only: which step's joint state (the start of a step's chain) has come."""
+        self.steps.saw_stamp(stall_watch.JOINT_STATES, stamp_to_ns(msg.header.stamp))
+
+    def _on_action(self, msg: JointTrajectory) -> None:
+        """Stall diagnosis only: which step's action has come."""
+        self.steps.saw_stamp(stall_watch.ACTION, stamp_to_ns(msg.header.stamp))
+
+    def _on_safety(self, msg: interfaces.SafetyIntervention) -> None:
+        doc = received_document(self, msg, SafetyInterventionDoc, "safety intervention")
+        if doc is not None:
+            self.episode.record_safety(doc.episode_id, doc.counts)
+
+    def _on_score(self, msg: interfaces.EpisodeScore) -> None:
+        doc = received_document(self, msg, EpisodeScoreDoc, "episode score")
+        if doc is not None:
+            self.ender.score(doc.episode_id, doc.score)
+
+    def _on_watchdog(self) -> None:
+        self.deadlines.check(time.monotonic())
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -1,112 +1,169 @@
-"""The orchestrator node's steps: each step's inputs, the core's decision, verification.
+"""Each control step's decision: the step's inputs in, the core's decision and its events out.
 
-A part of :class:`~ladder_ros.nodes.orchestrator.node.OrchestratorNode`, split out by responsibility: it works on
-the node's state (``self.status``, ``self.orchestrator``, the publishers) that the node sets up.
+The gripper trigger's events of step ``t`` (and, for the privileged verifier, the sim bridge's goal
+predicates of ``t``) go to the core orchestrator, which answers with the step's instruction, the
+events it emitted and, when it wants the verifier's count, a query. The decision goes out on
+``orchestrator/decision`` (and the subgoal, when it changed, on ``orchestrator/current_subgoal``).
+Lockstep: the inputs of a step are paired by stamp and taken strictly in step order, and a step
+that asked the verifier is decided only once the answer is in, since the simulator waits for it.
+Wall clock: the decision goes out at once and the answer is applied when it arrives (the core keeps
+the query pending). When a decision finishes the episode, the final one goes out and the ending
+is told. No rclpy here: the node hands in documents it has read.
 """
 
 from __future__ import annotations
 
 import time
-
-from sensor_msgs.msg import JointState
-from std_msgs.msg import String
-from trajectory_msgs.msg import JointTrajectory
-from ladder_ros_interfaces import msg as interfaces
+from typing import TYPE_CHECKING, Callable
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.orchestrator import Decision, StepInput
 from ladder_ros.messages import (
-    RUNNING,
+    ABORTED,
     DecisionDoc,
     EpisodeEventDoc,
     GripperEventsDoc,
     PrivilegedStateDoc,
-    SafetyInterventionDoc,
     VerificationRequestDoc,
     VerificationResultDoc,
 )
 from ladder_ros.nodes.orchestrator import stall_watch
-from ladder_ros.runtime.endpoints import received_document
-from ladder_ros.interface_conversions import document_to_msg
-from ladder_ros.ros_conversions import stamp_to_ns
+from ladder_ros.nodes.orchestrator.episode import Episode
+from ladder_ros.nodes.orchestrator.stall_watch import StallWatch
+from ladder_ros.runtime.step_sync import StepAligner
+
+if TYPE_CHECKING:
+    from ladder_ros.nodes.orchestrator.outbox import Outbox
 
 GRIPPER = "gripper"
 PRIVILEGED = "privileged"
 
 
-class StepDecisions:
-    """Steps: the inputs of each step, the core's decision, its events, verification requests and answers."""
+class StepDecider:
+    """Turns each step's inputs into the core's decision and publishes it (module docstring)."""
 
-    def _on_gripper_events(self, msg: interfaces.GripperEvents) -> None:
-        doc = received_document(self, msg, GripperEventsDoc, "gripper events")
-        if doc is None:
-            return
-        if doc.episode_id == self.status.episode_id:
-            self.stall.saw(stall_watch.GRIPPER_EVENTS, doc.step, time.monotonic())
+    def __init__(self, episode: Episode, outbox: Outbox, stall: StallWatch, *, lockstep: bool, logger,
+                 on_finished: Callable[[], None]):
+        """``on_finished`` runs once the final decision of an episode went out."""
+        self._episode = episode
+        self._outbox = outbox
+        self._stall = stall
+        self._lockstep = lockstep
+        self._log = logger
+        self._on_finished = on_finished
+        self._aligner = StepAligner({GRIPPER})
+        self._event_index = 0
+        self.last_decision: DecisionDoc | None = None
+        self.decision_sent_at = 0.0  # monotonic: when the last decision went out
+        self.awaiting: VerificationRequestDoc | None = None  # lockstep: the step waits for this answer
+        self.request_first_sent = 0.0  # monotonic: when the pending query was first sent
+        self.request_last_sent = 0.0  # monotonic: when it was last sent
+
+    def begin(self, origin_ns: int, rate_hz: float, privileged: bool) -> None:
+        """A new episode whose step 0 is stamped ``origin_ns``; ``privileged``: its steps need goal predicates."""
+        self._event_index = 0
+        self.last_decision = None
+        self.awaiting = None
+        self._aligner.start(origin_ns, rate_hz, {GRIPPER, PRIVILEGED} if privileged else {GRIPPER})
+
+    @property
+    def wants_privileged(self) -> bool:
+        """The episode's steps wait for the sim bridge's goal predicates (the privileged verifier)."""
+        return PRIVILEGED in self._aligner.required
+
+    # ------------------------------------------------------------------ inputs
+    def gripper_events(self, doc: GripperEventsDoc) -> None:
+        episode = self._episode
+        if episode.is_current(doc.episode_id):
+            self._stall.saw(stall_watch.GRIPPER_EVENTS, doc.step, time.monotonic())
         events = doc.gripper_events()
-        if not self.lockstep:
-            if self.status.state == RUNNING and doc.episode_id == self.status.episode_id:
+        if not self._lockstep:
+            if episode.running and episode.is_current(doc.episode_id):
                 self._observe(doc.step, doc.stamp_ns, events, None)
             return
-        self.aligner.add(doc.stamp_ns, GRIPPER, events)
-        self._process_ready()
+        self._aligner.add(doc.stamp_ns, GRIPPER, events)
+        self.process_ready()
 
-    def _on_privileged(self, msg: interfaces.PrivilegedState) -> None:
-        if PRIVILEGED not in self.aligner.required:
+    def privileged_state(self, doc: PrivilegedStateDoc) -> None:
+        if self._episode.is_current(doc.episode_id):
+            self._stall.saw(stall_watch.PRIVILEGED, doc.step, time.monotonic())
+        self._aligner.add(doc.stamp_ns, PRIVILEGED, tuple(doc.goal_states))
+        self.process_ready()
+
+    def saw_stamp(self, name: str, stamp_ns: int) -> None:
+        """Stall diagnosis only: input ``name`` (joint states, the policy's action) stamped ``stamp_ns`` came."""
+        if not self._episode.running:
             return
-        doc = received_document(self, msg, PrivilegedStateDoc, "privileged state")
-        if doc is None:
-            return
-        if doc.episode_id == self.status.episode_id:
-            self.stall.saw(stall_watch.PRIVILEGED, doc.step, time.monotonic())
-        self.aligner.add(doc.stamp_ns, PRIVILEGED, tuple(doc.goal_states))
-        self._process_ready()
-
-    def _on_joint_state(self, msg: JointState) -> None:
-        """Stall diagnosis only: which step's joint state (the start of a step's chain) has come."""
-        self._saw_stamp(stall_watch.JOINT_STATES, msg.header.stamp)
-
-    def _on_action(self, msg: JointTrajectory) -> None:
-        """Stall diagnosis only: which step's action has come."""
-        self._saw_stamp(stall_watch.ACTION, msg.header.stamp)
-
-    def _saw_stamp(self, name: str, stamp) -> None:
-        if self.status.state != RUNNING:
-            return
-        step = self.status.step_of_stamp(stamp_to_ns(stamp)) if self.lockstep else 0
+        step = self._episode.status.step_of_stamp(stamp_ns) if self._lockstep else 0
         if step is not None:
-            self.stall.saw(name, step, time.monotonic())
+            self._stall.saw(name, step, time.monotonic())
 
-    def _on_safety(self, msg: interfaces.SafetyIntervention) -> None:
-        doc = received_document(self, msg, SafetyInterventionDoc, "safety intervention")
-        if doc is not None and doc.episode_id == self.status.episode_id and self.status.state == RUNNING:
-            self._safety_counts = dict(doc.counts)
+    def missing_input(self, now: float, fresh_s: float) -> str:
+        """The input a stalled episode waits for, with its producer (stall watchdog)."""
+        if self._lockstep:
+            return self._stall.waiting_for_lockstep(self._aligner.next_step, self.wants_privileged)
+        orchestrator = self._episode.orchestrator
+        last = orchestrator.last_step if orchestrator is not None else -1
+        return self._stall.waiting_for_wall_clock(now, last + 1, fresh_s)
 
-    def _process_ready(self) -> None:
-        if self._planning is not None:
+    def process_ready(self) -> None:
+        """Decide every step whose inputs are all in (lockstep)."""
+        if self._episode.planning is not None:
             return  # lockstep: the first step waits until the plan is in
-        for step, inputs in self.aligner.pop_ready():
-            self._observe(step, self.status.step_stamp_ns(step), inputs[GRIPPER], inputs.get(PRIVILEGED))
+        for step, inputs in self._aligner.pop_ready():
+            self._observe(step, self._episode.step_stamp_ns(step), inputs[GRIPPER], inputs.get(PRIVILEGED))
 
+    # ------------------------------------------------------------------ decisions
     def _observe(self, step: int, stamp_ns: int, events, goal_states) -> None:
-        if self.orchestrator is None or self._finished_decision is not None or self._awaiting is not None:
+        episode = self._episode
+        orchestrator = episode.orchestrator
+        if orchestrator is None or episode.finished is not None or self.awaiting is not None:
             return
         try:
-            decision = self.orchestrator.observe(StepInput(step=step, gripper=events, goal_states=goal_states))
+            decision = orchestrator.observe(StepInput(step=step, gripper=events, goal_states=goal_states))
         except LadderError as exc:
-            self.get_logger().error(f"step {step}: input refused: {exc}")
+            self._log.error(f"step {step}: input refused: {exc}")
             return
         self._note_progress()
         self._publish_events(decision)
-        if decision.request is not None and self._awaiting is None and (
-                self._last_decision is None or self._last_decision.pending_request != decision.request.request_id):
-            request = VerificationRequestDoc.of(self.status.episode_id, stamp_ns, decision.request)
+        if decision.request is not None and self.awaiting is None and (
+                self.last_decision is None or self.last_decision.pending_request != decision.request.request_id):
+            request = VerificationRequestDoc.of(episode.status.episode_id, stamp_ns, decision.request)
             self._send_request(request, first=True)
-            if self.lockstep:
-                self._awaiting = request
-                self._publish_status(self._replace_status(step=step, pending_request=decision.request.request_id))
+            if self._lockstep:
+                self.awaiting = request
+                episode.update_status(step=step, pending_request=decision.request.request_id)
                 return
         self._conclude(step, stamp_ns, decision)
+
+    def verification_result(self, doc: VerificationResultDoc) -> None:
+        episode = self._episode
+        result = doc.verification_result()
+        orchestrator = episode.orchestrator
+        if (orchestrator is None or not episode.is_current(doc.episode_id) or orchestrator.pending_request is None
+                or result.request_id != orchestrator.pending_request.request_id):
+            return  # a repeat, or an answer to a query that is no longer asked
+        if not episode.status.verifier_available:
+            self._log.info("the verifier answers again; the episode resumes")
+            episode.update_status(verifier_available=True, message="")
+        decision = orchestrator.resolve(result)
+        self._note_progress()
+        self._publish_events(decision)
+        awaiting, self.awaiting = self.awaiting, None
+        if awaiting is not None:  # lockstep: this completes the step the simulator is waiting on
+            self._conclude(awaiting.step, awaiting.stamp_ns, decision)
+        else:
+            self._conclude(orchestrator.last_step, episode.step_stamp_ns(orchestrator.last_step), decision)
+
+    def abort(self, reason: str) -> None:
+        """End the running episode now, from outside its rules (operator, watchdog, planner, signal)."""
+        orchestrator = self._episode.orchestrator
+        assert orchestrator is not None
+        self.awaiting = None
+        self._episode.end_state = ABORTED
+        decision = orchestrator.abort(reason)
+        self._publish_events(decision)
+        self._finish(decision)
 
     def _conclude(self, step: int, stamp_ns: int, decision: Decision) -> None:
         """Publish the step's final decision (and end the episode when it says so)."""
@@ -115,72 +172,78 @@ class StepDecisions:
             return
         self._publish_decision(step, stamp_ns, decision)
 
+    def _finish(self, decision: Decision) -> None:
+        orchestrator = self._episode.orchestrator
+        assert orchestrator is not None
+        step = max(orchestrator.last_step, 0)
+        stamp = self._episode.step_stamp_ns(step)
+        self._publish_decision(step, stamp, decision, summary=orchestrator.summary())
+        assert self.last_decision is not None
+        self._episode.finish(self.last_decision, stamp, time.monotonic())
+        self._aligner.stop()
+        self._on_finished()
+
     def _publish_decision(self, step: int, stamp_ns: int, decision: Decision, summary: dict | None = None) -> None:
-        assert self.orchestrator is not None
-        doc = DecisionDoc(episode_id=self.status.episode_id, step=step, stamp_ns=stamp_ns,
-                          instruction=decision.instruction, plan_index=self.orchestrator.queue.current,
+        episode = self._episode
+        assert episode.orchestrator is not None
+        doc = DecisionDoc(episode_id=episode.status.episode_id, step=step, stamp_ns=stamp_ns,
+                          instruction=decision.instruction, plan_index=episode.orchestrator.queue.current,
                           finished=decision.finished, finish_reason=decision.finish_reason,
                           pending_request=None if decision.request is None else decision.request.request_id,
                           summary=summary)
-        previous = self._last_decision
-        self._last_decision = doc
-        self._decision_pub.publish(document_to_msg(doc))
-        self._decision_sent_at = time.monotonic()
+        previous = self.last_decision
+        self.last_decision = doc
+        self._outbox.decision(doc)
+        self.decision_sent_at = time.monotonic()
         if previous is None or previous.instruction != doc.instruction:
-            self._subgoal_pub.publish(String(data=doc.instruction or ""))
+            self._outbox.subgoal(doc.instruction or "")
         # The status follows the instruction, not every step; it also marks the first executed step
         # (step >= 1), which tells a node coming up mid-episode that nodes before it served this one.
-        if (self.status.plan_index, self.status.pending_request, self.status.instruction) != (
-                doc.plan_index, doc.pending_request, doc.instruction) or self.status.step < 1 <= step:
-            self._publish_status(self._replace_status(step=step, plan_index=doc.plan_index,
-                                                      instruction=doc.instruction,
-                                                      pending_request=doc.pending_request))
+        status = episode.status
+        if (status.plan_index, status.pending_request, status.instruction) != (
+                doc.plan_index, doc.pending_request, doc.instruction) or status.step < 1 <= step:
+            episode.update_status(step=step, plan_index=doc.plan_index, instruction=doc.instruction,
+                                  pending_request=doc.pending_request)
+
+    def republish_last_decision(self) -> None:
+        """Send the latest decision again (lockstep: the next step did not come)."""
+        if self.last_decision is not None:
+            self._outbox.decision(self.last_decision)
+            self.decision_sent_at = time.monotonic()
 
     def _publish_events(self, decision: Decision) -> None:
         for event in decision.events:
-            doc = EpisodeEventDoc(episode_id=self.status.episode_id, index=self._event_index, event=event.to_dict())
+            doc = EpisodeEventDoc(episode_id=self._episode.status.episode_id, index=self._event_index,
+                                  event=event.to_dict())
             self._event_index += 1
-            self._events_pub.publish(document_to_msg(doc))
-            self._journal_dirty = True
+            self._outbox.event(doc)
+            self._episode.changed = True
 
     def _note_progress(self) -> None:
         """A step advanced: clear a stall report."""
-        if self.stall.progressed(time.monotonic()) and self.status.waiting_for:
-            self.get_logger().info(f"the episode moves again (it waited for {self.status.waiting_for})")
-            self._publish_status(self._replace_status(waiting_for="", message=""))
+        if self._stall.progressed(time.monotonic()) and self._episode.status.waiting_for:
+            self._log.info(f"the episode moves again (it waited for {self._episode.status.waiting_for})")
+            self._episode.update_status(waiting_for="", message="")
 
+    # ------------------------------------------------------------------ verification queries
     def _send_request(self, request: VerificationRequestDoc, first: bool) -> None:
         now = time.monotonic()
         if first:
-            self._request_first_sent = now
-        self._request_last_sent = now
-        self._request_pub.publish(document_to_msg(request))
+            self.request_first_sent = now
+        self.request_last_sent = now
+        self._outbox.verification_request(request)
 
-    def _pending_request_doc(self) -> VerificationRequestDoc | None:
-        if self._awaiting is not None:
-            return self._awaiting
-        if self.orchestrator is not None and self.orchestrator.pending_request is not None:
-            request = self.orchestrator.pending_request
-            return VerificationRequestDoc.of(self.status.episode_id, self.status.step_stamp_ns(request.step), request)
+    def resend_request(self, request: VerificationRequestDoc) -> None:
+        """Send an unanswered query again (the verifier may have restarted)."""
+        self._send_request(request, first=False)
+
+    def pending_request(self) -> VerificationRequestDoc | None:
+        """The query the episode waits on, if any."""
+        if self.awaiting is not None:
+            return self.awaiting
+        orchestrator = self._episode.orchestrator
+        if orchestrator is not None and orchestrator.pending_request is not None:
+            request = orchestrator.pending_request
+            return VerificationRequestDoc.of(self._episode.status.episode_id,
+                                             self._episode.step_stamp_ns(request.step), request)
         return None
-
-    def _on_verification_result(self, msg: interfaces.VerificationResult) -> None:
-        doc = received_document(self, msg, VerificationResultDoc, "verification result")
-        if doc is None:
-            return
-        result = doc.verification_result()
-        orchestrator = self.orchestrator
-        if (orchestrator is None or doc.episode_id != self.status.episode_id or orchestrator.pending_request is None
-                or result.request_id != orchestrator.pending_request.request_id):
-            return  # a repeat, or an answer to a query that is no longer asked
-        if not self.status.verifier_available:
-            self.get_logger().info("the verifier answers again; the episode resumes")
-            self._publish_status(self._replace_status(verifier_available=True, message=""))
-        decision = orchestrator.resolve(result)
-        self._note_progress()
-        self._publish_events(decision)
-        awaiting, self._awaiting = self._awaiting, None
-        if awaiting is not None:  # lockstep: this completes the step the simulator is waiting on
-            self._conclude(awaiting.step, awaiting.stamp_ns, decision)
-        else:
-            self._conclude(orchestrator.last_step, self.status.step_stamp_ns(orchestrator.last_step), decision)

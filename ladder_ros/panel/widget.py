@@ -119,6 +119,31 @@ class OperatorPanelWidget(QWidget):
         return button
 
     def _build(self) -> None:
+        """The panel's areas, top to bottom, in a scroll area so that it fits :data:`FITS`."""
+        root = self._build_scroll_area()
+        self._build_heading(root)
+        split = QSplitter(Qt.Horizontal)
+        split.addWidget(self._build_views())
+        split.addWidget(self._build_plan_and_log())
+        split.setStretchFactor(1, 1)
+        root.addWidget(split, 1)
+
+        # next episode, episode control and robot safety
+        controls = QGridLayout()
+        controls.addWidget(self._build_next_episode_box(), 0, 0, 1, 2)
+        controls.addWidget(self._build_episode_box(), 1, 0)
+        controls.addWidget(self._build_robot_box(), 1, 1)
+        root.addLayout(controls)
+
+        # the episode's label next to what the orchestrator (and, in simulation, the score) says; beside it,
+        # in a blind session, the pair and the preference
+        judge_row = QHBoxLayout()
+        judge_row.addWidget(self._build_label_box(), 3)
+        judge_row.addWidget(self._build_ab_box(), 2)
+        root.addLayout(judge_row)
+
+    def _build_scroll_area(self) -> QVBoxLayout:
+        """The scroll area that fills the panel; returns the layout of what scrolls in it."""
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         self.scroll = QScrollArea()
@@ -129,6 +154,10 @@ class OperatorPanelWidget(QWidget):
         outer.addWidget(self.scroll)
         root = QVBoxLayout(self.content)
         root.setSpacing(4)
+        return root
+
+    def _build_heading(self, root: QVBoxLayout) -> None:
+        """The headline, the instruction and the subgoal the policy follows, one above the other."""
         self.headline = QLabel()
         self.headline.setObjectName("headline")
         # one line, clipped at the window's edge (its end is the episode id; the tooltip holds it whole)
@@ -146,7 +175,8 @@ class OperatorPanelWidget(QWidget):
         root.addWidget(self.instruction)
         root.addWidget(self.current)
 
-        split = QSplitter(Qt.Horizontal)
+    def _build_views(self) -> QWidget:
+        """The live camera, and the depth image under it once one arrives."""
         views = QWidget()
         vbox = QVBoxLayout(views)
         vbox.setContentsMargins(0, 0, 0, 0)
@@ -162,8 +192,11 @@ class OperatorPanelWidget(QWidget):
         vbox.addWidget(self.camera)
         vbox.addWidget(self.depth)
         vbox.addStretch(1)
-        split.addWidget(views)
+        return views
 
+    def _build_plan_and_log(self) -> QSplitter:
+        """The plan table over the VLM summary and the event log (beside the camera: the log needs no row of
+        its own)."""
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("plan_table")
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -175,9 +208,18 @@ class OperatorPanelWidget(QWidget):
         header.setSectionResizeMode(1, QHeaderView.Stretch)
         for col in (0, 2, 3, 4, 5):
             header.setSectionResizeMode(col, QHeaderView.ResizeToContents)
-        # the plan over the event log, beside the camera: the log needs no row of its own
         right = QSplitter(Qt.Vertical)
         right.addWidget(self.table)
+        right.addWidget(self._build_log_box())
+        right.setStretchFactor(0, 1)
+        right.setStretchFactor(1, 1)
+        # the plan and the log take the height that is left, never ask for more (the panel fits FITS)
+        self.table.setMinimumHeight(TABLE_MIN_HEIGHT)
+        self.table.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Ignored)
+        return right
+
+    def _build_log_box(self) -> QWidget:
+        """The VLM's latest reply over the event log."""
         self.vlm = QLabel()
         self.vlm.setObjectName("vlm_summary")
         self.vlm.setWordWrap(True)
@@ -190,20 +232,13 @@ class OperatorPanelWidget(QWidget):
         self.log.setReadOnly(True)
         self.log.setMaximumBlockCount(2000)
         self.log.setMinimumHeight(LOG_MIN_HEIGHT)
-        # the plan and the log take the height that is left, never ask for more (the panel fits FITS)
         self.log.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Ignored)
         log_layout.addWidget(self.log, 1)
-        right.addWidget(log_box)
-        right.setStretchFactor(0, 1)
-        right.setStretchFactor(1, 1)
-        self.table.setMinimumHeight(TABLE_MIN_HEIGHT)
-        self.table.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Ignored)
-        split.addWidget(right)
-        split.setStretchFactor(1, 1)
-        root.addWidget(split, 1)
+        return log_box
 
-        # next episode, episode control and robot safety
-        controls = QGridLayout()
+    def _build_next_episode_box(self) -> QGroupBox:
+        """The next episode of the plan (task, layout, seed, variant or a blind session's system), its
+        progress and the skip button."""
         plan_box = QGroupBox("Next episode")
         plan_row = QHBoxLayout(plan_box)
         self.task_edit = QLineEdit()
@@ -233,8 +268,10 @@ class OperatorPanelWidget(QWidget):
         plan_row.addWidget(self.next_system)
         plan_row.addWidget(self.progress, 1)
         plan_row.addWidget(self._button("Skip", "skip", self.on_skip))
-        controls.addWidget(plan_box, 0, 0, 1, 2)
+        return plan_box
 
+    def _build_episode_box(self) -> QGroupBox:
+        """Start, stop and abort."""
         episode_box = QGroupBox("Episode")
         episode_row = QHBoxLayout(episode_box)
         self.start_button = self._button("Start", "start", self.on_start, "font-weight: bold;")
@@ -242,8 +279,10 @@ class OperatorPanelWidget(QWidget):
         self.abort_button = self._button("Abort", "abort", self.controller.abort)
         for b in (self.start_button, self.stop_button, self.abort_button):
             episode_row.addWidget(b)
-        controls.addWidget(episode_box, 1, 0)
+        return episode_box
 
+    def _build_robot_box(self) -> QGroupBox:
+        """The robot's safety state, arming and the e-stop."""
         robot_box = QGroupBox("Robot")
         robot_row = QHBoxLayout(robot_box)
         self.safety = QLabel()
@@ -257,12 +296,10 @@ class OperatorPanelWidget(QWidget):
         robot_row.addWidget(self.safety, 1)
         for b in (self.arm_button, self.disarm_button, self.estop_button, self.release_button):
             robot_row.addWidget(b)
-        controls.addWidget(robot_box, 1, 1)
-        root.addLayout(controls)
+        return robot_box
 
-        # the episode's label next to what the orchestrator (and, in simulation, the score) says; beside it,
-        # in a blind session, the pair and the preference
-        judge_row = QHBoxLayout()
+    def _build_label_box(self) -> QGroupBox:
+        """The operator's episode label beside the orchestrator's verdict, the note and the label state."""
         label_box = QGroupBox("Operator labels")
         label_grid = QGridLayout(label_box)
         self.verdict = QLabel()
@@ -287,9 +324,7 @@ class OperatorPanelWidget(QWidget):
         self.label_state = QLabel()
         self.label_state.setObjectName("label_state")
         label_grid.addWidget(self.label_state, 3, 0, 1, 4)
-        judge_row.addWidget(label_box, 3)
-        judge_row.addWidget(self._build_ab_box(), 2)
-        root.addLayout(judge_row)
+        return label_box
 
     def _build_ab_box(self) -> QGroupBox:
         self.ab_box = QGroupBox("Blind A/B")

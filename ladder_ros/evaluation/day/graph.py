@@ -10,6 +10,7 @@ pid for its resource samples. rclpy is imported only when the graph starts.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,8 +147,6 @@ class DayGraph:
 
     def episode(self, task_id: str, *, variant: str, layout: int, seed: int, timeout_s: float) -> EpisodeResult:
         """One episode; a node that dies meanwhile raises NodeDied, one that never ends EpisodeTimeout."""
-        import time
-
         begun = time.monotonic()
         if self.operator is not None:
             record = self.operator.episode(task_id, variant=variant, layout=layout, seed=seed, timeout_s=timeout_s)

@@ -48,13 +48,14 @@ class ResourceSampler:
     """Samples the processes ``pids()`` names into a JSONL file: on a thread every ``period_s``, or on request."""
 
     def __init__(self, path: Path, pids: Callable[[], Mapping[str, int]], episodes_done: Callable[[], int],
-                 period_s: float = 10.0):
+                 period_s: float = 10.0, run: int = 1):
         if not period_s > 0:
             raise ValueError(f"the sampling period must be > 0 s, got {period_s}")
         self.path = Path(path)
         self.pids = pids
         self.episodes_done = episodes_done
         self.period_s = period_s
+        self.run = run
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -71,7 +72,7 @@ class ResourceSampler:
             values = sample_process(pid)
             if values is not None:
                 nodes[name] = {"pid": pid, **values}
-        line = {"t": round(time.time(), 3), "episodes_done": int(self.episodes_done()), "nodes": nodes}
+        line = {"t": round(time.time(), 3), "run": self.run, "episodes_done": int(self.episodes_done()), "nodes": nodes}
         with self._lock:
             try:
                 with open(self.path, "a", encoding="utf-8") as f:
@@ -114,20 +115,22 @@ def read_samples(path: Path) -> list[dict]:
 
 
 def resource_summary(samples: Iterable[Mapping], settled_after: int = SETTLED_EPISODES) -> dict[str, dict]:
-    """Per process name: samples, pids seen, and per metric its first, last and largest value, and ``growth``:
-    last minus the first value sampled once ``settled_after`` episodes were done, of the last pid (None while
-    the day has not got that far)."""
-    series: dict[str, list[tuple[int, int, dict]]] = {}
+    """Per process name: samples, pids seen, restarts (a new pid within one run of the day; a day started again
+    starts every process anew), and per metric its first, last and largest value, and ``growth``: last minus
+    the first value sampled once ``settled_after`` episodes were done, of the last process (None while the day
+    has not got that far)."""
+    series: dict[str, list[tuple[int, tuple[int, int], dict]]] = {}
     for sample in samples:
         for name, values in sample["nodes"].items():
-            series.setdefault(name, []).append((int(sample.get("episodes_done", 0)), int(values.get("pid", 0)),
-                                                values))
+            process = (int(sample.get("run", 1)), int(values.get("pid", 0)))
+            series.setdefault(name, []).append((int(sample.get("episodes_done", 0)), process, values))
     out: dict[str, dict] = {}
     for name, points in series.items():
-        last_pid = points[-1][1]
-        settled = [v for done, pid, v in points if done >= settled_after and pid == last_pid]
-        pids = list(dict.fromkeys(pid for _, pid, _ in points))
-        node: dict = {"samples": len(points), "pids": pids, "restarts": len(pids) - 1}
+        last = points[-1][1]
+        settled = [v for done, process, v in points if done >= settled_after and process == last]
+        processes = list(dict.fromkeys(process for _, process, _ in points))
+        node: dict = {"samples": len(points), "pids": [pid for _, pid in processes],
+                      "restarts": len(processes) - len({run for run, _ in processes})}
         for metric in METRICS:
             values = [v[metric] for _, _, v in points if metric in v]
             if not values:

@@ -46,7 +46,8 @@ class Day:
     """Runs what is left of a day's order on ``graph``, writing every event to ``records``."""
 
     def __init__(self, out: Path, order: list[DayEpisode], records: DayRecords, graph: Any, *, budget: TimeBudget,
-                 guard: DiskGuard, settings: DaySettings, meta: dict, say: Callable[[str], None] = print):
+                 guard: DiskGuard, settings: DaySettings, meta: dict, say: Callable[[str], None] = print,
+                 clock: Callable[[], float] = time.monotonic):
         self.out = Path(out)
         self.order = order
         self.records = records
@@ -61,12 +62,13 @@ class Day:
             self.progress.add(float(event.get("wall_s") or 0.0), bool(event.get("success")), bool(event.get("scored")))
         self.sizes = RecordingSizes(graph.recordings)
         self.sampler = ResourceSampler(self.out / RESOURCES_FILE, graph.pids, lambda: self.progress.done,
-                                       settings.sample_period_s)
-        self._began = time.monotonic()
+                                       settings.sample_period_s, run=records.run)
+        self.clock = clock
+        self._began = clock()
         self._failures = 0  # graph failures since the last finished episode
 
     def elapsed_s(self) -> float:
-        return time.monotonic() - self._began
+        return self.clock() - self._began
 
     def run(self) -> int:
         """Run the rest of the day; returns the command's exit code (Ctrl-C propagates, after the summary)."""

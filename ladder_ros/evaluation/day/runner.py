@@ -148,10 +148,10 @@ class Day:
         attempt = state.attempts.get(e.key, 0) + 1
         self.records.append(STARTED, key=e.key, position=planned.position, block=planned.block, attempt=attempt,
                             task_id=e.task_id, variant=e.variant, layout=e.layout, seed=e.seed)
-        again = f", attempt {attempt}" if attempt > 1 else ""
-        self.say(f"  > {planned.position + 1}/{len(self.order)} {e.task_id} · {e.variant} · layout {e.layout} · "
-                 f"seed {e.seed} (block {planned.block + 1}{again})")
         try:
+            again = f", attempt {attempt}" if attempt > 1 else ""
+            self.say(f"  > {planned.position + 1}/{len(self.order)} {e.task_id} · {e.variant} · layout {e.layout} · "
+                     f"seed {e.seed} (block {planned.block + 1}{again})")
             result = self.graph.episode(e.task_id, variant=e.variant, layout=e.layout, seed=e.seed,
                                         timeout_s=self.settings.episode_timeout_s)
         except KeyboardInterrupt:

@@ -48,6 +48,7 @@ class GraphChoice:
             raise ConfigError("params file not found", source=str(path))
         parsed = parse_overrides(list(overrides))
         params = graph.node_parameters(mode, path, parsed, namespace)
+        check_referenced_files(params)
         if mode == TWIN and "widowx_twin" not in params:
             raise ConfigError(f"--rehearsal runs the WidowX twin; the twin mode of graph {graph.name} has no "
                               "widowx_twin node (the Franka's twin has no scene to score an episode)")

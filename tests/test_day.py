@@ -30,7 +30,7 @@ from ladder_ros.evaluation.day.records import FINISHED, INTERRUPTED, STARTED, Da
 from ladder_ros.evaluation.day.resources import read_samples, resource_summary, sample_process
 from ladder_ros.evaluation.day.runner import Day, DaySettings
 from ladder_ros.evaluation.day.summary import build_summary, fault_kind, render_summary
-from ladder_ros.core.errors import ConfigError
+from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.panel.evaluation_plan import EvaluationPlan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -237,6 +237,25 @@ def test_a_graph_that_keeps_failing_stops_the_day_naming_why(tmp_path):
     assert len(graph.calls) == 3  # max_restarts 2: the third failure in a row stops the day
     assert any(line.startswith("stopping: 3 attempts in a row failed") and "sim_bridge" in line for line in said)
     assert json.loads((tmp_path / "day_summary.json").read_text())["stopped"] == "faults"
+
+
+def test_a_graph_that_does_not_come_up_again_stops_the_day_in_one_line(tmp_path):
+    class NoRestart(ScriptedGraph):
+        def restart(self):
+            self.restarts += 1
+            raise LadderError("the graph did not come up within 120 s")
+
+    p = plan(episodes=1, tasks=[{"task": "kitchen_single_1"}])
+    graph = NoRestart(tmp_path / "recordings", faults={1: NodeDied("node orchestrator exited with code -11")})
+    said: list[str] = []
+    day, records = make_day(tmp_path, p, graph, said=said)
+    assert day.run() == 1
+    records.close()
+    assert graph.restarts == 2  # the failure under the episode, then two restarts: three in a row
+    assert [line for line in said if line.startswith("stopping")] == [
+        "stopping: the graph did not come up 3 times in a row (last: the graph did not come up within 120 s); "
+        f"node logs in {tmp_path / 'logs'}"]
+    assert graph.stops == 1
 
 
 def test_the_budget_stops_the_day_between_episodes_when_the_next_would_not_fit(tmp_path):

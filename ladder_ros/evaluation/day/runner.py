@@ -66,6 +66,7 @@ class Day:
         self.clock = clock
         self._began = clock()
         self._failures = 0  # graph failures since the last finished episode
+        self._gave_up = False
 
     def elapsed_s(self) -> float:
         return self.clock() - self._began
@@ -104,9 +105,10 @@ class Day:
                 if self._episode(pending[0]):
                     pending.popleft()
                 elif self._failures > self.settings.max_restarts:
-                    last = self.records.state.interrupted[-1].get("reason")
-                    self.say(f"stopping: {self._failures} attempts in a row failed without an episode finished "
-                             f"(last: {last}); node logs in {self.out / 'logs'}")
+                    if not self._gave_up:  # the graph did not come up again: said so already
+                        last = self.records.state.interrupted[-1].get("reason")
+                        self.say(f"stopping: {self._failures} attempts in a row failed without an episode finished "
+                                 f"(last: {last}); node logs in {self.out / 'logs'}")
                     return FAULTS
             return COMPLETE
         finally:
@@ -124,6 +126,7 @@ class Day:
                 if self._failures > self.settings.max_restarts:
                     self.say(f"stopping: the graph did not come up {self._failures} times in a row (last: {exc}); "
                              f"node logs in {self.out / 'logs'}")
+                    self._gave_up = True
                     return None
                 self.say(f"  the graph did not come up ({exc}); trying again")
                 restart = True

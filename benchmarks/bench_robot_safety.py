@@ -136,7 +136,7 @@ def widowx_rig(executor):
     probe.trigger(executor, topics.HOME_SERVICE)
     neutral = np.array(wx250s.NEUTRAL_JOINTS)
     probe.spin_until(executor, lambda: np.allclose(probe.latest_joints(), neutral, atol=2e-3), 60, "home")
-    probe.spin_until(executor, lambda: not driver.homing, 60, "the homing path to end")
+    probe.spin_until(executor, lambda: not driver.homing.active, 60, "the homing path to end")
     x0 = probe.poses[-1][1][0, 3]
 
     def action(k):  # back and forth along x around home (10 cm), closing the loop on the measured pose
@@ -246,7 +246,7 @@ def measure_hung_reboot(rig, repeats):
         rig.probe.spin_for(rig.executor, 1.0)
         rates.append((len(rig.probe.joint_states) - seen) / (time.monotonic() - t0))
         hang.release()
-        rig.probe.spin_until(rig.executor, lambda: rig.driver._recovery is None, 30, "the recovery's end")
+        rig.probe.spin_until(rig.executor, lambda: not rig.driver.recovery.running, 30, "the recovery's end")
         rig.probe.trigger(rig.executor, topics.ESTOP_RELEASE_SERVICE)
         if rig.probe.state().get("recovery_required"):
             rig.probe.trigger(rig.executor, topics.RECOVER_SERVICE)

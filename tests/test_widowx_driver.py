@@ -91,7 +91,7 @@ def home(probe, executor, driver):
     neutral = np.array(wx250s.NEUTRAL_JOINTS)
     probe.spin_until(executor, lambda: np.allclose(probe.latest_joints(), neutral, atol=2e-3), 30, "the home pose")
     # the last waypoints of the homing path may still be on their way once the pose is within tolerance
-    probe.spin_until(executor, lambda: not driver.homing, 30, "the homing path to end")
+    probe.spin_until(executor, lambda: not driver.homing.active, 30, "the homing path to end")
 
 
 def level(name):

@@ -53,7 +53,7 @@ def record_action_stamps(probe) -> list[int]:
 def test_a_command_reaches_the_api_at_its_moment_not_on_arrival_and_its_joint_command_carries_that_moment(rig):
     executor, build = rig
     driver, probe, sdk = build()
-    delay_ns = driver.apply_delay_ns
+    delay_ns = driver.paced.grid.delay_ns
     assert delay_ns == pytest.approx(0.1 * driver.period * 1e9)
     stamps = record_action_stamps(probe)
     # Dry run: the command is computed on arrival and recorded at its moment, as it would be sent.
@@ -87,14 +87,15 @@ def test_a_stop_drops_a_command_computed_before_it_that_was_not_due_yet(rig):
     executor, build = rig
     driver, probe, sdk = build()
     home(probe, executor, driver)
-    driver.apply_delay_ns = int(60e9)  # this command's moment never comes within the test
+    driver.paced.grid.delay_ns = int(60e9)  # this command's moment never comes within the test
     calls = record_vendor_calls(driver)
     commands_before = len(probe.commands)
     probe.send(ACTION_AXES, action(dx=0.02))
-    probe.spin_until(executor, lambda: driver.pacer.pending == 1, 10, "the command computed, waiting for its moment")
+    probe.spin_until(executor, lambda: driver.paced.pacer.pending == 1, 10,
+                     "the command computed, waiting for its moment")
     assert calls == []
     reply = probe.trigger(executor, topics.ESTOP_SERVICE)
-    assert reply.success and driver.pacer.pending == 0
+    assert reply.success and driver.paced.pacer.pending == 0
     probe.spin_until(executor, lambda: probe.state().get("arm_at_rest") == "true", 10, "the arm at rest")
     # the only vendor call was the hold, at the measured joints; the dropped command was never published
     assert len(calls) == 1 and "held at the measured joints" in probe.state()["stop"]

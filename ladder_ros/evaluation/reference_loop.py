@@ -124,6 +124,6 @@ def run_episode(simulator: SimulatorBackend, policy: LowLevelPolicy, task: Task,
         policy=policy.name, simulator=simulator.name, final_goal=observation.privileged.goal.to_dict(),
         orchestration=orchestrator.summary(), wall_s=time.perf_counter() - started,
         success_rule=task.success_rule, preset=preset.name, preset_options=preset.options, plan=plan_record,
-        action_convention=(getattr(policy, "declared_convention", None) or convention).to_dict(),
-        policy_report=policy.policy_report() if callable(getattr(policy, "policy_report", None)) else {},
+        action_convention=(policy.declared_convention or convention).to_dict(),
+        policy_report=policy.policy_report(),
     )

@@ -59,6 +59,7 @@ from ladder_ros.instruments.expert.noise import ExpertNoise
 from ladder_ros.instruments.expert.placement import beside
 from ladder_ros.instruments.expert.scene import instance_to_pick, knock_victim, resting_on
 from ladder_ros.instruments.expert.steering import ExpertSteering, expert_steering
+from ladder_ros.policies.base import LowLevelPolicy
 
 Plan = Generator[np.ndarray, Observation, None]
 
@@ -79,7 +80,7 @@ class _AttemptDraws:
     take_out_turn: float  # radians: where beside the container a taken-out object goes
 
 
-class ScriptedExpert:
+class ScriptedExpert(LowLevelPolicy):
     """Pick-and-place from privileged state, with seeded noise; see the module docstring.
 
     ``table_z`` is the table top's height in the base frame (0 on the built-in tabletop); the

@@ -20,7 +20,8 @@ from ladder_ros.core.safety import (
 )
 from ladder_ros.core.safety_supervisor import Permission
 from ladder_ros.specs.robot_parameters import FRANKA_DRIVER
-from ladder_ros.nodes.driver.node import ArmSnapshot, RobotDriverNode, StopOutcome
+from ladder_ros.nodes.driver.faults import StopOutcome
+from ladder_ros.nodes.driver.node import ArmSnapshot, RobotDriverNode
 from ladder_ros.runtime.process import run_node
 from ladder_ros.robots.franka import clip_step_into_box, forward_kinematics, get_model, stream_waypoints
 from ladder_ros.robots.franky_arm import connect_franky_arm

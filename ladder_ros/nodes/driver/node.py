@@ -1,25 +1,24 @@
-"""What the WidowX and Franka driver nodes share: the safety interface, the state streams, the watchdog.
+"""What the WidowX and Franka driver nodes share: the way an action reaches the arm, the safety around it, the streams.
 
-:class:`RobotDriverNode` is the base of both drivers and only wires things together:
+:class:`RobotDriverNode` is the base of both drivers. It owns the ROS endpoints and wires the objects it composes;
+a driver supplies its arm through the ``arm_*`` hooks and calls back the base's ``permit``, ``intervene``,
+``publish_command``, ``publish_state`` and ``stop_arm`` (and ``homing.cancel`` when a step home is refused).
 
-* actions on ``policy/action`` go through the source check (only the configured policy
-  publishes), :class:`~ladder_ros.robots.admission.ActionAdmission` (not stale, not from the
-  future, one per control period) and then the subclass's filter and arm (``arm_apply``); a
-  subclass that sends its commands at their own moment rather than on arrival (the WidowX, on its
-  control grid) says when each reaches the arm (``plan_application``), and admission spaces the
-  actions by that moment;
-* the safety supervisor (:mod:`ladder_ros.core.safety_supervisor`: dry run until armed, latched
-  e-stop, watchdog, hold while verifying, faults that need a recovery), and two timers: the
-  control tick (read and publish the arm, notice faults, step homing, poll the arm's health) and a
-  fast tick at a quarter period (an action that waited for its period, the watchdog, finished
-  vendor calls, whether a stopped arm is at rest yet, measured);
-* the operator's services and homing: :mod:`ladder_ros.nodes.driver.services`;
-* stopping, faults and the vendor calls that can block (each on a worker thread with a deadline,
-  so the e-stop, the watchdog and the joint states never wait for the arm's API):
-  :mod:`ladder_ros.nodes.driver.faults`;
-* what is published and logged: :class:`~ladder_ros.nodes.driver.reporting.DriverReporter`.
-
-A subclass supplies the arm through the ``arm_*`` hooks.
+* Actions on ``policy/action`` go through the source check (only the configured policy publishes),
+  :class:`~ladder_ros.robots.admission.ActionAdmission` (not stale, not from the future, one per control period)
+  and then the driver's filter and arm (``arm_apply``); a driver that sends its commands at their own moment
+  rather than on arrival (the WidowX, on its control grid) says when each reaches the arm
+  (``plan_application``), and admission spaces the actions by that moment.
+* The safety supervisor (:mod:`ladder_ros.core.safety_supervisor`: dry run until armed, latched e-stop,
+  watchdog, hold while verifying, faults that need a recovery), and two timers: the control tick (read and
+  publish the arm, notice faults, step homing, poll the arm's health) and a fast tick at a quarter period (an
+  action that waited for its period, the watchdog, finished vendor calls, whether a stopped arm is at rest yet).
+* Composed: :class:`~ladder_ros.nodes.driver.faults.ArmStopper` (every stop and fault),
+  :class:`~ladder_ros.nodes.driver.faults.VendorCallRouter` (blocking vendor calls off the node's thread, each
+  with a deadline), :class:`~ladder_ros.nodes.driver.faults.ArmWatch` (stale states, the health poll),
+  :class:`~ladder_ros.nodes.driver.homing.Homing`, :class:`~ladder_ros.nodes.driver.services.OperatorServices`
+  and :class:`~ladder_ros.nodes.driver.services.Recovery` (the operator's ``robot/*`` services), and
+  :class:`~ladder_ros.nodes.driver.reporting.DriverReporter` (what is published and logged).
 """
 
 from __future__ import annotations
@@ -38,9 +37,10 @@ from ladder_ros.core.safety import FOREIGN_PUBLISHER, WATCHDOG, InterventionCoun
 from ladder_ros.core.safety_supervisor import Permission, SafetySupervisor, SupervisorConfig
 from ladder_ros.messages import RUNNING, WALL_CLOCK, EpisodeStatus
 from ladder_ros.specs import topics
-from ladder_ros.nodes.driver.faults import ArmStopping, StopOutcome
+from ladder_ros.nodes.driver.faults import ArmStopper, ArmWatch, StopOutcome, VendorCallRouter
+from ladder_ros.nodes.driver.homing import Homing
 from ladder_ros.nodes.driver.reporting import DriverReporter
-from ladder_ros.nodes.driver.services import OperatorServices
+from ladder_ros.nodes.driver.services import OperatorServices, Recovery
 from ladder_ros.specs.parameters import NODE_CHECKS
 from ladder_ros.specs.param_spec import ParamSpec
 from ladder_ros.runtime.endpoints import ActionSource, subscription
@@ -49,10 +49,10 @@ from ladder_ros.runtime.parameters import declare_parameters
 from ladder_ros.robots.admission import ActionAdmission, AdmissionConfig
 from ladder_ros.robots.arm_health import RestDetector
 from ladder_ros.robots.timing import ControlTiming
-from ladder_ros.robots.vendor_calls import VendorCall, VendorCallWorker
+from ladder_ros.robots.vendor_calls import DONE, VendorCall, VendorCallWorker
 from ladder_ros.ros_conversions import stamp_to_ns
 
-__all__ = ["ArmSnapshot", "RobotDriverNode", "StopOutcome"]
+__all__ = ["ArmSnapshot", "RobotDriverNode"]
 
 # At rest: no joint moved faster than this (rad/s) over the last REST_WINDOW_S of readings. One Dynamixel
 # encoder tick (2 pi / 4096 = 0.0015 rad, e-manual) over the window reads as 0.015 rad/s: still at rest.
@@ -74,10 +74,16 @@ class ArmSnapshot:
             tuple(names), np.asarray(joints, dtype=np.float64), float(aperture), pose, velocities, stamp_ns)
 
 
-class RobotDriverNode(OperatorServices, ArmStopping, Node):
+class RobotDriverNode(Node):
     """Base of the robot drivers (see the module docstring); subclasses implement the ``arm_*`` hooks."""
 
     vendor = "the arm's API"  # how log lines name the vendor API
+    # built by start(), once the driver has its arm and the filter the supervisor counts into
+    homing: Homing
+    stopper: ArmStopper
+    recovery: Recovery
+    watch: ArmWatch
+    operator_services: OperatorServices
 
     def __init__(self, node_name: str, executable: str, specs: Sequence[ParamSpec], **node_options):
         super().__init__(node_name, **node_options)
@@ -94,24 +100,33 @@ class RobotDriverNode(OperatorServices, ArmStopping, Node):
         self.admission = ActionAdmission(AdmissionConfig(self.period, self.params["max_action_age_s"],
                                                          self.params["future_tolerance_s"]))
         self.worker = VendorCallWorker(f"{node_name}-vendor-calls")
+        self.calls = VendorCallRouter(self.worker, self.vendor, self.get_logger().warning, self.fault)
         self.reporter = DriverReporter(self, self.params["aperture_joint"], self.params["base_frame"], time.monotonic)
         self.rest = RestDetector(REST_SPEED_RAD_S, REST_WINDOW_S)
         self.supervisor: SafetySupervisor | None = None
         self.snapshot: ArmSnapshot | None = None
-        self.homing: list[np.ndarray] = []  # joint targets still to send to reach home
         self.action_ages_ms: deque[float] = deque(maxlen=200)
-        self._handlers: dict[int, Callable[[VendorCall], None]] = {}
-        self._recovery: VendorCall | None = None
-        self._next_health_at = 0.0
-        self._health_reported = ""  # the last fault the health poll reported (each is reported once)
 
     # ------------------------------------------------------------------ start (after the subclass has its arm)
     def start(self, counts: InterventionCounts) -> None:
         """Begin serving: the supervisor counts into ``counts`` (the subclass's filter); timers, services, topics."""
-        self.supervisor = SafetySupervisor(counts, SupervisorConfig(
-            watchdog_s=self.params["watchdog_periods"] * self.period,
-            hold_while_verifying=self.params["hold_while_verifying"]))
-        self.create_operator_services()
+        p, logger = self.params, self.get_logger()
+        supervisor = self.supervisor = SafetySupervisor(counts, SupervisorConfig(
+            watchdog_s=p["watchdog_periods"] * self.period, hold_while_verifying=p["hold_while_verifying"]))
+        self.homing = Homing(supervisor, self.period, start=self.arm_home_start, send_step=self.arm_send_home_step,
+                             arrived=self.arm_reseed, logger=logger)
+        self.stopper = ArmStopper(supervisor, self.arm_stop, self.rest, self.calls, p["vendor_call_timeout_s"],
+                                  intervene=self.intervene, cancel_homing=self.homing.cancel,
+                                  publish_state=self.publish_state, logger=logger)
+        self.recovery = Recovery(supervisor, self.calls, self.arm_recover_job, p["recover_timeout_s"],
+                                 cancel_homing=self.homing.cancel, recovered=self._after_recovery, fault=self.fault,
+                                 publish_state=self.publish_state, logger=logger)
+        self.watch = ArmWatch(supervisor, self.vendor, p["max_state_age_s"], p["health_poll_s"], fault=self.fault,
+                              intervene=self.intervene, recovering=lambda: self.recovery.running,
+                              clock_ns=self.reporter.now_ns)
+        self.operator_services = OperatorServices(self, supervisor, self.homing, reseed=self.arm_reseed,
+                                                  stop=self.stop_arm, gap=self.timing.gap, intervene=self.intervene,
+                                                  recover=self.recovery.start, publish_state=self.publish_state)
         subscription(self, JointTrajectory, topics.ACTION, self._on_action)
         self.action_source = ActionSource(self, self.params["action_source"])
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
@@ -121,7 +136,7 @@ class RobotDriverNode(OperatorServices, ArmStopping, Node):
         check = self.arm_ready_job()
         if check is not None:
             self.supervisor.set_not_ready("checking the arm before it can be armed")
-            self.run_blocking("start-up check", check, self.params["vendor_call_timeout_s"], self._on_ready_checked)
+            self.calls.run("start-up check", check, p["vendor_call_timeout_s"], self._on_ready_checked)
         self.publish_state(force=True)
         self.get_logger().info(f"{self.get_name()}: started DISARMED (dry run): commands are computed and recorded, "
                                f"nothing moves until {self.resolve_service_name(topics.ARM_SERVICE)} arms the robot")
@@ -210,7 +225,7 @@ class RobotDriverNode(OperatorServices, ArmStopping, Node):
 
     def _apply(self, msg: JointTrajectory, stamp_ns: int, now: float, now_ns: int) -> None:
         self.admission.applied(stamp_ns, self.plan_application(stamp_ns, now_ns))
-        if self.homing:
+        if self.homing.active:
             self.get_logger().warning("homing: actions are ignored until the arm is home", throttle_duration_sec=2.0)
             return
         self.arm_apply(msg, now)
@@ -252,6 +267,30 @@ class RobotDriverNode(OperatorServices, ArmStopping, Node):
         """``robot/joint_command``, stamped ``stamp_ns`` (the moment the command went to the arm) or now."""
         self.reporter.command(names, joints, aperture, velocities, stamp_ns)
 
+    def stop_arm(self) -> None:
+        """Stop the arm now; a refused stop escalates; the safety state says how it went (ArmStopper)."""
+        self.stopper.stop()
+
+    def fault(self, kind: str, reason: str) -> None:
+        """A fault: counted, disarmed, the arm stopped; arming waits for a confirmed recovery."""
+        self.stopper.fault(kind, reason)
+
+    def _after_recovery(self) -> None:
+        self.watch.forget_reported()
+        self.arm_recovered()
+
+    def _on_ready_checked(self, call: VendorCall) -> None:
+        assert self.supervisor is not None
+        if call.state == DONE:
+            self.supervisor.set_not_ready(None)
+            self.arm_recovered()
+            self.get_logger().info(f"ready to arm: {call.result}")
+        else:
+            reason = f"start-up check failed: {call.error}" if call.error is not None else call.describe()
+            self.supervisor.set_not_ready(reason)
+            self.get_logger().error(f"the robot cannot be armed: {reason}")
+        self.publish_state(force=True)
+
     # ------------------------------------------------------------------ periodic
     def _read(self) -> ArmSnapshot | None:
         try:
@@ -270,19 +309,18 @@ class RobotDriverNode(OperatorServices, ArmStopping, Node):
             self.reporter.arm_state(snapshot.names, snapshot.joints, snapshot.aperture, snapshot.pose,
                                     snapshot.velocities)
             if self.supervisor.recovery_required is None:
-                for kind, reason in self._stale(snapshot) + self.arm_check(snapshot, now):
+                for kind, reason in self.watch.stale(snapshot.stamp_ns) + self.arm_check(snapshot, now):
                     self.fault(kind, reason)
                     break
         status = self.episodes.current
         self.supervisor.set_verifying(status is not None and status.state == RUNNING
                                       and status.pending_request is not None)
-        if self.homing:
-            self._step_homing()
+        if self.homing.active:
+            self.homing.step()
         health = self.arm_health_job()
-        if health is not None and now >= self._next_health_at and not self.worker.busy:
-            self._next_health_at = now + self.params["health_poll_s"]
-            self.run_blocking("health poll", health, self.params["vendor_call_timeout_s"], self._on_health)
-        self._poll_vendor_calls()
+        if health is not None and not self.worker.busy and self.watch.health_due(now):
+            self.calls.run("health poll", health, self.params["vendor_call_timeout_s"], self.watch.on_health)
+        self.calls.poll()
         self.publish_state()
 
     def _on_fast_tick(self) -> None:
@@ -303,7 +341,7 @@ class RobotDriverNode(OperatorServices, ArmStopping, Node):
             still = snapshot is not None and self.rest.update(snapshot.joints, now)
             if still and (settles is None or now >= settles + SETTLE_MARGIN_S):
                 self.supervisor.note_rest(True)
-        self._poll_vendor_calls()
+        self.calls.poll()
         self.publish_state()
 
     # ------------------------------------------------------------------ episodes
@@ -319,7 +357,7 @@ class RobotDriverNode(OperatorServices, ArmStopping, Node):
     def _on_episode_end(self, status: EpisodeStatus) -> None:
         assert self.supervisor is not None
         if self.params["home_after_episode"] and self.supervisor.armed:
-            ok, message = self.go_home()
+            ok, message = self.homing.go()
             self.get_logger().info(f"episode {status.episode_id} over: {message}")
 
     # ------------------------------------------------------------------ reporting

@@ -1,6 +1,6 @@
 """What a robot driver publishes about itself: the arm's state, its commands, interventions, safety state, diagnostics.
 
-Split from the driver node so the node only decides and this only tells: joint states and the
+The driver node decides; :class:`DriverReporter` only tells, on the node's publishers: joint states and the
 end-effector pose of each reading, the joint commands (sent or, in dry run, computed), one
 ``safety/interventions`` document per intervention with the episode's counts, the latched
 ``robot/safety_state`` (republished when a value changes), and ``/diagnostics`` once a second.

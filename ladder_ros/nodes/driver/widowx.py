@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import queue
 import time
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -29,14 +27,15 @@ from ladder_ros.core.safety import (
 )
 from ladder_ros.core.safety_supervisor import Permission
 from ladder_ros.specs.robot_parameters import WIDOWX_DRIVER
-from ladder_ros.nodes.driver.node import ArmSnapshot, RobotDriverNode, StopOutcome
+from ladder_ros.nodes.driver.faults import StopOutcome
+from ladder_ros.nodes.driver.node import ArmSnapshot, RobotDriverNode
+from ladder_ros.nodes.driver.paced import PacedCommand, PacedCommands
 from ladder_ros.runtime.process import run_node
 from ladder_ros.robots import thread_scheduling, wx250s
 from ladder_ros.robots.arm_health import GripperMonitor, TrackingMonitor
 from ladder_ros.robots.ee_target import BridgeTarget
 from ladder_ros.robots.gripper import ApertureRange
 from ladder_ros.robots.interbotix_arm import InterbotixArm, load_api
-from ladder_ros.robots.pacing import CommandPacer, ControlGrid
 
 # Project choices, measured in the dress rehearsal (docs/rehearsal.md; benchmarks/bench_rehearsal.py):
 # each action reaches the arm this long after its stamp, on the control grid (APPLY_DELAY_PERIODS control
@@ -47,20 +46,6 @@ APPLY_DELAY_PERIODS = 0.1
 # the driver process's niceness and GIL switch interval (thread_scheduling.favour), set by main() only.
 CONTROL_NICENESS = -10
 SWITCH_INTERVAL_S = 0.001
-
-
-@dataclass(frozen=True)
-class _Paced:
-    """What the pacer's thread did with one command: sent it to the arm, or (dry run) only stamped it."""
-
-    joints: np.ndarray
-    gripper_open: bool
-    at: float  # monotonic s: the moment of the vendor call
-    stamp_ns: int  # the same moment on the node's clock (the joint command's stamp)
-    move: bool  # the command was for the arm (armed); False: dry run
-    sent: bool = False  # the API took the joint target
-    gripper_sent: bool = False  # a new gripper command went out with it
-    skipped: str = ""  # not sent: why (the robot was disarmed or e-stopped by then)
 
 
 class WidowXDriverNode(RobotDriverNode):
@@ -75,7 +60,7 @@ class WidowXDriverNode(RobotDriverNode):
     with ``set_joint_positions(..., blocking=False)`` at its moment on the control grid (its stamp plus
     ``APPLY_DELAY_PERIODS`` control periods, held to whole periods from the previous action:
     :class:`~ladder_ros.robots.pacing.ControlGrid`), by a thread that makes only that call
-    (:class:`~ladder_ros.robots.pacing.CommandPacer`): the arm's period is the control period, not the
+    (:class:`~ladder_ros.nodes.driver.paced.PacedCommands`): the arm's period is the control period, not the
     policy's plus the varying time each action took to be stamped, arrive and be computed. The
     gripper opens or closes with it, without waiting. ``robot/joint_command`` is published once the command went out,
     stamped with the moment of the vendor call (in dry run: the moment it would have).
@@ -139,12 +124,10 @@ class WidowXDriverNode(RobotDriverNode):
         if favoured is not None:
             log = self.get_logger().warning if favoured.refused else self.get_logger().info
             log(f"control process: {favoured.describe()}")
-        self.apply_delay_ns = int(APPLY_DELAY_PERIODS * self.period * 1e9)
-        self.grid = ControlGrid(int(self.period * 1e9), self.apply_delay_ns)
-        self._applying_at_ns = 0  # when the action being applied reaches the arm (node clock)
-        self._paced: queue.SimpleQueue[tuple[_Paced | None, BaseException | None]] = queue.SimpleQueue()
-        self._paced_ready = self.create_guard_condition(self._on_paced)
-        self.pacer = CommandPacer(f"{self.get_name()}-commands", self._paced_done)
+        paced_ready = self.create_guard_condition(self._on_paced)
+        self.paced = PacedCommands(f"{self.get_name()}-commands", int(self.period * 1e9),
+                                   int(APPLY_DELAY_PERIODS * self.period * 1e9), self.arm, self._may_move,
+                                   self.reporter.now_ns, paced_ready.trigger)
         self.start(self.filter)
 
     # ------------------------------------------------------------------ state
@@ -161,7 +144,7 @@ class WidowXDriverNode(RobotDriverNode):
     def arm_reseed(self) -> None:
         with self._arm_calls():  # a command of the previous target not sent yet is not sent
             pass
-        self.grid.reset()
+        self.paced.reset()
         self.joint_target = None
         self.target.pose = None
 
@@ -185,43 +168,22 @@ class WidowXDriverNode(RobotDriverNode):
 
     # ------------------------------------------------------------------ paced commands
     def plan_application(self, stamp_ns: int, now_ns: int) -> int:
-        self._applying_at_ns = self.grid.plan(stamp_ns, now_ns)
-        return self._applying_at_ns
+        return self.paced.plan(stamp_ns, now_ns)
 
     @contextmanager
     def _arm_calls(self) -> Iterator[None]:
         """This thread's own motion calls (a hold, homing): paced commands not sent yet dropped, those sent
         accounted for first (in the order they reached the arm), none sent until the block ends."""
-        with self.pacer.lock:
-            self.pacer.cancel()
+        with self.paced.held():
             failed = self._account_paced()
             yield
         for failure in failed:  # the stop that follows is the caller's (it is stopping, or moving anew)
             self._paced_failed(failure, stop=False)
 
-    def _pace(self, joints: np.ndarray, gripper_open: bool, move: bool) -> None:
-        """Send ``joints`` (and the gripper) at the action's moment, on the pacer's thread (class docstring)."""
-        now_ns = self.get_clock().now().nanoseconds
-        due = time.monotonic() + max(0, self._applying_at_ns - now_ns) / 1e9
-        self.pacer.schedule(due, lambda: self._paced_send(joints, gripper_open, move))
-
-    def _paced_send(self, joints: np.ndarray, gripper_open: bool, move: bool) -> _Paced:
-        """On the pacer's thread, at the command's moment, its lock held: the vendor calls and nothing else."""
-        at, stamp_ns = time.monotonic(), self.get_clock().now().nanoseconds
-        if not move:
-            return _Paced(joints, gripper_open, at, stamp_ns, move=False)
+    def _may_move(self) -> bool:
+        """On the pacer's thread: every stop cancels the paced commands; this is a second check."""
         supervisor = self.supervisor
-        if supervisor is None or not supervisor.armed or supervisor.estopped:  # every stop cancels; this is a second
-            return _Paced(joints, gripper_open, at, stamp_ns, move=True, skipped="not armed any more")
-        if not self.arm.send_joints(joints):
-            return _Paced(joints, gripper_open, at, stamp_ns, move=True)
-        gripper_sent = self.arm.send_gripper(gripper_open)
-        return _Paced(joints, gripper_open, at, stamp_ns, move=True, sent=True, gripper_sent=gripper_sent)
-
-    def _paced_done(self, paced: _Paced | None, error: BaseException | None) -> None:
-        """On the pacer's thread, its lock still held: hand the outcome to the node's thread."""
-        self._paced.put((paced, error))
-        self._paced_ready.trigger()
+        return supervisor is not None and supervisor.armed and not supervisor.estopped
 
     def _on_paced(self) -> None:
         """On the node's thread: what the pacer sent is tracked, published and, when refused, stops the arm."""
@@ -238,27 +200,16 @@ class WidowXDriverNode(RobotDriverNode):
     def _account_paced(self) -> list[BaseException | None]:
         """Track and publish the commands the pacer made, in order; those that failed: the exception a vendor call
         raised, or None for a joint target the API refused."""
-        failed: list[BaseException | None] = []
-        while True:
-            try:
-                paced, error = self._paced.get_nowait()
-            except queue.Empty:
-                return failed
-            if error is not None or paced is None:
-                failed.append(error)
-                continue
-            if paced.skipped:
-                continue
-            if paced.move and not paced.sent:
-                failed.append(None)
-                continue
-            if paced.sent:
-                self.tracking.commanded(paced.joints, paced.at)
-                self.timing.tick(paced.at)
-                if paced.gripper_sent:
-                    self.gripper_monitor.commanded(paced.gripper_open, self.arm.read().finger_m, paced.at)
-            self.publish_command(wx250s.JOINT_NAMES, paced.joints, 1.0 if paced.gripper_open else 0.0,
-                                 stamp_ns=paced.stamp_ns)
+        return self.paced.drain(self._account)
+
+    def _account(self, paced: PacedCommand) -> None:
+        if paced.sent:
+            self.tracking.commanded(paced.joints, paced.at)
+            self.timing.tick(paced.at)
+            if paced.gripper_sent:
+                self.gripper_monitor.commanded(paced.gripper_open, self.arm.read().finger_m, paced.at)
+        self.publish_command(wx250s.JOINT_NAMES, paced.joints, 1.0 if paced.gripper_open else 0.0,
+                             stamp_ns=paced.stamp_ns)
 
     def _paced_failed(self, error: BaseException | None, stop: bool) -> None:
         """A paced command the API refused (``error`` None: a jump, counted) or that raised: said, the arm stopped."""
@@ -306,7 +257,7 @@ class WidowXDriverNode(RobotDriverNode):
             return  # held: the target does not move
         self.target.commit(pose, gripper)
         self.joint_target = ik.joints
-        self._pace(ik.joints, gripper > 0, permission is Permission.MOVE)
+        self.paced.send(ik.joints, gripper > 0, permission is Permission.MOVE)
 
     def arm_stop(self) -> StopOutcome:
         with self._arm_calls():
@@ -376,7 +327,7 @@ class WidowXDriverNode(RobotDriverNode):
             sent = self._send(self.joint_target, time.monotonic())
         self.publish_command(wx250s.JOINT_NAMES, self.joint_target, 1.0, stamp_ns=stamp_ns)
         if not sent:
-            self.homing = []
+            self.homing.cancel()
             self.intervene(JUMP, "the Interbotix API refused a homing step; homing stopped")
 
     def arm_diagnostics(self) -> dict[str, Any]:
@@ -384,7 +335,7 @@ class WidowXDriverNode(RobotDriverNode):
         return {"ik_p50_ms": None if ik is None else float(np.percentile(ik, 50)),
                 "ik_p99_ms": None if ik is None else float(np.percentile(ik, 99)),
                 "ik_iterations_max": max(self.ik_iterations) if self.ik_iterations else None,
-                "apply_delay_ms": self.apply_delay_ns / 1e6, **self.pacer.stats(), "grid_anchored": self.grid.anchored,
+                **self.paced.stats(),
                 "niceness": None if self.favoured is None else self.favoured.niceness,
                 "interbotix_api": self.arm.api.name, "interbotix_node": self.arm.node_name}
 
@@ -392,7 +343,7 @@ class WidowXDriverNode(RobotDriverNode):
         return f"{self.params['robot_model']}:{self.params['robot_name']}"
 
     def close(self) -> None:
-        self.pacer.close()
+        self.paced.close()
         self.arm.close()
         super().close()
 

@@ -15,6 +15,7 @@ from ladder_ros.core.observation import Observation, PrivilegedState
 from ladder_ros.core.task import Task
 from ladder_ros.core.verification import VerificationRequest, VerificationResult
 from ladder_ros.camera.model import CameraIntrinsics
+from ladder_ros.policies.base import LowLevelPolicy
 
 TOY_UNIT = 0.001  # metres per index: a toy action is a tiny, valid end-effector delta
 
@@ -85,7 +86,7 @@ class ToyWorld:
         pass
 
 
-class ToyPolicy:
+class ToyPolicy(LowLevelPolicy):
     """Close 3 steps, then open: one pick-and-place per 6 steps; misses a grasp with ``miss_rate``."""
 
     name = "toy_policy"

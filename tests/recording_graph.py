@@ -10,7 +10,7 @@ def recording_graph_nodes(namespace: str, output_dir: Path, image_size: int) -> 
     the episode recorder writing to ``output_dir`` (the last node); rclpy must be initialised."""
     from rclpy.parameter import Parameter
 
-    from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode
+    from ladder_ros.nodes.episode_recorder.node import EpisodeRecorderNode
     from ladder_ros.nodes.gripper_trigger import GripperTriggerNode
     from ladder_ros.nodes.orchestrator.node import OrchestratorNode
     from ladder_ros.nodes.policy.node import PolicyNode

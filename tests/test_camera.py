@@ -483,7 +483,7 @@ def test_every_episode_bag_carries_the_camera_pose(ros, tmp_path):
     pytest.importorskip("tf2_msgs.msg", reason="needs tf2_msgs (scripts/setup.sh)")
 
     from ladder_ros.messages import EpisodeStatus
-    from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode
+    from ladder_ros.nodes.episode_recorder.node import EpisodeRecorderNode
     from ladder_ros.runtime.endpoints import publisher
     from ladder_ros.recording.bag import read_bag
 
@@ -498,7 +498,7 @@ def test_every_episode_bag_carries_the_camera_pose(ros, tmp_path):
     for n in (node, recorder, orchestrator):
         executor.add_node(n)
     try:
-        assert spin_until(executor, lambda: any(recorder._graph_state_kept.values()), 30), \
+        assert spin_until(executor, lambda: recorder.graph_state.count > 0, 30), \
             "waited for the recorder to receive /tf_static"
         for episode in ("e1", "e2"):
             status.publish(document_to_msg(EpisodeStatus(episode_id=episode, state="running")))

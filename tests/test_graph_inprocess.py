@@ -27,7 +27,7 @@ from ladder_ros.core.suite import parse_suite  # noqa: E402
 from ladder_ros.evaluation.reference_loop import run_episode  # noqa: E402
 from ladder_ros.evaluation.parity import ParityEpisode, ReferenceRunner, compare_records  # noqa: E402
 from ladder_ros.messages import EpisodeCommand, EpisodeStatus  # noqa: E402
-from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode  # noqa: E402
+from ladder_ros.nodes.episode_recorder.node import EpisodeRecorderNode  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
 from ladder_ros.nodes.orchestrator.node import OrchestratorNode  # noqa: E402
 from ladder_ros.nodes.policy.node import PolicyNode  # noqa: E402

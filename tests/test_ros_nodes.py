@@ -21,7 +21,7 @@ from ladder_ros.interface_conversions import document_from_msg, document_to_msg 
 
 from ladder_ros.messages import EpisodeStatus, GripperEventsDoc, stamp_of_step  # noqa: E402
 from ladder_ros.specs import topics  # noqa: E402
-from ladder_ros.nodes.episode_recorder import EpisodeRecorderNode  # noqa: E402
+from ladder_ros.nodes.episode_recorder.node import EpisodeRecorderNode  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
 from ladder_ros.runtime.endpoints import message_class, qos  # noqa: E402
 from ladder_ros.ros_conversions import joint_state_to_msg, pose_to_msg  # noqa: E402

@@ -132,7 +132,7 @@ class ReasonLog:
         self._said.clear()
 
 
-class ChunkedPolicy:
+class ChunkedPolicy(LowLevelPolicy):
     """Executes the first ``k`` actions of each chunk, one per call; for the reference loop and lockstep.
 
     A chunk that fails validation or jumps at its seam (:class:`~ladder_ros.policies.audit.ChunkScreen`)

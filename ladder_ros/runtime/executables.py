@@ -18,7 +18,7 @@ EXECUTABLES: dict[str, str] = {
     "gripper_trigger": "ladder_ros.nodes.gripper_trigger",
     "vlm_verifier": "ladder_ros.nodes.vlm_verifier",
     "orchestrator": "ladder_ros.nodes.orchestrator.node",
-    "episode_recorder": "ladder_ros.nodes.episode_recorder",
+    "episode_recorder": "ladder_ros.nodes.episode_recorder.node",
     "widowx_driver": "ladder_ros.nodes.driver.widowx",
     "franka_driver": "ladder_ros.nodes.driver.franka",
     "widowx_twin": "ladder_ros.instruments.widowx_twin.node",

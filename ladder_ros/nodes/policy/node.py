@@ -11,11 +11,9 @@ before the first episode.
 from __future__ import annotations
 
 import sys
-from collections import deque
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
@@ -28,18 +26,18 @@ from ladder_ros.core.task import Task
 from ladder_ros.messages import LOCKSTEP, ActionTagDoc, DecisionDoc, EpisodeStatus, PrivilegedStateDoc
 from ladder_ros.specs import topics
 from ladder_ros.specs.parameters import POLICY
+from ladder_ros.nodes.policy.diagnostics import PolicyDiagnostics
 from ladder_ros.nodes.policy.inputs import DECISION, IMAGE, JOINTS, POSE, PRIVILEGED, LatestInputs
-from ladder_ros.nodes.policy.lockstep import LockstepActing
-from ladder_ros.nodes.policy.reporting import PolicyReporting
+from ladder_ros.nodes.policy.lockstep import LockstepActor
+from ladder_ros.nodes.policy.reporting import EpisodeReporter
 from ladder_ros.nodes.policy.status import PolicyStatusPublisher
 from ladder_ros.runtime.endpoints import message_class, publisher, received_document, subscription
 from ladder_ros.runtime.episodes import EpisodeFollower
 from ladder_ros.runtime.parameters import declare_parameters
 from ladder_ros.runtime.process import run_node
-from ladder_ros.runtime.step_sync import StepAligner
 from ladder_ros.policies.audit import guard_statistics
 from ladder_ros.policies.base import LowLevelPolicy
-from ladder_ros.policies.chunked import ChunkedPolicy, ReasonLog, TaggedAction
+from ladder_ros.policies.chunked import ReasonLog, TaggedAction
 from ladder_ros.policies.config import EE_DELTA
 from ladder_ros.policies.config import with_execution
 from ladder_ros.policies.control_loop import CONTROL_SWITCH_INTERVAL_S, ControlLoop
@@ -55,7 +53,7 @@ DIAGNOSTICS_PERIOD_S = 1.0
 STATUS_PERIOD_S = 0.1  # how often readiness, the episode report and the server's error run are looked at
 
 
-class PolicyNode(PolicyReporting, LockstepActing, Node):
+class PolicyNode(Node):
     """Runs the configured low-level policy on the orchestrator's current instruction.
 
     Lockstep: it acts once per step ``t``, when the observation of ``t`` (joint state, end-effector
@@ -126,7 +124,6 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
         self.reasons = ReasonLog(lambda text: self.get_logger().warning(text))
         self._action_pub = publisher(self, JointTrajectory, topics.ACTION)
         self._tag_pub = publisher(self, message_class(topics.ACTION_TAG), topics.ACTION_TAG)
-        self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
         subscription(self, JointState, topics.JOINT_STATES, lambda m: self._on_input(JOINTS, m.header.stamp, m))
         subscription(self, PoseStamped, topics.EE_POSE, lambda m: self._on_input(POSE, m.header.stamp, m))
         for camera in self.cameras or ([None] if self.image_inputs else []):
@@ -141,19 +138,20 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
         self.episode: EpisodeStatus | None = None
         self._task: Task | None = None
         self._policy_begun = False  # this episode's policy is built (the warm-up is over)
-        self._errors_at_start = 0
-        self.policy: ChunkedPolicy | None = None
-        self.instruction: str | None = None
-        self.act_s = 0.0  # time spent in the policy backend (benchmarks)
-        self._latency_ms: deque[float] = deque(maxlen=1000)
-        self.aligner = StepAligner({DECISION} | self.observed | ({PRIVILEGED} if privileged else set()))
-        self._backlog: deque[tuple[int, dict]] = deque()
         self.latest = LatestInputs(lambda: self.get_clock().now().nanoseconds)
         self._decision_step = 0
+        self.stepper: LockstepActor | None = None
         self.runner: ChunkExecutor | None = None
         self.control: ControlLoop | None = None
+        self.reports = EpisodeReporter(source=lambda: self.provider.built_source, report=self._executor_report,
+                                       warmup=self.warmup, status=self.status,
+                                       request_abort=self.episodes.request_abort)
         if self.lockstep:
-            self.create_timer(RETRY_PERIOD_S, self._drain)
+            self.stepper = LockstepActor({DECISION} | self.observed | ({PRIVILEGED} if privileged else set()),
+                                         episode=lambda: self.episode, observe=self._bundle, publish=self._publish,
+                                         reasons=self.reasons, warmup=self.warmup,
+                                         on_error=self.reports.give_up_if_failing)
+            self.create_timer(RETRY_PERIOD_S, self.stepper.retry)
         else:
             sys.setswitchinterval(CONTROL_SWITCH_INTERVAL_S)
             self.runner = ChunkExecutor(None, config, self._snapshot,
@@ -165,7 +163,8 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
                                        priority=self.params["control_priority"])
             self.control.start()
             self.get_logger().info(f"control thread at {config.control_rate_hz:g} Hz, {self.control.scheduling}")
-        self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
+        self.diagnostics = PolicyDiagnostics(self, config.name, self.warmup, self._executor_stats)
+        self.create_timer(DIAGNOSTICS_PERIOD_S, self.diagnostics.publish)
         self.create_timer(STATUS_PERIOD_S, self._on_status_timer)
         # A model loads and warms up now, a server is reached and runs its first inference (a JAX server
         # compiles on it): in a thread, while this node already answers and says it is warming up. A policy
@@ -191,22 +190,20 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
 
     def _on_episode_start(self, status: EpisodeStatus) -> None:
         self.episode = None
-        self.policy = None
         self._policy_begun = False
+        if self.stepper is not None:
+            self.stepper.new_episode()
         try:
             self._task = Task.from_dict(status.task or {})
         except (LadderError, KeyError, TypeError, ValueError) as exc:
             self.episodes.request_abort(status.episode_id, f"the policy cannot act in this episode: {exc}")
             return
         self.episode = status
-        self.instruction = None
         if self.runner is not None:
             self.runner.start_episode(None, status.seed)  # its report starts; it acts once the policy is ready
         self._begin_policy()  # now if the policy is ready, else as soon as it is
-        if self.lockstep:
-            self._backlog.clear()
-            self.aligner.start(status.origin_ns, status.rate_hz, join=self.episodes.joined_late)
-            self._act_on_ready()
+        if self.stepper is not None:
+            self.stepper.start(status, join_late=self.episodes.joined_late)
 
     def _begin_policy(self) -> None:
         """Build this episode's policy once the warm-up is over (an episode that began before waits for it)."""
@@ -215,33 +212,32 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
             return
         self._policy_begun = True
         try:
-            if self.lockstep:
-                self.policy = self.provider.episode_policy(self._task, status.seed, log=self.get_logger().warning)
+            if self.stepper is not None:
+                self.stepper.use(self.provider.episode_policy(self._task, status.seed, log=self.get_logger().warning))
             else:
                 source = self.provider.episode_source(self._task, status.seed)
                 self.runner.set_source(source, guard_statistics(self.config, source))
         except (LadderError, KeyError, TypeError, ValueError) as exc:
             # Holding still forever would freeze the episode: say why and let the orchestrator end it.
-            self.policy = None
+            if self.stepper is not None:
+                self.stepper.use(None)
             self.episodes.request_abort(status.episode_id, f"the policy cannot act in this episode: {exc}")
             return
-        self._errors_at_start = self._server_errors()
+        self.reports.begin()
 
     def _on_episode_end(self, status: EpisodeStatus) -> None:
         if self.episode is not None and status.episode_id == self.episode.episode_id:
             self._final_report(status.episode_id)
             self.episode = None
-            self.policy = None
-            self._backlog.clear()
-            self.aligner.stop()
+            if self.stepper is not None:
+                self.stepper.end()
             if self.runner is not None:
                 self.runner.set_subgoal(None)
 
     def _on_input(self, name: str, stamp, msg: object) -> None:
         stamp_ns = stamp if isinstance(stamp, int) else stamp_to_ns(stamp)
-        if self.lockstep:
-            self.aligner.add(stamp_ns, name, msg)
-            self._act_on_ready()
+        if self.stepper is not None:
+            self.stepper.add(stamp_ns, name, msg)
         else:
             self.latest.put(name, stamp_ns, msg)
 
@@ -261,6 +257,34 @@ class PolicyNode(PolicyReporting, LockstepActing, Node):
         elif self.episode is not None and doc.episode_id == self.episode.episode_id:
             self._decision_step = doc.step
             self.runner.set_subgoal(None if doc.finished else doc.instruction)
+
+    def _final_report(self, episode_id: str) -> None:
+        """The episode is over for the policy (its last decision came): its final report goes out now."""
+        if self.episode is None or self.episode.episode_id != episode_id:
+            return
+        if self.runner is not None:
+            self.runner.set_subgoal(None)  # no further control period counts
+        self.reports.send(episode_id, final=True)
+
+    def _on_status_timer(self) -> None:
+        self._begin_policy()
+        episode = self.episode
+        if episode is not None:
+            self.reports.send(episode.episode_id)
+            if self._policy_begun:
+                self.reports.give_up_if_failing(episode.episode_id)
+        self.status.tick()
+
+    def _executor_report(self) -> dict:
+        """The acting executor's report of the episode so far."""
+        return self.stepper.episode_report() if self.stepper is not None else self.runner.episode_report()
+
+    def _executor_stats(self) -> tuple[dict, str]:
+        """The acting executor's diagnostics values, and why it holds ("": it acts)."""
+        if self.stepper is not None:
+            return self.stepper.stats()
+        stats = self.runner.stats()
+        return stats, stats["holding"]
 
     def _bundle(self, step: int, inputs: dict, stamp_ns: int) -> ObservationBundle:
         names = list(self.image_inputs.values())

@@ -1,4 +1,4 @@
-"""The episode recorder: every topic of an episode into one rosbag2 MCAP bag."""
+"""The episode recorder node: every topic of an episode into one rosbag2 MCAP bag (see the package docstring)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any, Sequence
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
 from rclpy.serialization import deserialize_message
 
 from ladder_ros.core.record import graph_record, interrupted_reason
@@ -27,7 +26,9 @@ from ladder_ros.messages import (
 from ladder_ros.interface_conversions import document_from_msg
 from ladder_ros.specs import topics
 from ladder_ros.specs.parameters import EPISODE_RECORDER
-from ladder_ros.runtime.endpoints import message_class, publisher, qos, subscription
+from ladder_ros.nodes.episode_recorder.graph_state import GraphStateMessages
+from ladder_ros.nodes.episode_recorder.qos import OfferedQos
+from ladder_ros.runtime.endpoints import message_class, publisher, subscription
 from ladder_ros.runtime.parameters import declare_parameters
 from ladder_ros.runtime.process import run_node, spin_for
 from ladder_ros.ros_conversions import diagnostics_to_msg
@@ -39,7 +40,7 @@ FLUSH_PERIOD_S = 1.0  # at most this much of an episode is lost when the recorde
 # 5 s after which ros2 launch escalates to SIGTERM.
 STOP_DRAIN_S = 3.0
 # On a stop: how long to wait for the orchestrator's final status of an open episode. Its last word takes
-# up to 2 s for the bridge's score and 2 s to be acknowledged (nodes/orchestrator.py, LAST_WORD_S), and
+# up to 2 s for the bridge's score and 2 s to be acknowledged (nodes/orchestrator/ending.py, LAST_WORD_S), and
 # launch escalates to SIGKILL 10 s after the Ctrl-C, so drain and wait stay under that.
 FINAL_STATUS_WAIT_S = 5.0
 # Messages received this long before an episode's status are kept for it: topics arrive in any
@@ -49,32 +50,8 @@ RECORDER_DEPTH = 1000  # messages queued per topic, so a slow disk does not lose
 # Latched topics that describe the graph rather than an episode: sent once when their node starts, so each
 # distinct message is kept and written into every episode's bag when it opens (a bag replays on its own).
 GRAPH_STATE_TOPICS = (topics.TF_STATIC,)
-GRAPH_STATE_KEPT = 32  # distinct messages kept per such topic (one per publisher: each camera's pose)
 WATCH_PERIOD_S = 0.5  # how often an open episode's orchestrator is looked for in the graph
-DIAGNOSTICS_PERIOD_S = 1.0  # the 1 Hz of the graph's /diagnostics (nodes/topics.py)
-_INFINITE = {"sec": 2147483647, "nsec": 4294967295}  # rosbag2's "infinite" QoS duration
-
-
-def _duration(nanoseconds: int) -> dict[str, int]:
-    if nanoseconds >= 2**63 - 1:
-        return dict(_INFINITE)
-    return {"sec": nanoseconds // 1_000_000_000, "nsec": nanoseconds % 1_000_000_000}
-
-
-def offered_qos(profile: QoSProfile, spec: topics.TopicSpec | None) -> dict[str, Any]:
-    """One publisher's QoS as rosbag2 writes it into ``metadata.yaml``.
-
-    Discovery does not carry history and depth; for the graph's own topics they come from
-    :mod:`ladder_ros.specs.topics`, so a latched topic replays with its depth of 1.
-    """
-    history, depth = profile.history.name.lower(), int(profile.depth)
-    if spec is not None and (history not in ("keep_last", "keep_all") or depth == 0):
-        history, depth = "keep_last", topics.QOS_DEPTH[spec.qos]
-    return {"history": history, "depth": depth, "reliability": profile.reliability.name.lower(),
-            "durability": profile.durability.name.lower(), "deadline": _duration(profile.deadline.nanoseconds),
-            "lifespan": _duration(profile.lifespan.nanoseconds), "liveliness": profile.liveliness.name.lower(),
-            "liveliness_lease_duration": _duration(profile.liveliness_lease_duration.nanoseconds),
-            "avoid_ros_namespace_conventions": bool(profile.avoid_ros_namespace_conventions)}
+DIAGNOSTICS_PERIOD_S = 1.0  # the 1 Hz of the graph's /diagnostics (ladder_ros/specs/topics.py)
 
 
 class EpisodeRecorderNode(Node):
@@ -137,14 +114,14 @@ class EpisodeRecorderNode(Node):
         self._labels_final: set[str] = set()  # episodes whose operator labels are final
         self._labels_topic = self.resolve_topic_name(topics.LABELS.name)
         self._idle: deque[tuple[float, str, str, int, bytes]] = deque(maxlen=2000)
-        self._qos: dict[str, list[dict]] = {}
-        self._specs = {self.resolve_topic_name(spec.name): spec for spec in topics.TOPICS}
+        self._offered = OfferedQos(self.get_publishers_info_by_topic,
+                                   {self.resolve_topic_name(spec.name): spec for spec in topics.TOPICS})
         self._status_topic = self.resolve_topic_name(topics.EPISODE_STATUS.name)
         self._command_topic = self.resolve_topic_name(topics.EPISODE_COMMAND.name)
         self._events_topic = self.resolve_topic_name(topics.EVENTS_TOPIC.name)
         self.closed: list[str] = []  # bag folders finished by this node
-        self._graph_state = {self.resolve_topic_name(spec.name): spec.type for spec in GRAPH_STATE_TOPICS}
-        self._graph_state_kept: dict[str, dict[bytes, None]] = {topic: {} for topic in self._graph_state}
+        self.graph_state = GraphStateMessages({self.resolve_topic_name(spec.name): spec.type
+                                               for spec in GRAPH_STATE_TOPICS})
         self._topic_subscriptions: dict[str, Any] = {}
         for spec in topics.TOPICS:
             try:
@@ -257,9 +234,8 @@ class EpisodeRecorderNode(Node):
         self.episode_id, self.status, self._events, self._final = status.episode_id, status, [], False
         self._opened_at = time.monotonic()
         opened_ns = self.get_clock().now().nanoseconds
-        for topic, kept in self._graph_state_kept.items():
-            for data in kept:
-                self._write(topic, self._graph_state[topic], opened_ns, data)
+        for topic, type_name, data in self.graph_state.messages():
+            self._write(topic, type_name, opened_ns, data)
         now = time.monotonic()
         for received, topic, type_name, stamp, data in self._idle:
             if topic == self._labels_topic:
@@ -301,14 +277,8 @@ class EpisodeRecorderNode(Node):
             self.get_clock().now().nanoseconds))
 
     def _record(self, topic: str, type_name: str, stamp_ns: int, data: bytes) -> None:
-        if topic in self._graph_state:
-            kept = self._graph_state_kept[topic]
-            if bytes(data) in kept:
-                return
-            if len(kept) >= GRAPH_STATE_KEPT:
-                kept.pop(next(iter(kept)))
-            kept[bytes(data)] = None
-            if self.bag is not None:
+        if self.graph_state.holds(topic):
+            if self.graph_state.keep(topic, data) and self.bag is not None:
                 self._write(topic, type_name, stamp_ns, data)
             return  # written into each bag when it opens, not through the idle buffer
         if self.bag is None:
@@ -320,17 +290,7 @@ class EpisodeRecorderNode(Node):
         assert self.bag is not None
         if topic == self._events_topic:
             self._keep_event(data)
-        self.bag.write(topic, type_name, stamp_ns, data, qos=self._offered(topic))
-
-    def _offered(self, topic: str) -> list[dict]:
-        """The QoS the topic's publishers offer, as seen in the graph (looked up once per topic)."""
-        if topic not in self._qos:
-            spec = self._specs.get(topic)
-            profiles = [offered_qos(info.qos_profile, spec) for info in self.get_publishers_info_by_topic(topic)]
-            if not profiles and spec is not None:  # the publisher is gone already: the graph's declared QoS
-                profiles = [offered_qos(qos(spec.qos), spec)]
-            self._qos[topic] = profiles
-        return self._qos[topic]
+        self.bag.write(topic, type_name, stamp_ns, data, qos=self._offered.of(topic))
 
     def _keep_event(self, data: bytes) -> None:
         try:

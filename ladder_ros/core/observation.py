@@ -47,6 +47,15 @@ class PrivilegedState:
     # The stock env's own success check at this step (ManiSkill's env.evaluate()["success"]) on an
     # episode scored by it (success_rule simplerenv); None otherwise.
     env_success: bool | None = None
+    # The scene's start regions (flat areas of the table, ladder_ros/core/reset.py) as flat destinations with
+    # no body: ``goal`` counts the objects resting in each like on a container; apart from ``containers`` so
+    # that what reads the containers sees the same scene whether a suite declares start regions or not.
+    regions: Mapping[str, ContainerInfo] = field(default_factory=dict)
+
+    def destination(self, name: str) -> ContainerInfo | None:
+        """The container or start region ``name`` (None: neither)."""
+        found = self.containers.get(name)
+        return found if found is not None else self.regions.get(name)
 
 
 @dataclass(frozen=True)

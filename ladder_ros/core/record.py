@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.events import VERIFICATION_REQUESTED
+from ladder_ros.core.reset import EPISODE_KINDS, EPISODE_STARTS, START_LAYOUT, TASK_EPISODE
 
 RECORD_SCHEMA_VERSION = 1
 REFERENCE, PLANNER = "reference", "planner"  # where an episode's plan comes from
@@ -56,13 +58,40 @@ class EpisodeRecord:
     # reason, held steps by reason, inference latency p50/p95, the largest jump at a chunk seam, states and
     # actions out of the training data's distribution; {} when no policy reported.
     policy_report: dict = field(default_factory=dict)
+    # What the episode was for and where its scene came from (ladder_ros/core/reset.py): a "task" episode or the
+    # "reset" that put its scene back; built from its "layout", or continued "after_reset" / "after_task" from
+    # the scene the episode ``start_after`` (an episode id) left. Records written before these fields read as a
+    # task episode started from its layout (:func:`episode_kind`, :func:`episode_start`).
+    kind: str = TASK_EPISODE
+    start: str = START_LAYOUT
+    start_after: str | None = None
     extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in EPISODE_KINDS:
+            raise InvalidInputError(f"an episode's kind is one of {', '.join(EPISODE_KINDS)}, got {self.kind!r}")
+        if self.start not in EPISODE_STARTS:
+            raise InvalidInputError(f"an episode's start is one of {', '.join(EPISODE_STARTS)}, got {self.start!r}")
+        if (self.start == START_LAYOUT) != (self.start_after is None):
+            raise InvalidInputError(f"an episode started {self.start!r} names the episode it continues from only "
+                                    f"when it continues from one, got start_after={self.start_after!r}")
 
     def to_dict(self) -> dict:
         data = {"schema_version": RECORD_SCHEMA_VERSION}
         data.update({k: v for k, v in self.__dict__.items() if k != "extra"})
         data.update(self.extra)
         return data
+
+
+def episode_kind(record: Mapping[str, Any]) -> str:
+    """A record's ``kind`` ("task" or "reset"); a record older than the field is a task episode."""
+    return str(record.get("kind", TASK_EPISODE))
+
+
+def episode_start(record: Mapping[str, Any]) -> tuple[str, str | None]:
+    """A record's ``start`` and the episode it continued from; a record older than the field started from its
+    layout."""
+    return str(record.get("start", START_LAYOUT)), record.get("start_after")
 
 
 def score_fields(score: Mapping[str, Any] | None, last_step: int) -> dict[str, Any]:

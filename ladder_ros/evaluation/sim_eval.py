@@ -19,6 +19,13 @@ apart from their timing fields (``ladder_ros.core.record.TIMING_FIELDS``: ``wall
 latencies and warm-up, and ``execution``, where and after how many attempts an episode ran). An
 episode that raises, or whose worker died more often than ``--max-retries`` allows, is written as an
 error record (``error``, every subgoal ``episode_error``) that counts as a failure in every rate.
+
+With ``--auto-reset`` the episodes of a task and variant run as one sequence in one worker: episode 0 from
+layout 0, each followed by a reset episode that puts the scene back with the same policy, triggers and verifier
+(:mod:`ladder_ros.evaluation.auto_reset`), and episode ``k`` starting from the scene the reset ``k - 1`` left.
+Reset episodes go to the same ``episodes.jsonl`` with ``kind: reset``; they count in no task's rates, and the
+table reports them apart (resets run, confirmed, sequences stopped and why). A suite whose scenes declare no
+start regions (the SimplerEnv suites) is refused in one line.
 """
 
 from __future__ import annotations
@@ -76,7 +83,9 @@ from ladder_ros.evaluation.executors import (
 )
 from ladder_ros.evaluation.policy_summary import format_policy_note, summarize_policy
 from ladder_ros.evaluation.reference_loop import run_episode, uses_plan
-from ladder_ros.core.record import PLAN_SOURCES, PLANNER, REFERENCE, EpisodeRecord
+from ladder_ros.core.record import PLAN_SOURCES, PLANNER, REFERENCE, EpisodeRecord, episode_kind
+from ladder_ros.core.reset import RESET_EPISODE, TASK_EPISODE, reset_task_id
+from ladder_ros.evaluation.auto_reset import check_auto_reset, run_sequence
 from ladder_ros.evaluation.run_key import claim_output, episode_key, key_differences, key_digest, run_key
 from ladder_ros.paths import share_path
 from ladder_ros.policies.factory import load_policy
@@ -91,14 +100,27 @@ PAIRED_COMPARISONS = (("privileged_verifier", "proprio_verifier"), ("proprio_ver
 
 @dataclass(frozen=True)
 class EvalJob:
+    """One episode, or with ``sequence`` > 0 that many episodes in a row, each after the last one's reset
+    (episode ``k`` with seed ``seed + k``, all on the scene of ``layout``)."""
+
     task_id: str
     variant: str
     layout: int
     seed: int
+    sequence: int = 0
 
     @property
     def key(self) -> tuple[str, str, int, int]:
         return (self.task_id, self.variant, self.layout, self.seed)
+
+    def episode_keys(self) -> list[tuple[str, str, int, int]]:
+        """The keys of the task episodes this job writes (one, or one per episode of its sequence)."""
+        return [(self.task_id, self.variant, self.layout, self.seed + k) for k in range(max(self.sequence, 1))]
+
+    def reset_keys(self) -> list[tuple[str, str, int, int]]:
+        """The keys of the reset episodes a sequence may write."""
+        reset_id = reset_task_id(self.task_id)
+        return [(reset_id, self.variant, self.layout, self.seed + k) for k in range(self.sequence)]
 
 
 @dataclass(frozen=True)
@@ -123,6 +145,7 @@ class EvalConfig:
     planner_replay: str | None = None
     preset_options: tuple[tuple[str, str], ...] = ()
     rotation_convention: str | None = None  # None: the policy's own
+    auto_reset: bool = False  # each task's episodes in one sequence, each after the last one's automatic reset
 
     def __post_init__(self) -> None:
         for v in self.variants:
@@ -144,6 +167,9 @@ class EvalConfig:
             raise ConfigError(f"jobs must be >= 1, got {self.jobs}")
         if self.max_horizon is not None and self.max_horizon < 1:
             raise ConfigError(f"max-horizon must be >= 1, got {self.max_horizon}")
+        if self.auto_reset:
+            suite = load_suite(self.suite_path)
+            check_auto_reset(suite, self.simulator, suite.select(list(self.task_ids) or None, self.max_horizon))
 
     @property
     def planner_config(self) -> dict | None:
@@ -163,10 +189,13 @@ class EvalConfig:
 
     def key(self, suite: TaskSuite) -> dict:
         """Everything that changes an episode of this run (:mod:`ladder_ros.evaluation.run_key`)."""
-        return run_key(suite_path=self.suite_path, suite_name=suite.name, simulator=self.simulator,
-                       simulator_options=self.simulator_options(), policy=self.policy, noise=self.noise,
-                       action_convention=self.action_convention(), verifier={"name": self.verifier},
-                       plan_source=self.plan_source, planner=self.planner_config, preset=self.preset_for(suite))
+        key = run_key(suite_path=self.suite_path, suite_name=suite.name, simulator=self.simulator,
+                      simulator_options=self.simulator_options(), policy=self.policy, noise=self.noise,
+                      action_convention=self.action_convention(), verifier={"name": self.verifier},
+                      plan_source=self.plan_source, planner=self.planner_config, preset=self.preset_for(suite))
+        if self.auto_reset:  # episodes after the first start from a reset scene, not from their layouts
+            key["auto_reset"] = True
+        return key
 
 
 def plan_jobs(suite: TaskSuite, config: EvalConfig) -> list[EvalJob]:
@@ -174,6 +203,9 @@ def plan_jobs(suite: TaskSuite, config: EvalConfig) -> list[EvalJob]:
     if not tasks:
         raise ConfigError("no task matches the selection")
     jobs = []
+    if config.auto_reset:
+        return [EvalJob(task.task_id, variant, layout=0, seed=config.base_seed, sequence=config.episodes)
+                for task in tasks for variant in config.variants]
     for task in tasks:
         for k in range(config.episodes):
             for variant in config.variants:
@@ -201,8 +233,42 @@ def _init_worker(config: EvalConfig) -> dict:
     return {"run_key": key}
 
 
+def _run_sequence(job: EvalJob) -> dict:
+    """A sequence's records (``sequence``) and why it stopped early (``stopped``); an episode that raises ends
+    it with an error record."""
+    config: EvalConfig = _WORKER["config"]
+    suite: TaskSuite = _WORKER["suite"]
+    task = suite.task(job.task_id)
+    written: list[dict] = []
+
+    def keep(record: EpisodeRecord) -> None:
+        data = record.to_dict()
+        data["noise"] = config.noise
+        data["run_key"] = _WORKER["key_digest"]
+        written.append(data)
+
+    def policy_for(episode_task, seed: int):
+        return make_policy(config.policy, episode_task, seed, config.noise, config.rotation_convention)
+
+    try:
+        result = run_sequence(_WORKER["simulator"], policy_for, task, job.variant, _WORKER["preset"],
+                              episodes=job.sequence, layout=job.layout, base_seed=job.seed,
+                              verifier=make_verifier(config.verifier),
+                              sequence_id=f"{job.task_id}-{job.variant}-s{job.seed}", on_record=keep)
+    except Exception as exc:  # noqa: BLE001 - recorded, never dropped
+        done = sum(1 for r in written if episode_kind(r) == TASK_EPISODE)
+        failed = EvalJob(job.task_id, job.variant, job.layout, job.seed + min(done, job.sequence - 1))
+        error = {"kind": "exception", "type": type(exc).__name__, "message": str(exc)}
+        if done < job.sequence:
+            written.append(error_record(config, suite, failed, error, _WORKER["key_digest"]))
+        return {"sequence": written, "stopped": f"{type(exc).__name__}: {exc}"}
+    return {"sequence": written, "stopped": result.stopped}
+
+
 def _run_job(job: EvalJob) -> dict:
     """One episode's record; an episode that raises gets an error record (it stays in the denominator)."""
+    if job.sequence:
+        return _run_sequence(job)
     config: EvalConfig = _WORKER["config"]
     suite: TaskSuite = _WORKER["suite"]
     task = suite.task(job.task_id)
@@ -310,22 +376,33 @@ def run_jobs(config: EvalConfig, jobs: list[EvalJob], out_file: Path, progress: 
     suite = load_suite(config.suite_path)
     key = config.key(suite)
     digest = key_digest(key)
-    bar = tqdm(total=len(jobs), desc="sim-eval", unit="ep", disable=not progress, file=sys.stderr, mininterval=1.0)
+    bar = tqdm(total=sum(max(j.sequence, 1) for j in jobs), desc="sim-eval", unit="ep", disable=not progress,
+               file=sys.stderr, mininterval=1.0)
     with _open_for_append(out_file) as sink, executor:
         def write(record: dict) -> None:
             sink.write(json.dumps(record) + "\n")
             sink.flush()
             bar.set_postfix_str(f"{record['variant']} {record['task_id']}", refresh=False)
-            bar.update(1)
+            if episode_kind(record) == TASK_EPISODE:
+                bar.update(1)
 
         def finished(outcome: Finished, lost: list[str]) -> None:
-            record = dict(outcome.payload)
-            record["execution"] = {"executor": executor.name, **outcome.worker, "attempts": len(lost) + 1,
-                                   "lost": lost, "finished_at": _now()}
+            execution = {"executor": executor.name, **outcome.worker, "attempts": len(lost) + 1,
+                         "lost": lost, "finished_at": _now()}
             if lost:
                 tqdm.write(f"sim-eval: {outcome.job.task_id} {outcome.job.variant} seed {outcome.job.seed} "
                            f"finished on attempt {len(lost) + 1}", file=sys.stderr)
-            write(record)
+            if "sequence" not in outcome.payload:
+                write({**outcome.payload, "execution": execution})
+                return
+            records = outcome.payload["sequence"]
+            for n, record in enumerate(records, start=1):
+                # the last record of a sequence says whether it stopped early, and why
+                write({**record, "execution": execution,
+                       **({"sequence_stopped": outcome.payload["stopped"]} if n == len(records) else {})})
+            if outcome.payload["stopped"]:
+                tqdm.write(f"sim-eval: {outcome.job.task_id} {outcome.job.variant}: sequence stopped "
+                           f"{outcome.payload['stopped']}", file=sys.stderr)
 
         def announce_loss(outcome: Lost, attempts: int) -> None:
             job = outcome.job
@@ -374,8 +451,34 @@ def success_rule_note(suite: TaskSuite, records: list[dict]) -> str:
     return "success: " + "; ".join(parts)
 
 
+def reset_summary(records: list[dict], resets: list[dict]) -> dict:
+    """What the automatic resets of a run did: resets run and confirmed, task episodes by where they started,
+    and every sequence that stopped early with its reason."""
+    by_start: dict[str, dict] = {}
+    for r in records:
+        block = by_start.setdefault(r.get("start", "layout"), {"episodes": 0, "successes": 0})
+        block["episodes"] += 1
+        block["successes"] += int(bool(r["success"]))
+    confirmed = sum(1 for r in resets if (r.get("reset") or {}).get("confirmed"))
+    stopped = [{"task_id": r["task_id"], "variant": r["variant"], "reason": r["sequence_stopped"]}
+               for r in records + resets if r.get("sequence_stopped")]
+    return {"resets": len(resets), "confirmed": confirmed,
+            "reset_steps_mean": sum(r["steps_used"] for r in resets) / len(resets) if resets else 0.0,
+            "task_episodes_by_start": by_start, "sequences_stopped": stopped}
+
+
+def format_reset_summary(block: dict) -> str:
+    lines = [f"automatic resets: {block['confirmed']} of {block['resets']} confirmed by the verifier "
+             f"({block['reset_steps_mean']:.0f} steps each on average)"]
+    for start, b in sorted(block["task_episodes_by_start"].items()):
+        lines.append(f"  task episodes started from {start}: {b['successes']}/{b['episodes']} successful")
+    for s in block["sequences_stopped"]:
+        lines.append(f"  sequence {s['task_id']} {s['variant']} stopped {s['reason']}")
+    return "\n".join(lines)
+
+
 def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out: Path,
-                  execution: dict | None = None) -> dict:
+                  execution: dict | None = None, resets: list[dict] | None = None) -> dict:
     summary = summarize_episodes(records)
     labels = {}
     plans = planner_label(config.plan_source, config.planner_config)
@@ -406,6 +509,8 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
         "errors": sum(1 for r in records if r.get("error")),
         "execution": execution,  # where this invocation ran its episodes (None: it ran none)
     }
+    if config.auto_reset:
+        document["auto_reset"] = reset_summary(records, resets or [])
     (out / "summary.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     table = summary_tables.format_table(summary, labels)
     if labels:
@@ -422,7 +527,8 @@ def write_outputs(config: EvalConfig, suite: TaskSuite, records: list[dict], out
     causes = summary_tables.format_failure_causes(summary)
     text = "\n\n".join(x for x in (table, "failure causes of unfinished subgoals:\n" + causes,
                                    summary_tables.format_attempt_ends(ends) if ends else "",
-                                   summary_tables.format_paired(pairs) if pairs else "") if x)
+                                   summary_tables.format_paired(pairs) if pairs else "",
+                                   format_reset_summary(document["auto_reset"]) if config.auto_reset else "") if x)
     (out / "table.txt").write_text(text + "\n", encoding="utf-8")
     summary_tables.plot_success_vs_horizon(summary, out / "success_vs_horizon.png",
                                            title=f"suite {suite.name} on {config.simulator}, {config.policy} "
@@ -439,17 +545,20 @@ def evaluate(config: EvalConfig, out: Path, progress: bool = True, settings: Exe
     jobs = plan_jobs(suite, config)
     claim_output(out, config.key(suite))  # refuses, in one line, a folder of another configuration
     out_file = out / "episodes.jsonl"
-    wanted = {j.key for j in jobs}
     done = {episode_key(r) for r in read_records(out_file)}
     todo = [j for j in jobs if j.key not in done]
-    if done & wanted:
-        print(f"sim-eval: {len(done & wanted)} of {len(jobs)} episodes already in {out_file}; running {len(todo)}",
-              file=sys.stderr)
+    if len(todo) < len(jobs):
+        print(f"sim-eval: {len(jobs) - len(todo)} of {len(jobs)} {'sequences' if config.auto_reset else 'episodes'} "
+              f"already in {out_file}; running {len(todo)}", file=sys.stderr)
     execution = None
     if todo:
         execution = run_jobs(config, todo, out_file, progress=progress, settings=settings, executor=executor)
-    records = [r for r in read_records(out_file) if episode_key(r) in wanted]
-    return write_outputs(config, suite, records, out, execution)
+    wanted = {k for j in jobs for k in j.episode_keys()}
+    wanted_resets = {k for j in jobs for k in j.reset_keys()}
+    everything = read_records(out_file)
+    records = [r for r in everything if episode_kind(r) == TASK_EPISODE and episode_key(r) in wanted]
+    resets = [r for r in everything if episode_kind(r) == RESET_EPISODE and episode_key(r) in wanted_resets]
+    return write_outputs(config, suite, records, out, execution, resets=resets)
 
 
 def _policy_reads_images(policy: str) -> bool:
@@ -516,6 +625,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-retries", type=int, default=DEFAULT_MAX_RETRIES,
                    help=f"reruns of an episode whose worker died before it is recorded as an error "
                         f"(default {DEFAULT_MAX_RETRIES}; an episode that raises is recorded at once)")
+    p.add_argument("--auto-reset", action="store_true",
+                   help="run each task's episodes in one sequence: the first from layout 0, each followed by an "
+                        "automatic reset (same policy, triggers and verifier; records with kind reset) and the next "
+                        "started from the scene the reset left; a reset the verifier cannot confirm stops the "
+                        "sequence. Needs start regions in the suite's scenes (docs/auto_reset.md)")
     p.add_argument("--out", default="runs/sim-eval", help="output folder (default runs/sim-eval)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -539,7 +653,7 @@ def run(args: argparse.Namespace) -> int:
                         max_horizon=args.max_horizon, plan_source=args.plan_source, planner=args.planner,
                         planner_model=args.planner_model, planner_replay=args.planner_replay,
                         preset_options=tuple(parse_preset_options(args.preset_option).items()),
-                        rotation_convention=args.rotation_convention)
+                        rotation_convention=args.rotation_convention, auto_reset=args.auto_reset)
     settings = ExecutorSettings(kind=args.executor, jobs=args.jobs, ray_address=args.ray_address,
                                 cpus_per_episode=args.cpus_per_episode, gpus_per_episode=args.gpus_per_episode,
                                 env_vars=parse_env_vars(args.ray_env), max_retries=args.max_retries)

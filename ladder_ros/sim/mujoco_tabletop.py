@@ -40,6 +40,14 @@ gripper, its centre lies over the container's resting surface (a plate's disc, a
 bin's floor inside its walls), its centre is no lower than that surface and at most one object
 height above it (a pile counts), and it moves slower than 0.1 m/s.
 
+A scene's start regions (``start_regions``, :mod:`ladder_ros.sim.tabletop_scene`) are flat areas of the table
+with no body in the model, so they change neither the physics nor the image: they appear in the privileged state
+as flat destinations (``PrivilegedState.regions``, surface at the table top), and an object that rests on no
+container rests in a region when its centre lies over the area by the same rule, so ``GoalState.count(kind,
+region)`` counts them. ``reset(task, layout, seed, keep_scene=True)`` starts the next episode from the scene the
+last one left (the objects stay where they are, the gripper drives home through the physics), as an automatic
+reset needs: nothing is teleported.
+
 Rendering is offscreen on the CPU: ``MUJOCO_GL=egl`` (Mesa llvmpipe) unless the variable is set,
 OSMesa when EGL is missing or gives no context, and a clear error naming ``render=False`` when
 neither works. ``scripts/validate_tabletop_layouts.py --benchmark`` prints the cost per step.
@@ -71,6 +79,7 @@ import mujoco  # noqa: E402  (MUJOCO_GL must be set before the import)
 from ladder_ros.core.errors import ConfigError, InvalidInputError  # noqa: E402
 from ladder_ros.core.goals import GoalState  # noqa: E402
 from ladder_ros.core.observation import ContainerInfo, ObjectPose, Observation, PrivilegedState  # noqa: E402
+from ladder_ros.core.reset import ResetScene  # noqa: E402
 from ladder_ros.core.suite import TaskSuite  # noqa: E402
 from ladder_ros.core.task import LADDER_RULE, Task  # noqa: E402
 from ladder_ros.core.action_conventions import validate_action  # noqa: E402
@@ -93,6 +102,7 @@ from ladder_ros.sim.tabletop_scene import (  # noqa: E402
     SceneSpec,
     check_layout_index,
     parse_scenes,
+    reset_scene,
     sample_layout,
 )
 
@@ -103,6 +113,8 @@ PHYSICS_TIMESTEP_S = WIDOWX_GRIPPER.physics_timestep_s
 SUBSTEPS = WIDOWX_GRIPPER.substeps
 SETTLE_AT_RESET_S = 0.3  # objects come to rest before step 0
 SETTLE_STEPS_AT_RESET = int(round(SETTLE_AT_RESET_S / PHYSICS_TIMESTEP_S))
+HOMING_MAX_S = 3.0  # a kept scene's gripper drives home for at most this long before step 0
+HOMING_TOLERANCE_M = 0.003
 
 JOINT_NAMES = WIDOWX_GRIPPER.joint_names
 HOME_TCP = np.array(WIDOWX_GRIPPER.home_tcp)
@@ -352,6 +364,7 @@ class MujocoTabletop:
 
     name = "mujoco_tabletop"
     control_rate_hz = CONTROL_RATE_HZ  # the WidowX stand-in's; an instance has its embodiment's
+    keeps_scene = True  # reset(..., keep_scene=True) continues from the scene the last episode left
 
     def __init__(self, suite: TaskSuite, *, render: bool = True, image_size: int = DEFAULT_IMAGE_SIZE,
                  render_depth: bool = False):
@@ -386,16 +399,24 @@ class MujocoTabletop:
         self._step = 0
         self._containers: dict[str, ContainerInfo] = {}
         self._placed_containers: tuple[PlacedContainer, ...] = ()
+        self._regions: dict[str, ContainerInfo] = {}
+        self._region_specs: tuple = ()
 
     # -- SimulatorBackend -------------------------------------------------------------
 
-    def reset(self, task: Task, layout: int, seed: int) -> Observation:
-        """Build ``task``'s scene in layout ``layout``; ``seed`` is recorded, layouts ignore it."""
+    def reset(self, task: Task, layout: int, seed: int, *, keep_scene: bool = False) -> Observation:
+        """Build ``task``'s scene in layout ``layout``; ``seed`` is recorded, layouts ignore it.
+
+        With ``keep_scene`` the scene the last episode left stays as it is and ``task`` takes it over (its
+        objects must be there): the gripper drives home through the physics, then step 0 is observed.
+        """
         if task.scene not in self.scenes:
             raise ConfigError(f"task {task.task_id!r} uses scene {task.scene!r}, which suite "
                               f"{self.suite.name!r} does not define; valid: {', '.join(sorted(self.scenes))}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise InvalidInputError(f"seed must be an integer, got {seed!r}")
+        if keep_scene:
+            return self._continue(task)
         index = check_layout_index(task, layout)
         placed = self._layouts.get((task, index))
         if placed is None:
@@ -431,9 +452,44 @@ class MujocoTabletop:
                                        half_extents=c.half_extents, surface_z=c.surface_z)
             for c in placed.containers
         }
+        self._region_specs = tuple(self.scenes[task.scene].start_regions.values())
+        self._regions = {r.name: ContainerInfo(name=r.name, position=r.position, half_extents=r.half_extents,
+                                               surface_z=0.0) for r in self._region_specs}
         if self.render or self.render_depth:
             self._ensure_renderer(model)
         return self._observe()
+
+    def _continue(self, task: Task) -> Observation:
+        """Hand the scene as it stands to ``task`` and drive the gripper home, open, through the physics."""
+        built, data, current = self._built, self._data, self._task
+        if built is None or data is None or current is None:
+            raise InvalidInputError("keep_scene needs a scene to keep; reset a layout first")
+        if task.scene != current.scene:
+            raise ConfigError(f"task {task.task_id!r} is set in scene {task.scene!r}, but the scene kept from "
+                              f"task {current.task_id!r} is {current.scene!r}")
+        missing = sorted(set(self.scenes[task.scene].kinds_for(task)) - set(built.object_kinds))
+        if missing:
+            raise ConfigError(f"task {task.task_id!r} needs objects the kept scene does not hold: {missing}")
+        e = self.embodiment
+        self._task = task
+        self._target_pos = np.array(e.home_tcp)
+        self._target_euler = np.array(e.home_euler)
+        self._finger_target = e.finger_open_target_m
+        self._apply_targets(data)
+        for _ in range(int(round(HOMING_MAX_S * e.control_rate_hz))):
+            if np.linalg.norm(data.site_xpos[built.tcp_site] - self._target_pos) < HOMING_TOLERANCE_M:
+                break
+            mujoco.mj_step(built.model, data, nstep=e.substeps)
+        mujoco.mj_step(built.model, data, nstep=int(round(SETTLE_AT_RESET_S / e.physics_timestep_s)))
+        self._step = 0
+        return self._observe()
+
+    def reset_scene(self, task: Task) -> ResetScene:
+        """Start regions and object counts of ``task``'s scene, for :func:`ladder_ros.core.reset.plan_reset`."""
+        if task.scene not in self.scenes:
+            raise ConfigError(f"task {task.task_id!r} uses scene {task.scene!r}, which suite "
+                              f"{self.suite.name!r} does not define; valid: {', '.join(sorted(self.scenes))}")
+        return reset_scene(self.scenes[task.scene], task)
 
     def step(self, action: np.ndarray) -> Observation:
         """Apply one action for one control period of physics and return the next observation."""
@@ -614,14 +670,14 @@ class MujocoTabletop:
             if i in touching or speeds[i] > RESTING_MAX_SPEED_M_S:
                 continue
             pos = positions[i]
-            for c in self._placed_containers:
-                if not c.contains_xy(pos[:2]):
-                    continue
-                height = pos[2] - c.surface_z
-                if 0.0 <= height <= built.object_max_half_extent[i] + RESTING_STACK_ALLOWANCE_M:
-                    key = (kind, c.spec.name)
-                    resting[key] = resting.get(key, 0) + 1
-                    break
+            highest = built.object_max_half_extent[i] + RESTING_STACK_ALLOWANCE_M
+            where = next((c.spec.name for c in self._placed_containers
+                          if c.contains_xy(pos[:2]) and 0.0 <= pos[2] - c.surface_z <= highest), None)
+            if where is None:  # on the table: in a start region, whose surface is the table top
+                where = next((r.name for r in self._region_specs
+                              if r.contains_xy(pos[:2]) and 0.0 <= pos[2] <= highest), None)
+            if where is not None:
+                resting[(kind, where)] = resting.get((kind, where), 0) + 1
         objects = {name: ObjectPose(kind=built.object_kinds[i], position=positions[i].copy(),
                                     quaternion=quats[i].copy())
                    for i, name in enumerate(built.object_names)}
@@ -630,6 +686,7 @@ class MujocoTabletop:
             objects=objects,
             containers=dict(self._containers),
             grasped=tuple(built.object_names[i] for i in sorted(grasped)),
+            regions=dict(self._regions),
         )
 
 

@@ -18,6 +18,22 @@ name, each with all its instances (``count``), and the containers of the scene::
           towel:  {type: cloth, position: [0.30, -0.12], size: [0.07, 0.06]}
           basket: {type: bin, position: [0.40, 0.0], size: [0.07, 0.07], wall_height: 0.035}
 
+Start regions (optional) are named flat areas of the table where the scene's objects start, the places an
+automatic reset puts moved objects back (:mod:`ladder_ros.core.reset`)::
+
+    start_regions:
+      right_near: {centre: [0.24, -0.165], size: [0.08, 0.085], text: the right side of the table near the robot}
+      right_far:  {centre: [0.415, -0.165], size: [0.075, 0.085], text: the far right side of the table,
+                   objects: [carrot, spoon], capacity: 3}
+
+``centre`` is the area's centre on the table and ``size`` its half extents ``[hx, hy]`` (as a cloth's), metres in
+the base frame; ``text`` names it in an instruction and a verifier's prompt ("put the carrot on <text>");
+``objects`` lists the kinds that may start there (default: every kind that starts on the table); ``capacity``
+is how many of the objects a task moves it holds at once (default: its area over 0.005 m^2, a 10 x 5 cm patch
+per object). An area lies inside the scene's workspace and keeps the gripper's placement gap from every
+container at its largest size and furthest jitter, and from every other area. An object that starts on a
+container (``start: plate``) has that container as its start region.
+
 Object shapes (sizes in metres): ``box`` ``[hx, hy, hz]`` half extents (the long side is laid
 along x), ``cylinder`` ``[radius, half_height]`` standing upright, ``capsule`` ``[radius,
 half_length]`` lying along x. ``start`` is ``table`` (default) or a container name: objects that a
@@ -42,12 +58,13 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
 
 from ladder_ros.core.errors import ConfigError
+from ladder_ros.core.reset import ResetScene, StartRegion
 from ladder_ros.core.task import Task
 from ladder_ros.sim.tabletop_embodiment import WIDOWX_GRIPPER, TabletopEmbodiment
 
@@ -78,7 +95,10 @@ MAX_LAYOUT_RESTARTS = 40
 
 _OBJECT_KEYS = {"shape", "size", "rgba", "count", "mass", "start"}
 _CONTAINER_KEYS = {"type", "position", "size", "size_by_load", "wall_height", "rgba"}
-_SCENE_KEYS = {"objects", "containers", "region", "container_jitter", "description"}
+_SCENE_KEYS = {"objects", "containers", "region", "container_jitter", "description", "start_regions"}
+_START_REGION_KEYS = {"centre", "size", "text", "objects", "capacity"}
+MIN_START_REGION_HALF_M = 0.03  # an object's centre lands 2 cm inside the edge: room for a 2 cm band at least
+AREA_PER_OBJECT_M2 = 0.005  # a start region's default capacity: one object per 10 x 5 cm patch
 
 
 @dataclass(frozen=True)
@@ -149,6 +169,51 @@ class ContainerSpec:
 
 
 @dataclass(frozen=True)
+class StartRegionSpec:
+    """A flat area of the table where objects of a scene start (and an automatic reset puts them back)."""
+
+    name: str
+    centre: tuple[float, float]
+    size: tuple[float, float]  # half extents along x and y, metres
+    text: str
+    objects: tuple[str, ...] = ()  # kinds that may start here; empty: every kind that starts on the table
+    capacity: int = 1
+
+    @property
+    def position(self) -> np.ndarray:
+        return np.array([self.centre[0], self.centre[1], 0.0])
+
+    @property
+    def half_extents(self) -> np.ndarray:
+        """Footprint half extents and no height: the area is the table itself."""
+        return np.array([self.size[0], self.size[1], 0.0])
+
+    def contains_xy(self, xy: "np.ndarray | tuple[float, float]", margin: float = 0.0) -> bool:
+        """Whether ``xy`` lies inside the area, at least ``margin`` inside its edge."""
+        return (abs(float(xy[0]) - self.centre[0]) <= self.size[0] - margin
+                and abs(float(xy[1]) - self.centre[1]) <= self.size[1] - margin)
+
+    def clearance_to_container(self, c: "PlacedContainer") -> float:
+        """Distance from the area's edge to ``c``'s outer footprint (negative: they overlap)."""
+        ax, ay = abs(float(c.position[0]) - self.centre[0]), abs(float(c.position[1]) - self.centre[1])
+        if c.spec.type == "plate":
+            return math.hypot(max(ax - self.size[0], 0.0), max(ay - self.size[1], 0.0)) - c.size[0]
+        return _rectangle_gap(ax - self.size[0] - c.size[0], ay - self.size[1] - c.size[1])
+
+    def clearance_to_region(self, other: "StartRegionSpec") -> float:
+        """Distance between the edges of two areas (negative: they overlap)."""
+        return _rectangle_gap(abs(other.centre[0] - self.centre[0]) - self.size[0] - other.size[0],
+                              abs(other.centre[1] - self.centre[1]) - self.size[1] - other.size[1])
+
+
+def _rectangle_gap(gx: float, gy: float) -> float:
+    """The distance between two axis-aligned rectangles from their gaps along x and y (negative: overlap)."""
+    if gx > 0 or gy > 0:
+        return math.hypot(max(gx, 0.0), max(gy, 0.0))
+    return max(gx, gy)
+
+
+@dataclass(frozen=True)
 class SceneSpec:
     """A validated scene: kinds, containers, the placement region and container jitter."""
 
@@ -158,6 +223,7 @@ class SceneSpec:
     region: tuple[tuple[float, float], tuple[float, float]] = DEFAULT_REGION
     container_jitter: float = 0.02
     embodiment: TabletopEmbodiment = WIDOWX_GRIPPER  # whose workspace and fingers the scene is sized for
+    start_regions: Mapping[str, StartRegionSpec] = field(default_factory=dict)
 
     def kinds_for(self, task: Task) -> list[str]:
         """Kinds present in ``task``'s scene: those its subgoals or distractors name, in scene order."""
@@ -369,6 +435,64 @@ def _parse_container(scene: str, name: str, raw: Any) -> ContainerSpec:
                          rgba=_rgba(scene, f"{where}.rgba", raw.get("rgba"), default_rgba[ctype]))
 
 
+def largest_footprint(spec: ContainerSpec, jitter: float) -> "PlacedContainer":
+    """``spec`` at its nominal position with its largest size, grown by how far the jitter can move it: every
+    footprint a layout can give the container lies inside this one."""
+    sizes = [spec.size] + [entry for _, entry in spec.size_by_load]
+    largest = tuple(max(s[i] for s in sizes) for i in range(len(spec.size)))
+    grown = (largest[0] + jitter * math.sqrt(2),) if spec.type == "plate" else tuple(v + jitter for v in largest)
+    return PlacedContainer(spec=spec, position=np.array([spec.position[0], spec.position[1], 0.0]), size=grown)
+
+
+def _parse_start_region(scene: str, name: str, raw: Any, objects: Mapping[str, ObjectSpec],
+                        containers: Mapping[str, ContainerSpec], jitter: float,
+                        embodiment: TabletopEmbodiment) -> StartRegionSpec:
+    where = f"start_regions.{name}"
+    if not isinstance(raw, Mapping):
+        raise _fail(scene, where, f"expected a mapping with centre, size and text, got {type(raw).__name__}")
+    _check_keys(scene, where, raw, _START_REGION_KEYS)
+    for key in ("centre", "size", "text"):
+        if key not in raw:
+            raise _fail(scene, f"{where}.{key}", "missing required key")
+    if name == "table" or name in containers or name in objects:
+        raise _fail(scene, where, "a start region needs a name of its own, not 'table', a container's or an object's")
+    centre = _number_list(scene, f"{where}.centre", raw["centre"], 2)
+    size = _positive(scene, f"{where}.size", _number_list(scene, f"{where}.size", raw["size"], 2))
+    if min(size) < MIN_START_REGION_HALF_M:
+        raise _fail(scene, f"{where}.size", f"half extents of at least {MIN_START_REGION_HALF_M} m fit an object, "
+                    f"got {list(size)!r}")
+    text = raw["text"]
+    if not isinstance(text, str) or not text.strip():
+        raise _fail(scene, f"{where}.text", f"expected the area's name in words, got {text!r}")
+    kinds = raw.get("objects", [])
+    if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+        raise _fail(scene, f"{where}.objects", f"expected a list of object kinds, got {kinds!r}")
+    for kind in kinds:
+        if kind not in objects:
+            raise _fail(scene, f"{where}.objects", f"unknown object {kind!r}; valid: {', '.join(objects)}")
+        if objects[kind].start != "table":
+            raise _fail(scene, f"{where}.objects", f"the {kind} starts on the {objects[kind].start}, not the table")
+    area = 4 * size[0] * size[1]
+    capacity = raw.get("capacity", max(1, int(area / AREA_PER_OBJECT_M2)))
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        raise _fail(scene, f"{where}.capacity", f"capacity must be a positive integer, got {capacity!r}")
+    region = StartRegionSpec(name=name, centre=(centre[0], centre[1]), size=(size[0], size[1]), text=text.strip(),
+                             objects=tuple(kinds), capacity=capacity)
+    low, high = embodiment.workspace_low, embodiment.workspace_high
+    for i, axis in enumerate("xy"):
+        lo, hi = centre[i] - size[i], centre[i] + size[i]
+        if not (low[i] <= lo and hi <= high[i]):
+            raise _fail(scene, where, f"reaches {axis} = [{lo:.3f}, {hi:.3f}], outside the {embodiment.name} "
+                        f"workspace [{low[i]}, {high[i]}]")
+    gap = embodiment.placement_gap_m
+    for cname, c in containers.items():
+        clearance = region.clearance_to_container(largest_footprint(c, jitter))
+        if clearance < gap:
+            raise _fail(scene, where, f"comes within {clearance:.3f} m of container {cname!r} (at its largest "
+                        f"size and jitter); keep {gap} m clear")
+    return region
+
+
 def parse_scene(name: str, raw: Any, embodiment: TabletopEmbodiment = WIDOWX_GRIPPER) -> SceneSpec:
     """Validate one entry of a suite's ``scenes:`` mapping for ``embodiment``'s gripper and workspace;
     errors name the scene and the key."""
@@ -407,8 +531,18 @@ def parse_scene(name: str, raw: Any, embodiment: TabletopEmbodiment = WIDOWX_GRI
             if not region[i][0] <= c.position[i] <= region[i][1]:
                 raise _fail(name, f"containers.{cname}.position",
                             f"{axis}={c.position[i]} lies outside the region {list(region[i])}")
+    regions_raw = raw.get("start_regions", {})
+    if not isinstance(regions_raw, Mapping):
+        raise _fail(name, "start_regions", f"expected a mapping of named areas, got {type(regions_raw).__name__}")
+    start_regions: dict[str, StartRegionSpec] = {}
+    for rname, rraw in regions_raw.items():
+        region_spec = _parse_start_region(name, str(rname), rraw, objects, containers, float(jitter), embodiment)
+        for other in start_regions.values():
+            if region_spec.clearance_to_region(other) < 0:
+                raise _fail(name, f"start_regions.{rname}", f"overlaps start region {other.name!r}")
+        start_regions[str(rname)] = region_spec
     return SceneSpec(name=name, objects=objects, containers=containers, region=region,
-                     container_jitter=float(jitter), embodiment=embodiment)
+                     container_jitter=float(jitter), embodiment=embodiment, start_regions=start_regions)
 
 
 def parse_scenes(scenes: Mapping[str, Any], embodiment: TabletopEmbodiment = WIDOWX_GRIPPER) -> dict[str, SceneSpec]:
@@ -576,3 +710,24 @@ def sample_layout(scene: SceneSpec, task: Task, layout: int) -> Layout:
     raise ConfigError(f"cannot place the objects of task {task.task_id!r} without overlap in scene "
                       f"{scene.name!r} (layout {layout}; last failure: {failed}); enlarge the region "
                       "or move or shrink the containers", key=f"scenes.{scene.name}")
+
+
+# ----------------------------------------------------------------------------- automatic resets
+
+
+def reset_scene(scene: SceneSpec, task: Task) -> ResetScene:
+    """What :func:`ladder_ros.core.reset.plan_reset` needs of ``task``'s scene: the declared start regions (each
+    taking the kinds it lists, else every kind that starts on the table), then every container a kind of the
+    task starts on (taking those kinds, as many as start there), and the instances of each kind."""
+    kinds = scene.kinds_for(task)
+    on_table = tuple(k for k in scene.objects if scene.objects[k].start == "table")
+    regions = [StartRegion(name=r.name, text=r.text, capacity=r.capacity, kinds=r.objects or on_table)
+               for r in scene.start_regions.values()]
+    for cname, c in scene.containers.items():
+        starting = tuple(k for k in kinds if scene.objects[k].start == cname)
+        if starting:
+            regions.append(StartRegion(name=cname, text=f"the {cname.replace('_', ' ')}", is_container=True,
+                                       capacity=sum(scene.objects[k].count for k in starting), kinds=starting,
+                                       preposition="in" if c.type == "bin" else "on"))
+    return ResetScene(scene=scene.name, regions=tuple(regions),
+                      object_counts={k: scene.objects[k].count for k in kinds})

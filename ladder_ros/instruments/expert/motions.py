@@ -193,7 +193,7 @@ class ArmMotions:
         hang = float(obs.privileged.objects[instance].position[2] - obs.ee_position[2])
         if table_spot is None:
             spot, turn = free_spot(obs.privileged, destination, instance, self.steering)
-            surface_z = float(obs.privileged.containers[destination].surface_z)
+            surface_z = float(obs.privileged.destination(destination).surface_z)
         else:
             spot, turn, surface_z = table_spot, 0.0, self.table_z
         place_yaw = float(obs.ee_euler[2]) + turn

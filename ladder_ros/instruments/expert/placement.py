@@ -1,4 +1,5 @@
-"""Where the scripted expert puts an object down: a free spot on a container, or the table beside one.
+"""Where the scripted expert puts an object down: a free spot on a container or in a start region, or the table
+beside a container.
 
 The expert knows poses, not shapes: each object counts as a short segment along its own x axis, and the
 open pads count too. Plain functions of the privileged state and the steering's gripper geometry, plus
@@ -84,7 +85,8 @@ def free_spot(priv: PrivilegedState, destination: str, holding: str,
     parallel or across a neighbour lets elongated objects lie side by side or end to end, and
     keeps a release from pushing a neighbour away. Returns the point and the yaw change.
     """
-    c = priv.containers[destination]
+    c = priv.destination(destination)
+    assert c is not None, destination
     points, centre_distance = _candidate_points(c, steering)
     near = [p for n, p in sorted(priv.objects.items())
             if n != holding and n not in priv.grasped

@@ -19,11 +19,12 @@ def normalised_distance(pos: np.ndarray, c: ContainerInfo) -> float:
 
 
 def resting_on(priv: PrivilegedState, kind: str, container: str) -> list[str]:
-    """Instances of ``kind`` resting on ``container``: the simulator's count, nearest the centre."""
+    """Instances of ``kind`` resting on ``container`` (or in a start region of that name): the simulator's count,
+    nearest the centre."""
     n = priv.goal.count(kind, container)
-    if n <= 0 or container not in priv.containers:
+    c = priv.destination(container)
+    if n <= 0 or c is None:
         return []
-    c = priv.containers[container]
     names = [name for name, pose in priv.objects.items() if pose.kind == kind and name not in priv.grasped]
     names.sort(key=lambda name: (normalised_distance(priv.objects[name].position, c), name))
     return names[:n]
@@ -31,7 +32,10 @@ def resting_on(priv: PrivilegedState, kind: str, container: str) -> list[str]:
 
 def instance_to_pick(priv: PrivilegedState, kind: str, destination: str, ee: np.ndarray,
                      table_z: float) -> str | None:
-    """One instance of ``kind`` not resting on ``destination`` (a held one first), nearest the gripper."""
+    """One instance of ``kind`` not resting on ``destination`` (a held one first), nearest the gripper.
+
+    Sent to a start region, it leaves the instances already resting in another start region where they are
+    while any other is left (a reset puts each object back once)."""
     done = set(resting_on(priv, kind, destination))
     candidates = [name for name, pose in priv.objects.items()
                   if pose.kind == kind and name not in done and pose.position[2] > table_z - 0.05]
@@ -40,6 +44,9 @@ def instance_to_pick(priv: PrivilegedState, kind: str, destination: str, ee: np.
     held = [n for n in candidates if n in priv.grasped]
     if held:
         return held[0]
+    if destination in priv.regions:
+        home = {n for region in priv.regions if region != destination for n in resting_on(priv, kind, region)}
+        candidates = [n for n in candidates if n not in home] or candidates
     return min(candidates, key=lambda n: (float(np.linalg.norm(priv.objects[n].position[:2] - ee[:2])), n))
 
 

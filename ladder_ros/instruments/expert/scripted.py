@@ -221,7 +221,7 @@ class ScriptedExpert(LowLevelPolicy):
     def _attempt(self, obs: Observation, kind: str, destination: str, draws: "_AttemptDraws") -> Plan:
         if draws.wander:
             obs = yield from self._motions.wander(obs, draws.wander_steps)
-        if destination not in obs.privileged.containers:
+        if obs.privileged.destination(destination) is None:
             self.last_attempt = f"hover (no {destination} in the scene)"
             yield from self._motions.hover(obs, draws.hover_steps)
             return

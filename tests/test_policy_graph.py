@@ -99,7 +99,10 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
     server = FakePolicyServer(chunk, latency_s=0.05).start()
     policy = write_config(tmp_path / "bridge.yaml", config_data(
         server={"host": "127.0.0.1", "port": server.port, "request_timeout_s": 2.0, "backoff_initial_s": 0.2,
-                "backoff_max_s": 0.4}))
+                "backoff_max_s": 0.4},
+        # the synchronous rule, so each chunk's first k actions run whole (the real-time executor's splices are
+        # tested in tests/test_policy_realtime.py and by the rehearsal)
+        execution={"mode": "synchronous"}))
     # The stand-in below is the robot's driver and camera: the graph's own are not started (--skip).
     process = subprocess.Popen([sys.executable, "-m", "ladder_ros.cli", "up", "widowx", "--mode", "real",
                                 "--skip", "widowx_driver", "--skip", "camera", "--set",
@@ -157,7 +160,7 @@ def test_up_real_mode_acts_on_the_wall_clock_and_holds_without_a_server(tmp_path
         for tag in tags:
             by_chunk.setdefault(tag.chunk_id, []).append(tag.index)
         middle = sorted(by_chunk)[1:-1]
-        assert middle and all(by_chunk[c] == [0, 1, 2, 3] for c in middle)  # the first k = 4 of each chunk of 5
+        assert middle and all(by_chunk[c] == [0, 1, 2, 3] for c in middle), by_chunk  # the first k = 4 of 5
         assert all(t.stamp_ns > t.observation_stamp_ns > 0 for t in tags)
         np.testing.assert_allclose(actions[-1].points[0].positions[6], 1.0)  # open fraction 1.0 -> +1 (open)
         client.spin_until(executor, lambda: any(_value(d, "inference_ms_p50") for d in diagnostics), 30,

@@ -13,7 +13,9 @@ with the twin's score (the simulator's, beside the verifier's verdicts in the ev
 ``timing`` object measured from what the graph published
 (:mod:`ladder_ros.evaluation.rehearsal_timing`); ``OUT/summary.json`` the success rate with its
 Wilson interval and the timing over all episodes; ``OUT/logs`` every node's output, ``OUT/recordings``
-the episodes' MCAP bags.
+the episodes' MCAP bags. With ``--faults RATE`` the lab day's faults are injected at seeded random times
+(:mod:`ladder_ros.evaluation.chaos`): each one's record in its episode's and in ``OUT/chaos.jsonl``, their
+counts by kind and outcome in the summary.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="how the policy node runs chunks on the wall clock: realtime (overlapping requests, each "
                         "chunk anchored at its observation) or synchronous (the paper's rule); default: the policy "
                         "config's")
+    add_fault_arguments(p)
     p.add_argument("--out", default="runs/rehearsal", help="folder for records, summary, recordings and node logs")
     p.add_argument("--episode-timeout", type=float, default=600.0, help="seconds one episode may take")
     p.add_argument("--startup-timeout", type=float, default=240.0, help="seconds the graph may take to come up")
@@ -110,6 +113,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--namespace", default=None, help="replace the graph's namespace")
     add_launch_argument(p)
     p.set_defaults(func=run)
+
+
+def add_fault_arguments(p: argparse.ArgumentParser) -> None:
+    """``--faults`` and ``--fault-kinds`` (the rehearsal's chaos; ``--seed`` seeds it)."""
+    from ladder_ros.evaluation.chaos import KINDS
+
+    p.add_argument("--faults", type=float, default=0.0, metavar="RATE",
+                   help="inject the lab day's faults at seeded random times, RATE expected per episode (0.25: one "
+                        "every four episodes on average; default 0: none); docs/rehearsal.md, 'Chaos'")
+    p.add_argument("--fault-kinds", default=None, metavar="KINDS",
+                   help=f"comma-separated kinds of fault to draw from (default: all of {', '.join(KINDS)})")
+
+
+def chaos_overrides(overrides: list[str], out: Path) -> list[str]:
+    """The overrides a run with faults needs: the orchestrator's journal in the run's folder, so an orchestrator
+    that is killed and respawned ends its episode properly (unless the overrides set it already)."""
+    if any(o.split("=", 1)[0].strip() == "orchestrator.state_dir" for o in overrides):
+        return list(overrides)
+    return [*overrides, f"orchestrator.state_dir={(out / 'state').resolve()}"]
 
 
 def free_port() -> int:
@@ -145,6 +167,13 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(f"--jitter-ms must be in [0, 10000] ms, got {args.jitter_ms}")
     if args.variant:
         Variant.parse(args.variant)
+    if args.faults:
+        from ladder_ros.evaluation.chaos import ChaosSchedule, parse_kinds
+
+        ChaosSchedule(args.faults, args.seed, parse_kinds(args.fault_kinds))
+        if getattr(args, "launch", None):
+            raise ConfigError("--faults needs the graph's nodes as processes of this command (it kills and restarts "
+                              "them): leave out --launch")
 
 
 @dataclass
@@ -210,7 +239,8 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     out = Path(args.out)
     check_out_folder(out)
-    plan = plan_rehearsal(args.graph, out, overrides=args.overrides, params_file=args.params_file,
+    overrides = chaos_overrides(args.overrides, out) if args.faults else args.overrides
+    plan = plan_rehearsal(args.graph, out, overrides=overrides, params_file=args.params_file,
                           namespace=args.namespace, inference_delay_ms=args.inference_delay_ms,
                           latency_model=args.latency_model, jitter_ms=args.jitter_ms, execution=args.execution)
     graph, params, launches = plan.graph, plan.params, plan.launches
@@ -227,11 +257,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"ladder-ros rehearse: graph {graph.name} ({MODE}): the robot graph against {robot.what}, "
           f"{args.episodes} episodes, policy {params['policy']['policy']} ({execution} execution) served by "
           f"{server} at {latency} inference; loopback only; node logs in {out / 'logs'}", flush=True)
+    chaos = None
+    if args.faults:
+        from ladder_ros.evaluation.chaos import chaos_plan
+
+        chaos = chaos_plan(args.faults, args.seed, args.fault_kinds, params, out)
+        print(f"chaos: {chaos.schedule.describe()}; each fault in {chaos.log.path}", flush=True)
     session = GraphSession(graph, launches, out / "logs", startup_timeout_s=args.startup_timeout,
                            **launch_options(args, graph, plan.params_file, plan.overrides, out / "logs", MODE))
     records: list[dict] = []
     with session, open(out / "episodes.jsonl", "a") as jsonl:
-        rehearsal = Rehearsal(session, params, plan.namespace)
+        rehearsal = Rehearsal(session, params, plan.namespace, chaos=chaos)
         print(f"graph up: {len(launches)} nodes; {rehearsal.prepare()}", flush=True)
         for k in range(args.episodes):
             task = tasks[k % len(tasks)]
@@ -246,6 +282,11 @@ def run(args: argparse.Namespace) -> int:
             jsonl.flush()
             _print_episode(record)
     summary = summarize(records)
+    if chaos is not None:
+        from ladder_ros.evaluation.chaos import chaos_summary, render_chaos
+
+        summary["chaos"] = chaos_summary(chaos.log.records)
+        print(render_chaos(summary["chaos"]))
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     if not summary["scored"]:
         print(f"success: none measured ({UNSCORED}); the timing below is what this rehearsal measures")
@@ -304,12 +345,19 @@ def _print_episode(record: dict) -> None:
           f"{record['steps_used']}/{record['budget_steps']} steps, {record['verification_queries']} queries, "
           f"{record['finish_reason']}; {t.get('applied_actions', 0)} actions, {t.get('idle_periods', 0)} idle "
           f"periods, observation to action p50 {age} ms, {record['wall_s']:.1f} s", flush=True)
+    for fault in record.get("chaos") or []:
+        print(f"    fault {fault['kind']}{' ' + fault['target'] if fault.get('target') else ''}: {fault['outcome']}",
+              flush=True)
 
 
 class Rehearsal:
-    """The operator of one rehearsal: arms, homes, runs episodes, ends one whose arm faults, recovers."""
+    """The operator of one rehearsal: arms, homes, runs episodes, ends one whose arm faults, recovers.
 
-    def __init__(self, session, params: dict, namespace: str):
+    With ``chaos`` (a :class:`~ladder_ros.evaluation.chaos.ChaosPlan`) each episode also gets its seeded faults
+    (:class:`~ladder_ros.evaluation.chaos.ChaosRunner`), and each fault's record goes into the episode's.
+    """
+
+    def __init__(self, session, params: dict, namespace: str, chaos=None):
         from ladder_ros.core.presets import get_preset
         from ladder_ros.evaluation.rehearsal_observer import RehearsalObserver
 
@@ -320,9 +368,36 @@ class Rehearsal:
         self.executor.add_node(self.observer)
         self.home_joints = self.robot.home_joints(params)
         self.period_s = 1.0 / get_preset(params["orchestrator"]["preset"]).control_rate_hz
+        self.excused: set[str] = set()  # nodes down on purpose now (a policy server killed by the chaos runner)
+        self.chaos = None if chaos is None else self._chaos_runner(chaos)
+
+    def _chaos_runner(self, plan):
+        from ladder_ros.evaluation.chaos import ChaosEndpoints, ChaosRunner
+
+        observer = self.observer
+        return ChaosRunner(plan, endpoints=ChaosEndpoints(observer), processes=self.session.processes,
+                           excused=self.excused, tags=lambda episode_id: len(observer.tags.get(episode_id, [])),
+                           abort=observer.abort,
+                           spin=lambda condition, timeout_s, what: self._spin_until(self.executor, condition,
+                                                                                    timeout_s, what),
+                           armed=lambda: observer.safety.get("armed") == "true")
+
+    def check_alive(self) -> None:
+        """Every node of the graph runs, but those down on purpose (:attr:`excused`); NodeDied names one that
+        is not."""
+        processes = self.session.processes
+        if not self.excused:
+            processes.check_alive()
+            return
+        from ladder_ros.bringup.up import NodeDied
+
+        dead = {name: code for name, code in processes.dead().items() if name not in self.excused}
+        if dead:
+            name, code = next(iter(dead.items()))
+            raise NodeDied(f"node {name} exited with code {code}{processes.last_error(name)}")
 
     def _spin_until(self, executor, condition, timeout_s, what):
-        self.client.spin_until(executor, condition, timeout_s, what, self.session.processes.check_alive)
+        self.client.spin_until(executor, condition, timeout_s, what, self.check_alive)
 
     def prepare(self) -> str:
         """Arm the driver and send the arm home, as the operator does before the first episode."""
@@ -358,12 +433,18 @@ class Rehearsal:
         ``during(episode_id)`` runs at every turn of the wait (a benchmark's e-stop, a test's fault), before
         the fault check.
         """
-        client, observer = self.client, self.observer
+        client, observer, chaos = self.client, self.observer, self.chaos
         episode_id = client.start_episode(task_id, variant=variant, layout=layout, seed=seed)
         aborted: list[str] = []
+        if chaos is not None:
+            from ladder_ros.evaluation.chaos import episode_key
+
+            chaos.begin(episode_id, episode_key(task_id, variant, layout, seed))
 
         def check() -> None:
-            self.session.processes.check_alive()
+            self.check_alive()
+            if chaos is not None:
+                chaos.during(episode_id)
             if during is not None:
                 during(episode_id)
             running = client.status is not None and client.status.episode_id == episode_id \
@@ -372,8 +453,15 @@ class Rehearsal:
                 aborted.append(f"robot fault: {observer.fault}")
                 observer.abort(episode_id, aborted[0])
 
-        outcome = client.wait_until_over(self.executor, episode_id, timeout_s, check)
+        try:
+            outcome = client.wait_until_over(self.executor, episode_id, timeout_s, check)
+        except LadderError as exc:
+            if chaos is not None:
+                chaos.interrupted(episode_id, exc)
+            raise
         record = dict(outcome.result)
+        if chaos is not None:
+            chaos.end(episode_id, record)  # the faults undone (server back, e-stop released), each one's outcome
         if self.robot.scored:
             self._score(record, episode_id)
         else:

@@ -6,7 +6,9 @@ each episode written down in ``DIR/day_records.jsonl`` before and after it runs.
 folder after a crash, Ctrl-C or a kill, the day reruns the episode that was under way and finishes the plan.
 A time budget and a disk guard stop it cleanly between episodes. At the end: ``DIR/day_summary.json`` and a
 table (successes with Wilson intervals per variant, interventions, faults, disk, each node's memory, threads
-and files over the day, sampled into ``DIR/resources.jsonl``). docs/evaluation_day.md.
+and files over the day, sampled into ``DIR/resources.jsonl``). With ``--rehearsal --faults RATE`` the lab day's
+faults are injected at seeded random times (:mod:`ladder_ros.evaluation.chaos`, seeded by ``--seed``), each one
+recorded in ``DIR/chaos.jsonl`` and counted by kind and outcome in the summary. docs/evaluation_day.md.
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "that is more")
     p.add_argument("--max-restarts", type=int, default=3,
                    help="graph failures in a row (a node that died, an episode that never ended) before the day stops")
+    from ladder_ros.evaluation.rehearsal import add_fault_arguments
+
+    add_fault_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -82,6 +87,12 @@ def _check(args: argparse.Namespace) -> str:
         raise ConfigError(f"--min-free-mb must be >= 0, got {args.min_free_mb}")
     if args.max_restarts < 0:
         raise ConfigError(f"--max-restarts must be >= 0, got {args.max_restarts}")
+    if args.faults and not args.rehearsal:
+        raise ConfigError("--faults plays the lab day's faults on the rehearsal's instruments: it needs --rehearsal")
+    if args.faults:
+        from ladder_ros.evaluation.chaos import ChaosSchedule, parse_kinds
+
+        ChaosSchedule(args.faults, 0, parse_kinds(args.fault_kinds))  # a bad rate or kind named before anything
     return SIM if args.sim else TWIN
 
 
@@ -141,12 +152,19 @@ def run(args: argparse.Namespace) -> int:
                 say(f"resuming (start {records.run} on this folder): {done}/{len(order)} finished"
                     + (f"; {len(marked)} under way when the day stopped, marked interrupted, run again: "
                        + ", ".join(e["key"] for e in marked) if marked else ""))
-            graph = DayGraph(choice, out, args.startup_timeout or STARTUP_TIMEOUT_S[mode])
+            chaos = None
+            if args.faults:
+                from ladder_ros.evaluation.chaos import chaos_plan
+
+                chaos = chaos_plan(args.faults, seed, args.fault_kinds, choice.params, out)
+                say(f"chaos: {chaos.schedule.describe()}; each fault in {chaos.log.path}")
+            graph = DayGraph(choice, out, args.startup_timeout or STARTUP_TIMEOUT_S[mode], chaos=chaos)
             settings = DaySettings(episode_timeout_s=args.episode_timeout, max_restarts=args.max_restarts,
                                    sample_period_s=args.sample_s)
             meta = {"plan": {"name": plan.name, "source": plan.source}, "seed": seed, "mode": mode,
                     "graph": choice.graph.name}
-            day = Day(out, order, records, graph, budget=budget, guard=guard, settings=settings, meta=meta, say=say)
+            day = Day(out, order, records, graph, budget=budget, guard=guard, settings=settings, meta=meta, say=say,
+                      chaos_file=chaos.log.path if chaos is not None else None)
             return day.run()
         finally:
             records.close()

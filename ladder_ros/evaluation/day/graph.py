@@ -80,10 +80,11 @@ class EpisodeResult:
 class DayGraph:
     """The running graph of a day: ``start``, ``episode`` after ``episode``, ``restart`` after a fault, ``stop``."""
 
-    def __init__(self, choice: GraphChoice, out: Path, startup_timeout_s: float):
+    def __init__(self, choice: GraphChoice, out: Path, startup_timeout_s: float, chaos: Any = None):
         self.choice = choice
         self.out = Path(out)
         self.startup_timeout_s = startup_timeout_s
+        self.chaos = chaos  # the rehearsal's faults (a ChaosPlan; twin mode only), kept across restarts
         self.session: Any = None
         self.operator: Any = None  # the rehearsal's operator (twin mode)
         self.launches = self._launches()
@@ -130,7 +131,7 @@ class DayGraph:
         from ladder_ros.evaluation.rehearsal import Rehearsal
 
         try:
-            self.operator = Rehearsal(session, self.params, self.namespace)
+            self.operator = Rehearsal(session, self.params, self.namespace, chaos=self.chaos)
             return f"{len(self.launches)} nodes; {self.operator.prepare()}"
         except BaseException:
             self.stop()

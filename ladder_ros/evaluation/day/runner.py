@@ -6,7 +6,10 @@ episode runs again: a node that died under it (the graph is brought up again fir
 ended (the same), an episode that ended void (the operator's abort, the graph's ``interrupted``). A graph that
 keeps failing, ``max_restarts`` times in a row without an episode finished in between, stops the day naming
 what failed. Ctrl-C (or SIGTERM) during an episode marks it interrupted, writes the summary and ends the
-command as a Ctrl-C does. Whatever stops the day, the next start on the same folder goes on from there.
+command as a Ctrl-C does. A fault the rehearsal's chaos runner cannot get the graph back from
+(:class:`~ladder_ros.evaluation.chaos.OperatorNeeded`) pauses the day: the episode is marked interrupted and the
+day stops, saying what the operator must do. Whatever stops the day, the next start on the same folder goes on
+from there.
 
 The graph is anything with ``start``, ``restart``, ``stop``, ``episode``, ``pids`` and ``recordings``
 (:class:`~ladder_ros.evaluation.day.graph.DayGraph` on ROS); this module imports no rclpy.
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ladder_ros.core.errors import LadderError
+from ladder_ros.evaluation.chaos import OperatorNeeded, chaos_summary, read_chaos, render_chaos
 from ladder_ros.evaluation.day.disk import DiskGuard, RecordingSizes, folder_bytes, free_bytes
 from ladder_ros.evaluation.day.order import DayEpisode
 from ladder_ros.evaluation.day.progress import DayProgress, TimeBudget
@@ -32,7 +36,8 @@ from ladder_ros.panel.evaluation_plan import is_void
 from ladder_ros.panel.records import write_atomic
 
 COMPLETE, BUDGET, DISK, FAULTS, STOPPED = "complete", "budget", "disk", "faults", "interrupted"
-EXIT_CODES = {COMPLETE: 0, BUDGET: 0, DISK: 1, FAULTS: 1}
+PAUSED = "paused for the operator"
+EXIT_CODES = {COMPLETE: 0, BUDGET: 0, DISK: 1, FAULTS: 1, PAUSED: 1}
 
 
 @dataclass
@@ -47,7 +52,7 @@ class Day:
 
     def __init__(self, out: Path, order: list[DayEpisode], records: DayRecords, graph: Any, *, budget: TimeBudget,
                  guard: DiskGuard, settings: DaySettings, meta: dict, say: Callable[[str], None] = print,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, chaos_file: Path | None = None):
         self.out = Path(out)
         self.order = order
         self.records = records
@@ -67,6 +72,8 @@ class Day:
         self._began = clock()
         self._failures = 0  # graph failures since the last finished episode
         self._gave_up = False
+        self._paused: str | None = None  # what the operator must do (the chaos runner could not)
+        self.chaos_file = chaos_file  # the rehearsal's fault records (--faults), summarised with the day
 
     def elapsed_s(self) -> float:
         return self.clock() - self._began
@@ -104,6 +111,10 @@ class Day:
                     return stop
                 if self._episode(pending[0]):
                     pending.popleft()
+                elif self._paused is not None:
+                    self.say(f"paused: the operator is needed: {self._paused}; start the day again on the same "
+                             f"--out once done (node logs in {self.out / 'logs'})")
+                    return PAUSED
                 elif self._failures > self.settings.max_restarts:
                     if not self._gave_up:  # the graph did not come up again: said so already
                         last = self.records.state.interrupted[-1].get("reason")
@@ -161,6 +172,12 @@ class Day:
             self.records.append(INTERRUPTED, key=e.key, position=planned.position, attempt=attempt, kind="stopped",
                                 reason="the day was stopped during the episode (Ctrl-C or SIGTERM)")
             raise
+        except OperatorNeeded as exc:
+            self.records.append(INTERRUPTED, key=e.key, position=planned.position, attempt=attempt,
+                                kind="operator needed", reason=str(exc))
+            self.say(f"  ! {e.task_id}: the operator is needed ({exc})")
+            self._paused = str(exc)
+            return False
         except LadderError as exc:
             kind = {"NodeDied": "node died", "EpisodeTimeout": "timeout"}.get(type(exc).__name__, "graph error")
             self.records.append(INTERRUPTED, key=e.key, position=planned.position, attempt=attempt, kind=kind,
@@ -204,7 +221,11 @@ class Day:
                                 planned=len(self.order), finished=finished, interrupted=state.interrupted,
                                 resources=resource_summary(read_samples(self.out / RESOURCES_FILE)),
                                 disk_bytes=folder_bytes(self.out))
+        if self.chaos_file is not None:
+            summary["chaos"] = chaos_summary(read_chaos(self.chaos_file))
         write_atomic(self.out / "episodes.jsonl", "".join(json.dumps(ev.get("record") or {}) + "\n" for ev in finished))
         write_atomic(self.out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
         self.say(render_summary(summary))
+        if "chaos" in summary:
+            self.say(f"  {render_chaos(summary['chaos'])}")
         return summary

@@ -21,6 +21,8 @@ from ladder_ros.runtime.episodes import EpisodeFollower
 from ladder_ros.runtime.parameters import declare_parameters
 from ladder_ros.runtime.process import run_node
 from ladder_ros.policies.factory import load_policy
+from ladder_ros.instruments.fault_inbox import FaultInbox
+from ladder_ros.instruments.faults import SERVER_ERROR, SERVER_STALL, InstrumentFault
 from ladder_ros.instruments.rehearsal.server import InferenceLatency, RehearsalPolicy, serve
 from ladder_ros.instruments.expert.noise import expert_noise
 from ladder_ros.policies.state import top_down_pose
@@ -38,8 +40,10 @@ class RehearsalServerNode(Node):
 
     Topics: subscribes ``episode/status``, ``sim/privileged_state``, ``robot/joint_command`` (the WidowX
     driver's applied commands: the arm's target as soon as it is commanded, stamped when applied),
-    ``policy/action_tag`` (when the policy node handed out each command); publishes ``/diagnostics``
-    (requests, warm-ups, holds by reason, inference time).
+    ``policy/action_tag`` (when the policy node handed out each command), ``instruments/fault`` (the
+    rehearsal's chaos: ``server_error`` and ``server_stall``, :mod:`ladder_ros.instruments.faults`); publishes
+    ``/diagnostics`` (requests, warm-ups, holds by reason, inference time, injected faults) and
+    ``instruments/fault_applied``.
     Parameters: ``REHEARSAL_SERVER`` in :mod:`ladder_ros.instruments.specs` (policy, inference_delay_ms (ms),
     latency_model, jitter_ms (ms), noise, privileged_wait_s (s), gripper_pressure, preset, clock_mode).
     """
@@ -66,8 +70,17 @@ class RehearsalServerNode(Node):
         self._episode_id: str | None = None
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end)
         self.create_timer(1.0, self._publish_diagnostics)
+        self.fault_inbox = FaultInbox(self, {SERVER_ERROR: self._fail, SERVER_STALL: self._stall})
         self.get_logger().info(f"rehearsal server for policy {self.config.name} on {self.config.server.uri}: the "
                                f"scripted expert ({p['noise']} noise), inference {latency.describe()}")
+
+    def _fail(self, fault: InstrumentFault) -> str:
+        self.policy.fail_for(fault.duration_s)
+        return f"every request answered with an error for {fault.duration_s:g} s"
+
+    def _stall(self, fault: InstrumentFault) -> str:
+        self.policy.stall_for(fault.duration_s)
+        return f"the server blocked for {fault.duration_s:g} s from its next request"
 
     def _on_episode_start(self, status: EpisodeStatus) -> None:
         self._episode_id = status.episode_id

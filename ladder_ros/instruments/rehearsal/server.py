@@ -25,6 +25,9 @@ every reply, the request served inside the event loop as openpi serves it) and a
   requests are also how many steps of its last look-ahead the expert keeps (``ran``);
 * with a chunk of holds when the twin has said nothing about the current episode within ``wait_s``
   (counted by reason);
+* with openpi's error (the traceback, then a close with 1011) while an injected ``server_error`` plays
+  (:meth:`RehearsalPolicy.fail_for`), and after blocking its event loop for the rest of an injected
+  ``server_stall`` (:meth:`RehearsalPolicy.stall_for`): the rehearsal's chaos (:mod:`ladder_ros.instruments.faults`);
 * for a joint-position policy (the Franka's pi0.5-DROID, rehearsed against franky-sim, which has no
   scene): every request of an episode with the scripted sweep's next chunk
   (:class:`~.rehearsal_sweep.SweepChunker`), which needs no privileged state; holds when no episode runs.
@@ -46,6 +49,7 @@ from ladder_ros.core.errors import ConfigError, InvalidInputError, LadderError
 from ladder_ros.core.observation import PrivilegedState
 from ladder_ros.core.task import Task
 from ladder_ros.policies.config import JOINT_POSITION, PolicyConfig
+from ladder_ros.instruments.faults import FaultWindow
 from ladder_ros.instruments.openpi_fake_server import LOOPBACK, FakePolicyServer
 from ladder_ros.instruments.rehearsal.chunker import ExpertChunker, hold_chunk, observation_from_request
 from ladder_ros.instruments.rehearsal.sweep import SweepChunker, joint_hold_chunk
@@ -104,6 +108,10 @@ NO_PRIVILEGED = "no privileged state of the episode yet"
 UNREADABLE = "unreadable request"
 
 
+class InjectedServerError(LadderError):
+    """The failure an injected ``server_error`` answers with (a GPU server out of memory, a crashed worker)."""
+
+
 class RehearsalPolicy:
     """What the rehearsal's server answers (see the module docstring); thread-safe."""
 
@@ -132,6 +140,18 @@ class RehearsalPolicy:
         self.warm_ups = 0
         self.holds: Counter[str] = Counter()
         self.infer_ms: deque[float] = deque(maxlen=1000)
+        self.failing = FaultWindow(clock)  # injected: every request answered with an error
+        self.stalling = FaultWindow(clock)  # injected: a request blocks the server until the window ends
+        self.injected: Counter[str] = Counter()  # requests an injected fault answered (error) or held (stall)
+
+    # ------------------------------------------------------------------ injected faults
+    def fail_for(self, duration_s: float) -> None:
+        """Answer every request of the next ``duration_s`` seconds with an error, as openpi answers an exception."""
+        self.failing.open(duration_s)
+
+    def stall_for(self, duration_s: float) -> None:
+        """Block the server for the next ``duration_s`` seconds: a request that arrives waits until they are over."""
+        self.stalling.open(duration_s)
 
     # ------------------------------------------------------------------ what the twin and the graph say
     def set_episode(self, episode_id: str | None, task: Task | None = None, seed: int = 0) -> None:
@@ -186,6 +206,14 @@ class RehearsalPolicy:
         """The reply map (``{action key: chunk}``), after the inference time."""
         started, arrived_ns = self._clock(), self._now_ns()
         self.requests += 1
+        stall = self.stalling.remaining_s()
+        if stall > 0:
+            self.injected["stall"] += 1
+            self._sleep(stall)  # inside the event loop, as openpi computes: nothing else is answered meanwhile
+        if self.failing.active:
+            self.injected["error"] += 1
+            raise InjectedServerError("injected fault: the policy server fails every request for "
+                                      f"{self.failing.remaining_s():.1f} s more (CUDA out of memory)")
         self._sleep(self.latency.sample_ms(self._rng) / 1000.0)  # the inference time; the chunk at its end
         prompt = request.get(self.config.prompt_key)
         if prompt == WARM_UP_PROMPT:
@@ -257,7 +285,7 @@ class RehearsalPolicy:
                 "delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms, "latency": self.latency.describe(),
                 "infer_p50_ms": times[len(times) // 2] if times else None,
                 "infer_max_ms": times[-1] if times else None,
-                "chunks": self._chunker[1].chunks if self._chunker else 0}
+                "chunks": self._chunker[1].chunks if self._chunker else 0, "injected": dict(self.injected)}
 
 
 def serve(policy: RehearsalPolicy, *, metadata: Mapping[str, Any] | None = None) -> FakePolicyServer:

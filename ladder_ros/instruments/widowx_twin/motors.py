@@ -20,7 +20,18 @@ clock gets the same motion every time. What is modelled, and where the numbers c
   reboot service turns the torque on again when asked (interbotix_xs_driver ``reboot_motors``);
   it never rewrites the profile.
 * A stall (:meth:`WidowXMotors.stall`): the joint stops where it is, as against an obstacle,
-  while its goal stays; released, it moves on to the goal along a new profile.
+  while its goal stays; released, it moves on to the goal along a new profile. While a torqued
+  joint pushes against the obstacle (its goal elsewhere) its present current saturates: the arm
+  group runs in position mode (``modes.yaml``), where the output is bounded by ``PWM_Limit`` (885,
+  100 %) rather than by ``Current_Limit``, so a blocked motor draws its stall current at the supply
+  voltage (XM430-W350, every arm joint but ``wrist_rotate``: 2.3 A at 12 V, under its
+  ``Current_Limit`` 1193 x 2.69 mA = 3.21 A; e-manual specifications and control table; the motors per
+  joint: Trossen's wx250s servo table). xs_sdk publishes present current as the joint's effort in mA
+  (interbotix_xs_sdk README) and ``Present_Current`` reads it in 2.69 mA units. The XL430-W250 of
+  ``wrist_rotate`` has no current sensor (its register 126 is ``Present_Load``): its effort stays 0. Held
+  against the obstacle for ``overload_after_s``, the motor sets the overload bit of
+  ``Hardware_Error_Status`` and turns its torque off (``Shutdown`` 52 by default includes overload); only a
+  reboot clears it. The e-manual says "persistent load", not how long: 5 s is a project choice.
 * The gripper: PWM mode; the gripper motor turns at a speed proportional to the PWM (full speed
   at the ``PWM_Limit`` 885 of an X-series motor) until a finger limit or an object between the
   fingers stops it. The fingers' position follows the swing-arm linkage of xs_driver
@@ -72,6 +83,15 @@ ARM_LENGTH_M = 0.024
 FINGER_LOWER_M, FINGER_UPPER_M = float(np.float32(0.015)), float(np.float32(0.037))
 FINGER_VELOCITY_LIMIT = 1.0  # URDF left_finger velocity (m/s)
 PWM_LIMIT = 885  # X-series PWM_Limit(36) initial value (e-manual)
+# A blocked XM430-W350's current at 12 V (its specification's stall current), capped by its Current_Limit(38)
+# 1193 x 2.69 mA; the XL430-W250 (wrist_rotate) reads no current. Present_Current(126) counts 2.69 mA units.
+CURRENT_UNIT_MA = 2.69
+XM430_W350_STALL_MA = min(2300.0, 1193 * CURRENT_UNIT_MA)
+STALL_CURRENT_MA = {"waist": XM430_W350_STALL_MA, "shoulder": XM430_W350_STALL_MA, "elbow": XM430_W350_STALL_MA,
+                    "forearm_roll": XM430_W350_STALL_MA, "wrist_angle": XM430_W350_STALL_MA, "wrist_rotate": 0.0}
+PRESENT_CURRENT = "Present_Current"
+OVERLOAD_AFTER_S = 5.0  # held against an obstacle this long, a motor reports overload and shuts down (see above)
+PUSHING_RAD = 2 * math.pi / 4096  # a goal further than one encoder tick from where the blocked joint stands
 # Gripper motor speed at full PWM (rad/s): an X-series motor's no-load speed, about 46 rpm at 12 V
 # (XM430-W350 datasheet). An assumption: how fast the real fingers close is not modelled exactly.
 GRIPPER_FULL_PWM_RAD_S = 4.8
@@ -126,6 +146,7 @@ class PositionMotor:
     stalled: bool = False
     goal: float | None = None
     refused_goals: int = 0
+    pushing_since: float | None = None  # blocked, torqued and driving towards a goal elsewhere since then
 
     def state(self, now: float) -> tuple[float, float]:
         if self.stalled or self.move is None:
@@ -149,12 +170,30 @@ class PositionMotor:
             return False
         self.goal = float(goal)
         if self.stalled:
+            self.note_pushing(now)
             return True
         position, velocity = self.state(now)
         profile = dxl.ProfileRegisters(self.registers[dxl.PROFILE_VELOCITY], self.registers[dxl.PROFILE_ACCELERATION])
         self.position = position
         self.move = dxl.TimeProfile(now, position, velocity, self.goal, profile, self.velocity_limit)
         return True
+
+    @property
+    def pushing(self) -> bool:
+        return self.stalled and self.driving and self.goal is not None and abs(self.goal - self.position) > PUSHING_RAD
+
+    def note_pushing(self, now: float) -> None:
+        """Start (or stop) the overload clock as the blocked motor starts (or stops) pushing."""
+        if not self.pushing:
+            self.pushing_since = None
+        elif self.pushing_since is None:
+            self.pushing_since = now
+
+    def current_ma(self) -> float:
+        """Present current (mA, signed towards the goal): the stall current while pushing, else 0 (not modelled)."""
+        if not self.pushing or self.goal is None:
+            return 0.0
+        return math.copysign(STALL_CURRENT_MA.get(self.name, 0.0), self.goal - self.position)
 
 
 @dataclass
@@ -216,10 +255,14 @@ class WidowXMotors:
     """
 
     def __init__(self, clock: Clock, *, joints: Sequence[float] = SLEEP_POSITIONS[:6], gripper_open: bool = True,
-                 profile: dxl.ProfileRegisters = MODES_PROFILE):
+                 profile: dxl.ProfileRegisters = MODES_PROFILE, overload_after_s: float = OVERLOAD_AFTER_S):
         if len(joints) != len(ARM):
             raise ConfigError(f"a wx250s has {len(ARM)} arm joints, got {len(joints)} start positions")
+        if not overload_after_s > 0:
+            raise ConfigError(f"overload_after_s must be > 0 s, got {overload_after_s!r}")
         self.clock = clock
+        self.overload_after_s = float(overload_after_s)
+        self.overloads = 0  # overload errors the blocked motors raised
         self.arm: dict[str, PositionMotor] = {}
         for name, start in zip(ARM, joints):
             motor_id, low, high, velocity = MOTOR_CONFIG[name]
@@ -245,15 +288,32 @@ class WidowXMotors:
     # ------------------------------------------------------------------ xs_sdk's side
     def joint_states(self) -> JointStateSample:
         now = self.clock()
-        positions, velocities = [], []
+        self.check_overloads(now)
+        positions, velocities, efforts = [], [], []
         for motor in self.arm.values():
             q, v = motor.state(now)
             positions.append(q)
             velocities.append(v)
+            efforts.append(motor.current_ma())
         angle, speed = self.gripper.state(now)
         finger = finger_position(angle)
         return JointStateSample(JOINT_STATE_NAMES, (*positions, angle, finger, -finger), (*velocities, speed, 0.0, 0.0),
-                                (0.0,) * len(JOINT_STATE_NAMES), now)
+                                (*efforts, 0.0, 0.0, 0.0), now)
+
+    def check_overloads(self, now: float | None = None) -> list[str]:
+        """The blocked motors that have pushed for ``overload_after_s`` by ``now`` shut down with an overload
+        error, as of the moment they reached it; returns their names. Every read of the motors asks this first."""
+        now = self.clock() if now is None else now
+        tripped = []
+        for motor in self.arm.values():
+            since = motor.pushing_since
+            if since is not None and motor.pushing and now - since >= self.overload_after_s:
+                motor.registers[dxl.HARDWARE_ERROR_STATUS] |= dxl.OVERLOAD
+                motor.registers[dxl.TORQUE_ENABLE] = 0
+                motor.pushing_since = None
+                self.overloads += 1
+                tripped.append(motor.name)
+        return tripped
 
     def write_group(self, name: str, commands: Sequence[float], now: float | None = None) -> bool:
         joints = GROUPS.get(name)
@@ -286,9 +346,13 @@ class WidowXMotors:
 
     def get_registers(self, cmd_type: str, name: str, reg: str) -> list[int]:
         now = self.clock()
+        self.check_overloads(now)
         values = []
         for motor in self.motors(cmd_type, name):
-            if reg == dxl.PRESENT_POSITION:
+            if reg == PRESENT_CURRENT:
+                current = motor.current_ma() if isinstance(motor, PositionMotor) else 0.0
+                values.append(int(round(current / CURRENT_UNIT_MA)))
+            elif reg == dxl.PRESENT_POSITION:
                 values.append(dxl.rad_to_ticks(motor.state(now)[0]))
             elif reg == dxl.GOAL_POSITION and isinstance(motor, PositionMotor):
                 values.append(dxl.rad_to_ticks(motor.goal if motor.goal is not None else motor.state(now)[0]))
@@ -312,6 +376,7 @@ class WidowXMotors:
         motor.registers[dxl.TORQUE_ENABLE] = int(bool(enable))
         if isinstance(motor, PositionMotor):
             motor.goal = motor.position  # torqued on, the motor holds where it is
+            motor.note_pushing(now)
 
     def reboot(self, cmd_type: str, name: str, enable: bool, smart_reboot: bool = False) -> list[str]:
         """Reboot the motors (smart: only those in error); returns the names rebooted."""
@@ -325,6 +390,8 @@ class WidowXMotors:
                                     dxl.PROFILE_ACCELERATION: 0})
             if isinstance(motor, PwmGripper):
                 motor.pwm = 0.0
+            else:
+                motor.pushing_since = None
             rebooted.append(motor.name)
             if enable:
                 self._torque(motor, True, now)
@@ -370,16 +437,20 @@ class WidowXMotors:
 
     # ------------------------------------------------------------------ what the world does to the arm
     def stall(self, joint: str) -> None:
-        """The joint stops where it is now, as against an obstacle; its goal stays."""
+        """The joint stops where it is now, as against an obstacle; its goal stays (and it pushes towards it)."""
         motor = self.arm[joint]
         now = self.clock()
+        self.check_overloads(now)
         motor.goal = motor.goal if motor.goal is not None else motor.state(now)[0]
         motor.settle(now)
         motor.stalled = True
+        motor.note_pushing(now)
 
     def release_stall(self, joint: str) -> None:
         motor = self.arm[joint]
+        self.check_overloads()
         motor.stalled = False
+        motor.pushing_since = None
         if motor.goal is not None and motor.driving:
             motor.write_goal(motor.goal, self.clock())
 
@@ -389,6 +460,8 @@ class WidowXMotors:
         motor.settle(self.clock())
         motor.registers[dxl.HARDWARE_ERROR_STATUS] = int(bits)
         motor.registers[dxl.TORQUE_ENABLE] = 0
+        if isinstance(motor, PositionMotor):
+            motor.pushing_since = None
 
     def place_object(self, width_m: float | None) -> None:
         """An object between the fingers: closing stops at this left-finger position (None: nothing there)."""
@@ -398,6 +471,7 @@ class WidowXMotors:
     # ------------------------------------------------------------------ observing
     def arm_state(self) -> tuple[np.ndarray, np.ndarray]:
         now = self.clock()
+        self.check_overloads(now)
         states = [m.state(now) for m in self.arm.values()]
         return np.array([s[0] for s in states]), np.array([s[1] for s in states])
 

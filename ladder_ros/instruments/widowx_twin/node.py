@@ -31,6 +31,8 @@ from ladder_ros.nodes.sim_bridge.scoring import privileged_score
 from ladder_ros.paths import resolve_share_file
 from ladder_ros.interface_conversions import document_to_msg
 from ladder_ros.ros_conversions import diagnostics_to_msg
+from ladder_ros.instruments.fault_inbox import FaultInbox
+from ladder_ros.instruments.widowx_twin.fault_hooks import TwinFaultHooks
 from ladder_ros.instruments.widowx_twin.motors import WidowXMotors
 from ladder_ros.instruments.widowx_twin.ros_server import XsSdkRosServer
 from ladder_ros.instruments.widowx_twin.scene_camera import SceneCamera
@@ -47,7 +49,9 @@ class WidowXTwinNode(Node):
 
     * xs_sdk: ``/<robot_name>/joint_states`` (100 Hz), the command topics and the services of
       :mod:`ladder_ros.instruments.widowx_twin.xs_wire`, one thing at a time as xs_sdk does; faults injected on
-      ``/<robot_name>/twin/fault`` (a stall, a motor error, a hung service).
+      ``/<robot_name>/twin/fault`` (a stall, a motor error, a hung service) and, for the rehearsal's chaos,
+      the instrument faults of ``instruments/fault`` it plays (a camera stall, the oracle's input held back, a
+      blocked joint for a while: :mod:`ladder_ros.instruments.widowx_twin.fault_hooks`).
     * The scene: each episode's task, layout and seed (``episode/status``) rebuild it around the arm where
       it stands; the camera renders it at ``camera_fps`` into the shared-memory channel the camera node's
       ``twin`` backend reads.
@@ -56,8 +60,9 @@ class WidowXTwinNode(Node):
       orchestrator's last decision is in, so the oracle verifier and scoring work on the wall clock.
 
     Topics: publishes ``sim/privileged_state``, ``sim/episode_score``, ``/diagnostics`` (physics time skipped,
-    camera rate and render time, xs_sdk calls, faults) and the xs_sdk topics above; subscribes
-    ``episode/status``, ``orchestrator/decision`` and the xs_sdk command and call topics.
+    camera rate and render time, xs_sdk calls, faults), ``instruments/fault_applied`` and the xs_sdk topics
+    above; subscribes ``episode/status``, ``orchestrator/decision``, ``instruments/fault`` and the xs_sdk command
+    and call topics.
     Parameters: ``WIDOWX_TWIN`` in :mod:`ladder_ros.instruments.specs` (suite, robot_name, start_joints (rad),
     initial_task, physics_period_s (s), camera_width/camera_height (px), camera_fps (Hz), render_depth,
     camera_name, frame_channel, preset, clock_mode).
@@ -81,6 +86,8 @@ class WidowXTwinNode(Node):
         self.camera = SceneCamera(self.world, channel, width=p["camera_width"], height=p["camera_height"],
                                   fps=p["camera_fps"], depth=p["render_depth"])
         self.xs = XsSdkRosServer(self, self.sdk, p["robot_name"])
+        self.faults = TwinFaultHooks(self.camera, self.xs.inject)
+        self.fault_inbox = FaultInbox(self, self.faults.handlers())
         self._privileged_pub = publisher(self, message_class(topics.PRIVILEGED), topics.PRIVILEGED)
         self._score_pub = publisher(self, message_class(topics.SCORE), topics.SCORE)
         self._diagnostics_pub = publisher(self, DiagnosticArray, topics.DIAGNOSTICS)
@@ -118,6 +125,7 @@ class WidowXTwinNode(Node):
 
     def _publish_privileged(self) -> None:
         """Once per control period of an episode: the scene's privileged state and the goal tracker's predicates."""
+        self.faults.expire()
         episode, tracker = self.episode, self.tracker
         if episode is None or tracker is None or episode.episode_id == self._ended:
             return
@@ -126,6 +134,8 @@ class WidowXTwinNode(Node):
         if step <= self._step:
             return
         self._step = step
+        if self.faults.privileged_held():
+            return
         privileged = self.world.privileged()
         goal_states = tracker.update(privileged.goal, step)
         self._privileged_pub.publish(document_to_msg(PrivilegedStateDoc.of(
@@ -158,12 +168,15 @@ class WidowXTwinNode(Node):
         values = {**{f"camera_{k}": v for k, v in camera.items()}, "physics_skipped_s": self.world.skipped_s,
                   "physics_substeps": self.world.substeps, "fingers_blocked": self.world.blocked_fingers,
                   "xs_sdk_calls": self.xs.calls, "faults_injected": len(self.xs.faults),
+                  "instrument_faults": len(self.fault_inbox.played), "motor_overloads": self.sdk.motors.overloads,
+                  "privileged_held": self.faults.held_privileged, "camera_stalled_frames": self.camera.stalled_frames,
                   "scene": self.world.task.task_id if self.world.task else ""}
         self._diagnostics_pub.publish(diagnostics_to_msg(f"{self.get_fully_qualified_name()}: twin", SIMULATOR,
                                                          "warn" if problem else "ok", problem or "running", values,
                                                          self.get_clock().now().nanoseconds))
 
     def close(self) -> None:
+        self.faults.release_all()
         self.camera.stop()
         self.world.stop()
         self.sdk.stop()

@@ -6,8 +6,10 @@ moment its scene was captured, into a shared-memory frame channel
 (:mod:`ladder_ros.instruments.cameras.shared_frame`) that the camera node reads through its ``twin`` backend. A
 frame that is due while the previous one is still rendering is skipped (counted in
 :attr:`SceneCamera.late`): a camera that cannot keep its rate delivers fewer frames, never older
-ones. With ``depth`` it also renders the camera's exact depth (float32 metres along the optical
-axis, NaN where nothing was hit), which stands in for a depth sensor's.
+ones. :meth:`SceneCamera.stall` stops it for a while (the rehearsal's camera fault): the channel keeps its
+last frame, as a camera whose USB link hangs delivers nothing new. With ``depth`` it also renders the
+camera's exact depth (float32 metres along the optical axis, NaN where nothing was hit), which stands in for
+a depth sensor's.
 
 The intrinsics are the tabletop camera's: MuJoCo's vertical field of view spans the image height,
 square pixels, the principal point at the image centre.
@@ -23,6 +25,7 @@ import numpy as np
 
 from ladder_ros.camera.model import CameraIntrinsics
 from ladder_ros.instruments.cameras.shared_frame import FrameWriter
+from ladder_ros.instruments.faults import FaultWindow
 from ladder_ros.core.errors import ConfigError
 from ladder_ros.sim.mujoco_tabletop import CAMERA_FOVY_DEG
 from ladder_ros.instruments.widowx_twin.world import TwinWorld
@@ -51,6 +54,8 @@ class SceneCamera:
         self.writer = FrameWriter(channel, self.intrinsics, fps=fps, depth=depth)
         self.frames = 0
         self.late = 0  # frames skipped because rendering fell behind
+        self.stalled = FaultWindow()  # while open, no frame is written (an injected camera stall)
+        self.stalled_frames = 0  # frames not written because of a stall
         self.render_ms: list[float] = []  # the recent frames' render times (capture to written)
         self.error = ""
         self._stop = threading.Event()
@@ -72,6 +77,10 @@ class SceneCamera:
             self._thread = None
         self.writer.close()
 
+    def stall(self, duration_s: float) -> None:
+        """Write no frame for ``duration_s`` seconds: the channel's last frame stays, growing old."""
+        self.stalled.open(duration_s)
+
     def _run(self) -> None:
         renderer = None
         version = -1
@@ -82,6 +91,10 @@ class SceneCamera:
                 if wait > 0 and self._stop.wait(wait):
                     break
                 started = time.monotonic()
+                if self.stalled.active:
+                    self.stalled_frames += 1
+                    next_at = started + self.period_s
+                    continue
                 with self.world.lock:
                     if not self.world.ready:
                         next_at = started + self.period_s

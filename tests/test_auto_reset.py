@@ -118,15 +118,16 @@ def test_moved_objects_go_back_to_the_first_region_with_room(suite, scenes):
     task = suite.task("kitchen_single_2")
     scene = reset_scene(scenes["kitchen"], task)
     plan = plan_reset(task, scene, GoalState({("carrot", "plate"): 1, ("spoon", "plate"): 1}))
+    # the task undone in reverse: the spoon, put down last, goes back first
     assert [(s.object, s.destination, s.text) for s in plan.moves] == [
-        ("carrot", "right_near", "put the carrot on the right side of the table near the robot"),
-        ("spoon", "right_near", "put the spoon on the right side of the table near the robot")]
+        ("spoon", "right_near", "put the spoon on the right side of the table near the robot"),
+        ("carrot", "right_near", "put the carrot on the right side of the table near the robot")]
     assert plan.task.task_id == "kitchen_single_2/reset" and plan.task.scene == "kitchen"
-    assert plan.task.instruction == "put the carrot and the spoon on the right side of the table near the robot"
+    assert plan.task.instruction == "put the spoon and the carrot on the right side of the table near the robot"
     assert dict(plan.expected) == {("carrot", "right_near"): 1, ("spoon", "right_near"): 1}
     # where the episode started decides, when the counts at its start are given
     plan = plan_reset(task, scene, {("carrot", "plate"): 1}, before={("carrot", "right_far"): 1})
-    assert [(s.object, s.destination) for s in plan.moves] == [("carrot", "right_far"), ("spoon", "right_near")]
+    assert [(s.object, s.destination) for s in plan.moves] == [("spoon", "right_near"), ("carrot", "right_far")]
 
 
 def test_an_object_already_in_a_start_region_is_left_alone(suite, scenes):
@@ -170,7 +171,7 @@ def test_no_room_and_unreadable_counts_are_refused_in_one_line(suite):
     task = suite.task("kitchen_single_2")
     tiny = ResetScene(scene="kitchen", regions=(StartRegion("corner", "the corner", capacity=1),),
                       object_counts={"carrot": 1, "spoon": 1})
-    with pytest.raises(ResetPlanError, match="no start region has room for the spoon \\(the corner holds 1 of 1\\)"):
+    with pytest.raises(ResetPlanError, match="no start region has room for the carrot \\(the corner holds 1 of 1\\)"):
         plan_reset(task, tiny, GoalState({("carrot", "plate"): 1}))
     with pytest.raises(ResetPlanError, match="the count of the carrot on the corner after the episode could not"):
         plan_reset(task, tiny, {("carrot", "corner"): None})

@@ -7,7 +7,8 @@ before the next episode starts from there (nothing is teleported).
 
 A start region (:class:`StartRegion`) is a flat area of the table a scene declares (``start_regions`` in the
 suite, ``ladder_ros/sim/tabletop_scene.py``), or a container objects start on (the plate of a transfer scene).
-The rule (:func:`plan_reset`), for every object kind the task's subgoals move, in the order they first appear:
+The rule (:func:`plan_reset`), for every object kind the task's subgoals move, the kind moved last first (the
+reset undoes the task in reverse: what was put down last is taken away first, freeing what lies beside it):
 
 * every instance of the kind that rests in none of its start regions gets one subgoal ``kind -> region``; an
   instance already resting in one is left alone, and so is every kind the task does not move;
@@ -121,8 +122,11 @@ def count_of(counts: Counts, kind: str, region: str) -> int | None:
 
 
 def moved_kinds(task: Task) -> tuple[str, ...]:
-    """The object kinds the task's subgoals move, in the order they first appear."""
-    return tuple(dict.fromkeys(s.object for s in task.subgoals))
+    """The object kinds the task's subgoals move, the last moved first: a reset undoes the task in reverse, so
+    what was put down last, on top of or beside the rest, is taken away first and frees what lies under or
+    beside it (a grasp needs room for the open fingers)."""
+    last = {s.object: i for i, s in enumerate(task.subgoals)}
+    return tuple(sorted(last, key=lambda kind: -last[kind]))
 
 
 def count_queries(task: Task, scene: ResetScene) -> tuple[tuple[str, str], ...]:

@@ -6,6 +6,12 @@ The paper validates every layout with scripted policies that complete all subgoa
 subgoal instruction at a time (advancing on the simulator's predicate, as the privileged verifier
 does), prints the failures and a per-task table, and exits 1 if any layout fails.
 
+Every run first checks the scenes' start regions (where automatic resets put objects back) against every
+selected layout: each region inside the reachable workspace and clear of every container as that layout placed
+it, by the gripper's placement gap. With ``--resets`` it also runs, per task and layout, the noise-free expert's
+episode (privileged verifier) followed by its automatic reset, and fails a layout whose reset the oracle
+verifier cannot confirm: a start region the expert cannot reach or fill is a broken region.
+
 With ``--noise bridge_like`` and/or ``--instruction full`` it measures the expert as a stand-in
 policy instead (success per horizon, single-subgoal instructions vs the full compound instruction);
 those runs are measurements, not validation, and always exit 0.
@@ -14,6 +20,7 @@ those runs are measurements, not validation, and always exit 0.
     python scripts/validate_tabletop_layouts.py --noise bridge_like --instruction full --layouts 8
     python scripts/validate_tabletop_layouts.py --benchmark 300       # ms per step, image off and on
     python scripts/validate_tabletop_layouts.py --suite config/suites/robolab_tabletop.yaml   # the Franka suite
+    python scripts/validate_tabletop_layouts.py --resets --layouts 4        # each episode, then its automatic reset
 
 The suite's embodiment decides the gripper, the rate, the expert's steering and the preset (the
 settle window of the subgoal driver, the step budgets): 5 Hz and 3 settle steps on the WidowX
@@ -38,6 +45,8 @@ from ladder_ros.core.suite import load_suite  # noqa: E402
 from ladder_ros.instruments.expert.noise import expert_noise  # noqa: E402
 from ladder_ros.instruments.expert.scripted import ScriptedExpert  # noqa: E402
 from ladder_ros.sim.mujoco_tabletop import MujocoTabletop  # noqa: E402
+from ladder_ros.sim.tabletop_embodiment import embodiment_for  # noqa: E402
+from ladder_ros.sim.tabletop_scene import parse_scenes, sample_layout  # noqa: E402
 from ladder_ros.evaluation.rollouts import RolloutResult, run_full_instruction, run_subgoal_sequence  # noqa: E402
 
 DEFAULT_SUITE = REPO / "config" / "suites" / "tabletop.yaml"
@@ -56,7 +65,68 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--benchmark", type=int, default=0, metavar="STEPS",
                    help="instead: time STEPS control steps of the first selected task without and with the image")
     p.add_argument("--image-size", type=int, default=256, help="image side in pixels for --benchmark")
+    p.add_argument("--resets", action="store_true",
+                   help="instead of the rollouts: each layout's noise-free episode followed by its automatic reset, "
+                        "which the oracle verifier must confirm")
     return p.parse_args(argv)
+
+
+def check_start_regions(suite, tasks, layouts: int | None) -> list[str]:
+    """Every start region inside the workspace and clear of the containers of every selected layout."""
+    embodiment = embodiment_for(suite.embodiment)
+    scenes = parse_scenes(suite.scenes, embodiment)
+    low, high = embodiment.workspace_low, embodiment.workspace_high
+    gap = embodiment.placement_gap_m
+    problems = []
+    for task in tasks:
+        scene = scenes[task.scene]
+        for region in scene.start_regions.values():
+            for i, axis in enumerate("xy"):
+                lo, hi = region.centre[i] - region.size[i], region.centre[i] + region.size[i]
+                if not (low[i] <= lo and hi <= high[i]):
+                    problems.append(f"{task.scene}: start region {region.name} reaches {axis} = [{lo:.3f}, {hi:.3f}], "
+                                    f"outside the workspace [{low[i]}, {high[i]}]")
+        if not scene.start_regions:
+            continue
+        n = task.layouts if layouts is None else min(layouts, task.layouts)
+        for k in range(n):
+            for c in sample_layout(scene, task, k).containers:
+                for region in scene.start_regions.values():
+                    clearance = region.clearance_to_container(c)
+                    if clearance < gap:
+                        problems.append(f"{task.task_id} layout {k}: start region {region.name} is {clearance:.3f} m "
+                                        f"from the {c.spec.name} (needs {gap} m)")
+    return sorted(set(problems))
+
+
+def _validate_resets(suite, tasks, layouts: int | None, seed: int) -> int:
+    """Each layout's noise-free episode (privileged verifier), then its reset, which the oracle must confirm."""
+    from ladder_ros.evaluation.auto_reset import run_sequence
+    from ladder_ros.evaluation.components import make_verifier
+
+    preset = get_preset(suite.embodiment)
+    failures = []
+    runs = 0
+    with MujocoTabletop(suite, render=False) as backend:
+        for task in tasks:
+            n = task.layouts if layouts is None else min(layouts, task.layouts)
+            ok = 0
+            for layout in range(n):
+                result = run_sequence(
+                    backend, lambda t, s: ScriptedExpert(t, seed=s, noise=expert_noise("off"),
+                                                         embodiment=suite.embodiment),
+                    task, "privileged_verifier", preset, episodes=1, layout=layout, base_seed=seed + layout,
+                    verifier=make_verifier("oracle"), sequence_id=f"{task.task_id}-{layout}")
+                runs += 1
+                if result.stopped:
+                    failures.append(f"{task.task_id} layout {layout}: {result.stopped}")
+                else:
+                    ok += 1
+            print(f"{task.task_id}: {ok}/{n} resets confirmed", flush=True)
+    print(f"\n{runs} episodes with their resets; " + (f"{len(failures)} failed:" if failures else "no failures"))
+    for line in failures:
+        print("  " + line)
+    return 1 if failures else 0
 
 
 def _benchmark(suite, task, steps: int, image_size: int) -> None:
@@ -116,6 +186,17 @@ def main(argv: list[str] | None = None) -> int:
     except LadderError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:
+        problems = check_start_regions(suite, tasks, args.layouts)
+    except LadderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for line in problems:
+        print(f"start region: {line}")
+    if problems:
+        return 1
+    if args.resets:
+        return _validate_resets(suite, tasks, args.layouts, args.seed)
     if args.benchmark > 0:
         _benchmark(suite, tasks[0] if args.tasks else max(suite.tasks, key=lambda t: t.horizon), args.benchmark,
                    args.image_size)

@@ -77,6 +77,7 @@ class FakeCore:
         self.js_index_map = {name: i for i, name in enumerate(names)}
         self.position = [0.0] * len(names)
         self.velocity = [0.0] * len(names)
+        self.effort = [0.0] * len(names)  # present current, mA (xs_sdk fills it; empty when a publisher does not)
         self.stamp = (12, 345)
         self.registers: dict[tuple[str, str], int] = {}
         for motor in (*GROUPS["arm"], "gripper"):
@@ -98,7 +99,7 @@ class FakeCore:
         self.node.leave_rate_timer()
 
     def robot_get_joint_states(self):
-        return SimpleNamespace(position=list(self.position), velocity=list(self.velocity),
+        return SimpleNamespace(position=list(self.position), velocity=list(self.velocity), effort=list(self.effort),
                                header=SimpleNamespace(stamp=SimpleNamespace(sec=self.stamp[0], nanosec=self.stamp[1])))
 
     def robot_set_motor_registers(self, cmd_type: str, name: str, reg: str, value: int) -> None:

@@ -8,6 +8,7 @@ share one executor; the API's own node spins in the thread ``robot_startup`` sta
 Waits end on what they wait for; times are measured by benchmarks/bench_robot_safety.py, not here.
 """
 
+import re
 import subprocess
 import sys
 import threading
@@ -507,3 +508,117 @@ def test_a_hold_refused_at_a_joint_past_the_apis_limit_is_sent_clamped_inside_it
     assert hold[1] == pytest.approx(wx250s.LOWER[1] + 2e-3, abs=1e-6)  # just inside the API's limit
     assert probe.state()["recovery_required"] == ""  # held: no torque-off, no recovery needed
     assert sdk.calls_of("torque_enable") == []
+
+
+# ------------------------------------------------------------------ a blocked joint, by its motor's effort
+def block(sdk, joint):
+    """Block ``joint`` where it is now; (the motors' time of the block, where it stands)."""
+    with sdk.motor_lock:
+        blocked_at = sdk.motors.clock()
+        sdk.motors.stall(joint)
+        return blocked_at, float(sdk.motors.arm_state()[0][wx250s.JOINT_NAMES.index(joint)])
+
+
+def first_hold(sdk, joint, since, position):
+    """When (the motors' time) xs_sdk took the first command after ``since`` that holds ``joint`` at ``position``."""
+    i = wx250s.JOINT_NAMES.index(joint)
+    return next(t for t, name, request in list(sdk.calls) if name == "commands/joint_group" and t >= since
+                and abs(request.cmd[i] - position) < 2e-3)
+
+
+@pytest.mark.parametrize("phase_s", [0.0, 0.07, 0.14])  # when, after an action, the obstacle is met
+def test_an_elbow_blocked_while_commanded_on_is_held_and_reported_within_half_a_second(rig, phase_s):
+    """The twin's elbow meets an obstacle mid-motion: its motor pushes at its stall current (effort on
+    joint_states, as xs_sdk publishes present current) while its goals run on. The arm is held and the stall
+    reported, counted once, within 0.5 s of the block by the twin's own clock (xs_sdk's record of the hold), long
+    before the motor's overload would trip."""
+    executor, build = rig
+    driver, probe, sdk = build()
+    home(probe, executor, driver)
+    act(probe, executor, action(dx=0.02, dz=0.02), steps=2)
+    probe.send(ACTION_AXES, action(dx=0.02, dz=0.02))
+    probe.spin_for(executor, phase_s)
+    blocked_at, position = block(sdk, "elbow")
+    probe.spin_for(executor, 0.2 - phase_s)
+    act(probe, executor, action(dx=0.02, dz=0.02), steps=3)
+    probe.spin_until(executor, lambda: "stall" in probe.kinds(), 10, "a stall intervention")
+    stalls = [d for d in probe.interventions if d.kind == "stall"]
+    assert len(stalls) == 1 and stalls[0].counts["stall"] == 1
+    assert re.match(r"elbow stopped following its command: its motor pushed at its limit \(effort -?2300, "
+                    r"saturated at 1840\) for 0\.\d\d s at ", stalls[0].reason), stalls[0].reason
+    held_at = first_hold(sdk, "elbow", blocked_at, position)
+    print(f"block to hold (twin clock): {held_at - blocked_at:.3f} s")
+    assert held_at - blocked_at <= 0.5
+    probe.spin_until(executor, lambda: probe.state().get("recovery_required", "").startswith("stall"), 5,
+                     "the fault in the state")
+    assert sdk.motors.joint_states().effort[2] == 0.0  # held where it stands: the motor no longer pushes
+    probe.spin_for(executor, 0.5)
+    assert sdk.motors.overloads == 0 and [d.kind for d in probe.interventions].count("stall") == 1
+
+
+def late_joint_states(delay_s):
+    """An in-process xs_sdk on a busy machine: each joint state reaches the API ``delay_s`` after xs_sdk read the
+    motors (stamped then), in bursts as a starved process delivers them."""
+    import queue
+
+    from ladder_ros.instruments.widowx_twin.xs_sdk import SimulatedXsSdk
+
+    class LateStates(SimulatedXsSdk):
+        def subscribe_joint_states(self, callback):
+            pending: queue.Queue = queue.Queue()
+
+            def deliver():
+                while not self._stop.is_set():
+                    try:
+                        due, sample = pending.get(timeout=0.1)
+                    except queue.Empty:
+                        continue
+                    time.sleep(max(0.0, due - time.monotonic()))
+                    callback(sample)
+
+            threading.Thread(target=deliver, name="late-joint-states", daemon=True).start()
+            super().subscribe_joint_states(lambda sample: pending.put((time.monotonic() + delay_s, sample)))
+            callback(self._sample())  # the API waits for a first state before it starts
+
+    return LateStates()
+
+
+@pytest.mark.parametrize("states_late_s", [0.0, 0.2])
+def test_fast_free_motion_late_joint_states_and_a_grasp_raise_no_stall(rig, states_late_s):
+    """Nothing but a blocked joint is a stall: the arm turned back and forth at the largest steps the filter passes,
+    with its joint states on time and 0.2 s late (a busy machine), and the gripper closed on an object (its motor
+    held at its PWM, its load high: the gripper is no joint the effort rule judges)."""
+    executor, build = rig
+    driver, probe, sdk = build(sdk=late_joint_states(states_late_s) if states_late_s else None)
+    home(probe, executor, driver)
+    for sign in (1, -1, 1, -1):
+        act(probe, executor, action(dx=0.05 * sign, dz=0.05 * sign, dyaw=0.5 * sign), steps=3)
+    sdk.motors.place_object(0.025)  # an object between the fingers: they stop at 0.025 m
+    act(probe, executor, action(gripper=-1.0), steps=8)
+    act(probe, executor, action(dx=0.03, dz=0.03, gripper=-1.0), steps=5)
+    act(probe, executor, action(dx=-0.03, dz=-0.03, gripper=-1.0), steps=5)
+    assert probe.latest_aperture() == pytest.approx((0.025 - 0.010) / 0.025, abs=0.01)  # held on the object
+    assert not {"stall", "motor_error", "gripper_fault"} & set(probe.kinds()), probe.interventions
+    assert probe.state()["armed"] == "true"
+
+
+def test_a_motor_that_shuts_down_on_overload_is_reported_at_the_next_poll_with_what_the_bit_means(rig):
+    """With the effort rule set out of reach and the tracking rule slow, a blocked elbow pushes on until the twin's
+    motor trips its overload error and turns its torque off, as a Dynamixel does; the health poll reads
+    Hardware_Error_Status and reports the bit at once, named and explained."""
+    from ladder_ros.instruments.widowx_twin.motors import WidowXMotors
+    from ladder_ros.instruments.widowx_twin.xs_sdk import SimulatedXsSdk
+
+    executor, build = rig
+    sdk = SimulatedXsSdk(WidowXMotors(time.monotonic, overload_after_s=1.0))
+    driver, probe, sdk = build(sdk=sdk, health_poll_s=0.2, stall_effort_ma=[10000.0] * 6, tracking_tolerance_rad=1.0,
+                               stall_readings=50)
+    home(probe, executor, driver)
+    block(sdk, "elbow")
+    act(probe, executor, action(dx=0.01, dz=0.01), steps=8)  # commanded on past the overload time
+    probe.spin_until(executor, lambda: "motor_error" in probe.kinds(), 10, "the overload reported")
+    error = [d for d in probe.interventions if d.kind == "motor_error"][0]
+    assert error.reason.startswith("elbow: Hardware_Error_Status overload; torque off: elbow (elbow overload: a load "
+                                   "beyond the motor's maximum output persisted); the arm holds until robot/recover "
+                                   "reboots the motor"), error.reason
+    assert sdk.motors.overloads == 1 and "stall" not in probe.kinds()

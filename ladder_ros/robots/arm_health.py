@@ -14,6 +14,14 @@ arrive, an arm at rest.
   that late still tracks, and one that stopped is caught that much later. A motor that faults turns
   its torque off and then stops following its goals, so this also catches motor errors between
   register polls, as soon as the arm is asked to move.
+* :class:`EffortStallDetector` notices a blocked joint fast, from what its motor says: a joint whose
+  effort (xs_sdk's present current, :data:`ladder_ros.robots.dynamixel.BLOCKED_EFFORT`) has stayed at or above
+  its ``saturated`` level while it lagged its goal by more than ``lag_rad`` and did not move towards it, for
+  ``confirm_s`` by the readings' stamps. No one of these alone is a stall: a fast free move draws current
+  but moves towards its goal, a goal that reaches the motors late leaves the joint behind it but drawing little,
+  a joint holding the arm against gravity draws current but sits at its goal. The tracking rule above stays as
+  the backstop (a joint without a current sensor, a motor without torque). The gripper is no arm joint here: it
+  runs in PWM mode and holds an object at its full PWM by design (:class:`GripperMonitor` judges it).
 * :class:`GripperMonitor` checks that a gripper command had its effect within ``timeout_s``:
   opening reaches the open finger position; closing moves the fingers towards closed (an object
   may stop them short of the limit: that is a grasp, not a fault) or finds them closed already.
@@ -36,6 +44,9 @@ from ladder_ros.core.errors import ConfigError
 from ladder_ros.robots.dynamixel import ProfileRegisters, TimeProfile
 
 
+# A joint moving towards its goal faster than this is not stalled, whatever its current: two steps of a Dynamixel's
+# velocity reading (Present_Velocity(128) counts 0.229 rpm = 0.024 rad/s, e-manual) (project choice).
+APPROACH_RAD_S = 0.05
 LATENCY_STEP_S = 0.01  # a late command's window is sampled this finely: 0.03 rad apart at 3.14 rad/s (project choice)
 HISTORY = 32  # commands whose moves are kept to judge late readings: 6.4 s at 5 Hz, 2.1 s at 15 Hz (project choice)
 
@@ -126,6 +137,12 @@ class TrackingMonitor:
             return None
         return max(m.end_time for m in self._moves)
 
+    def goals(self, at: float) -> np.ndarray | None:
+        """The goals in force at ``at`` (the last command sent by then); None when not predicting, or when ``at``
+        is older than every command kept."""
+        moves = next((m for since, m in reversed(self._history) if since <= at), None)
+        return None if moves is None else np.array([m.q1 for m in moves])
+
     def commanded(self, goals: Sequence[float], now: float) -> None:
         """A goal for every joint went to the motors at ``now``: each starts a new move from its predicted state."""
         if self._moves is None or self.profile is None:
@@ -163,6 +180,83 @@ class TrackingMonitor:
                 return
             for i, qi in enumerate(q):
                 errors[i] = min(errors[i], abs(qi - float(earlier[i])))
+
+
+@dataclass(frozen=True)
+class EffortStall:
+    """A joint that pushed at its motor's limit, behind its goal and not moving towards it, for ``held_s``."""
+
+    joint: str
+    effort: float  # the joint's effort at the last reading (xs_sdk's units: mA, or load x 2.69 on an XL430)
+    saturated: float  # the level it stayed at or above
+    measured: float
+    goal: float
+    held_s: float  # from the first reading of the run to the last, by their stamps
+
+    @property
+    def error_rad(self) -> float:
+        return abs(self.goal - self.measured)
+
+    def describe(self) -> str:
+        return (f"{self.joint} stopped following its command: its motor pushed at its limit (effort "
+                f"{self.effort:.0f}, saturated at {self.saturated:.0f}) for {self.held_s:.2f} s at "
+                f"{self.measured:.3f} rad, {self.error_rad:.3f} rad from its goal and not moving towards it: "
+                "blocked")
+
+
+class EffortStallDetector:
+    """A joint at its current limit, lagging its goal and not approaching it for ``confirm_s``: a stall (module
+    docstring). ``saturated``: per joint, the effort (magnitude) at or above which its motor pushes at its limit."""
+
+    def __init__(self, names: Sequence[str], saturated: Sequence[float], lag_rad: float, confirm_s: float,
+                 approach_rad_s: float = APPROACH_RAD_S):
+        self.names = tuple(names)
+        if len(saturated) != len(self.names):
+            raise ConfigError(f"{len(saturated)} saturated efforts for {len(self.names)} joints")
+        self.saturated = tuple(_positive("a saturated effort", v) for v in saturated)
+        self.lag = _positive("stall lag_rad", lag_rad)
+        self.confirm = _positive("stall confirm_s", confirm_s)
+        self.approach = _not_negative("stall approach_rad_s", approach_rad_s)
+        self._since: list[float | None] = [None] * len(self.names)
+        self._last: tuple[float, np.ndarray] | None = None  # the last reading judged: (stamp, joints)
+
+    def reset(self) -> None:
+        """Forget every run (after a fault, a stop of the predictions, a recovery)."""
+        self._since = [None] * len(self.names)
+        self._last = None
+
+    def check(self, measured: Sequence[float], velocities: Sequence[float] | None, efforts: Sequence[float] | None,
+              goals: Sequence[float] | None, at: float) -> EffortStall | None:
+        """Judge one reading stamped ``at`` against the goals in force then; a stall once a joint's run has lasted
+        ``confirm_s``. A reading no newer than the last one judged changes nothing; one without efforts or goals
+        (nothing commanded, a motor model without the field) ends every run."""
+        if self._last is not None and at <= self._last[0]:
+            return None
+        q = np.array([float(v) for v in measured])  # a missing value is an error, never a NaN that passes
+        previous, self._last = self._last, (at, q)
+        if efforts is None or goals is None or len(efforts) != len(self.names):
+            self._since = [None] * len(self.names)
+            return None
+        if velocities is not None:
+            v = np.array([float(x) for x in velocities])
+        elif previous is not None:
+            v = (q - previous[1]) / (at - previous[0])
+        else:
+            v = None  # the first reading: whether the joints approach their goals is not known yet
+        worst: EffortStall | None = None
+        for i, name in enumerate(self.names):
+            goal, effort = float(goals[i]), float(efforts[i])
+            behind = goal - q[i]
+            approaching = v is None or float(v[i]) * math.copysign(1.0, behind) > self.approach
+            if abs(effort) < self.saturated[i] or abs(behind) <= self.lag or approaching:
+                self._since[i] = None
+                continue
+            since = self._since[i] = at if self._since[i] is None else self._since[i]
+            if at - since >= self.confirm:
+                stall = EffortStall(name, effort, self.saturated[i], float(q[i]), goal, at - since)
+                if worst is None or abs(effort) / self.saturated[i] > abs(worst.effort) / worst.saturated:
+                    worst = stall
+        return worst
 
 
 class GripperMonitor:

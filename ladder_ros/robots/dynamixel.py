@@ -44,7 +44,36 @@ VELOCITY_LIMIT = "Velocity_Limit"
 
 # Hardware_Error_Status(70) bits (e-manual, X-series): each one also turns the torque off (Shutdown(63) defaults).
 HARDWARE_ERRORS = {0: "input voltage", 2: "overheating", 3: "motor encoder", 4: "electrical shock", 5: "overload"}
+# What each bit means, in the e-manual's words (ROBOTIS-GIT/emanual, commit 187f56cd218e1f674f4d125cec0ad03307654eec,
+# _includes/en/dxl/control_table_shutdown.md, the X-series table). Shutdown(63) is 52 by default (XM430-W350 and
+# XL430-W250 control tables): overheating, electrical shock and overload turn the torque off ("REBOOT is the only
+# method to reset Torque Enable(64) to 1 after the shutdown"); input voltage and encoder errors only report.
+HARDWARE_ERROR_MEANINGS = {
+    0: "the input voltage is outside the configured operating range",
+    2: "the internal temperature exceeds the configured limit",
+    3: "the motor encoder malfunctions",
+    4: "an electric shock on the circuit, or too little power to drive the motor",
+    5: "a load beyond the motor's maximum output persisted",
+}
 OVERLOAD = 1 << 5
+
+# Present_Current(126) counts about 2.69 mA (XM430-W350 e-manual, ROBOTIS-GIT/emanual commit
+# 07fe860b910b8617dc47c23cf342a2714d6cc748, docs/en/dxl/x/xm430-w350.md). xs_sdk publishes each joint's effort as
+# that register times 2.69 in mA (interbotix_xs_sdk README, Interbotix/interbotix_ros_core commit
+# 13bfbc03d48080dbeb09c09f3ea9b0c387670b19: "effort is given in milliamps"; interbotix_xs_driver src/xs_driver.cpp,
+# commit 68e3fda69452fcac22c4fb0ff68793cfcb35af58: read_joint_states sync-reads one address for every motor, the
+# first motor's Present_Current, or Present_Load where it has none, and converts it with convertValue2Current).
+# An XL430-W250 has no current sensor: at that address it holds Present_Load, -1000..1000 in 0.1 % of its maximum
+# torque (docs/en/dxl/x/xl430-w250.md, commit 00a4b781d5a52e9b62599ea084cabc11e33b3b46), so its "effort" is its
+# load x 2.69.
+CURRENT_UNIT_MA = 2.69
+# The effort xs_sdk reports for a motor that pushes against an obstacle with all it has, at the arm's 12 V supply.
+# In position mode a motor's output is its position loop's PWM, bounded by PWM_Limit(36) (885, 100 %) and not by
+# Current_Limit(38) (1193 x 2.69 mA = 3.2 A): a blocked XM430-W350 at full PWM draws its stall current, 2.3 A at
+# 12 V (its specification: 4.1 N.m at 12.0 V, 2.3 A); a blocked XL430-W250 reads 100 % load. With the default
+# Position P Gain(84) 800 the PWM is full once the position error passes about 885 / (800 / 128) = 142 ticks
+# (0.22 rad); below that the current grows with the error.
+BLOCKED_EFFORT = {"XM430-W350": 2300.0, "XL430-W250": 1000 * CURRENT_UNIT_MA}
 
 TICKS_PER_TURN = 4096  # X-series position resolution: 0..4095 is one turn, 2048 the middle (0 rad)
 RPM_PER_VELOCITY_UNIT = 0.229  # Velocity_Limit(44) and Present_Velocity(128) unit (e-manual)
@@ -58,6 +87,18 @@ def describe_hardware_error(value: int) -> str:
     if unknown:
         names.append(f"unknown bits 0x{unknown:02x}")
     return ", ".join(names)
+
+
+def explain_hardware_error(value: int) -> str:
+    """What the set bits of a ``Hardware_Error_Status`` value mean, e.g. ``"overload: a load beyond the motor's
+    maximum output persisted"``; ``""`` for 0."""
+    value = int(value)
+    parts = [f"{HARDWARE_ERRORS[bit]}: {meaning}" for bit, meaning in HARDWARE_ERROR_MEANINGS.items()
+             if value & (1 << bit)]
+    unknown = value & ~sum(1 << bit for bit in HARDWARE_ERRORS)
+    if unknown:
+        parts.append(f"unknown bits 0x{unknown:02x}: not an X-series error")
+    return "; ".join(parts)
 
 
 def ticks_to_rad(ticks: int) -> float:

@@ -31,6 +31,12 @@ read from its ROS 2 sources (Interbotix/interbotix_ros_toolboxes, branch rolling
   which a launch's ``-r __node:=widowx_driver`` renames into the driver's name (two nodes of one
   name, colliding parameter services). The arm is built on a node of its own,
   ``<driver>_interbotix`` in the driver's namespace, that ignores the process's remapping arguments.
+* **Effort is the motors' present current** (mA): ``core.robot_get_joint_states()`` hands over xs_sdk's
+  ``joint_states`` with position, velocity and effort (``robot_get_single_joint_state``: "Units are rad, rad/s,
+  and mA"); :meth:`InterbotixArm.read` takes each arm joint's effort by name, as it takes its position (what the
+  motors' registers hold there: :mod:`ladder_ros.robots.dynamixel`). ``robot_get_motor_registers`` reads
+  ``Hardware_Error_Status`` and ``Torque_Enable`` per motor (:meth:`InterbotixArm.read_faults`), each error bit
+  named and explained (the e-manual's meaning).
 * ``set_ee_pose_*`` solve the inverse kinematics from fixed seeds and block for the move, and
   ``grasp()`` / ``release()`` sleep their ``delay``: the driver solves its own IK and calls the
   gripper with ``delay=0``.
@@ -42,7 +48,7 @@ import importlib
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -108,6 +114,7 @@ class ArmReading:
     finger_m: float  # the left finger's position
     aperture: float  # normalised, 0 closed, 1 open
     stamp_ns: int  # when xs_sdk read the motors (the joint state's stamp)
+    efforts: np.ndarray | None = None  # xs_sdk's effort per arm joint (present current, mA); None: not published
 
 
 @dataclass(frozen=True)
@@ -126,12 +133,19 @@ class MotorFaults:
 
     errors: dict[str, str]
     torque_off: tuple[str, ...]
+    status: dict[str, int] = field(default_factory=dict, compare=False)  # the Hardware_Error_Status read, by motor
 
     def describe(self) -> str:
         parts = [f"{name}: Hardware_Error_Status {text}" for name, text in self.errors.items()]
         if self.torque_off:
             parts.append(f"torque off: {', '.join(self.torque_off)}")
         return "; ".join(parts)
+
+    def explain(self) -> str:
+        """What each motor's error bits mean (the e-manual's words), e.g. ``"elbow overload: a load beyond the
+        motor's maximum output persisted"``; ``""`` without errors."""
+        return "; ".join(f"{name} {dxl.explain_hardware_error(value)}" for name, value in self.status.items()
+                         if int(value))
 
     def __bool__(self) -> bool:
         return bool(self.errors or self.torque_off)
@@ -202,9 +216,12 @@ class InterbotixArm:
         index = self.bot.core.js_index_map
         joints = np.array([state.position[index[n]] for n in wx250s.JOINT_NAMES], dtype=np.float64)
         velocities = np.array([state.velocity[index[n]] for n in wx250s.JOINT_NAMES], dtype=np.float64)
+        efforts = None
+        if len(state.effort) == len(state.position):  # xs_sdk fills it; a publisher may leave it empty
+            efforts = np.array([state.effort[index[n]] for n in wx250s.JOINT_NAMES], dtype=np.float64)
         finger = float(state.position[self.bot.gripper.left_finger_index])
         stamp = state.header.stamp.sec * 1_000_000_000 + state.header.stamp.nanosec
-        return ArmReading(joints, velocities, finger, self.finger_range.aperture(finger), stamp)
+        return ArmReading(joints, velocities, finger, self.finger_range.aperture(finger), stamp, efforts)
 
     def commanded(self) -> np.ndarray:
         """The joints the API believes it commanded last (its limit check measures from these)."""
@@ -295,13 +312,22 @@ class InterbotixArm:
         return f"profile {self.profile.velocity_ms}/{self.profile.acceleration_ms} ms written and read back"
 
     def read_faults(self) -> MotorFaults:
-        """*Blocking.* Hardware_Error_Status and Torque_Enable of the arm motors and the gripper."""
+        """*Blocking.* Hardware_Error_Status and Torque_Enable of the arm motors and the gripper.
+
+        A motor whose error shut it down between the two reads (an overload that trips then) reads no error and
+        its torque off: where a motor reads so, its error register is read once more, so that the error is
+        reported with the torque it turned off, not a poll later."""
         with self._service_calls():
             core = self.bot.core
-            arm_errors = list(core.robot_get_motor_registers("group", "arm", dxl.HARDWARE_ERROR_STATUS))
-            arm_torque = list(core.robot_get_motor_registers("group", "arm", dxl.TORQUE_ENABLE))
-            gripper_errors = list(core.robot_get_motor_registers("single", "gripper", dxl.HARDWARE_ERROR_STATUS))
-            gripper_torque = list(core.robot_get_motor_registers("single", "gripper", dxl.TORQUE_ENABLE))
+            read = core.robot_get_motor_registers
+            arm_errors = list(read("group", "arm", dxl.HARDWARE_ERROR_STATUS))
+            arm_torque = list(read("group", "arm", dxl.TORQUE_ENABLE))
+            if any(not int(t) and not int(e) for t, e in zip(arm_torque, arm_errors)):
+                arm_errors = list(read("group", "arm", dxl.HARDWARE_ERROR_STATUS))
+            gripper_errors = list(read("single", "gripper", dxl.HARDWARE_ERROR_STATUS))
+            gripper_torque = list(read("single", "gripper", dxl.TORQUE_ENABLE))
+            if any(not int(t) and not int(e) for t, e in zip(gripper_torque, gripper_errors)):
+                gripper_errors = list(read("single", "gripper", dxl.HARDWARE_ERROR_STATUS))
         names = (*wx250s.JOINT_NAMES, "gripper")
         errors_read, torque_read = arm_errors + gripper_errors, arm_torque + gripper_torque
         if len(errors_read) != len(names) or len(torque_read) != len(names):
@@ -309,7 +335,7 @@ class InterbotixArm:
                                      f"for the {len(names)} motors")
         errors = {n: dxl.describe_hardware_error(v) for n, v in zip(names, errors_read) if int(v)}
         torque_off = tuple(n for n, v in zip(names, torque_read) if not int(v))
-        return MotorFaults(errors, torque_off)
+        return MotorFaults(errors, torque_off, {n: int(v) for n, v in zip(names, errors_read) if int(v)})
 
     def torque_off(self) -> str:
         """*Blocking.* Torque off the arm group (the last resort when a hold cannot be sent)."""

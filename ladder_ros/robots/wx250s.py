@@ -9,6 +9,10 @@
 * Neutral (home) joints: bridge_data_robot ``widowx_controller.py`` ``NEUTRAL_JOINT_STATE``, the
   pose the BridgeData v2 collection resets to.
 * Sleep joints: interbotix_xsarm_control ``config/wx250s.yaml`` ``sleep_positions``.
+* Motors: Trossen's servo table of the WidowX 250 (TrossenRobotics/interbotix_xsarms_docs, commit
+  d50a76f53f803d5e1a833f8035b743286671ae0c, ``_data/servos_wx250.csv``): XM430-W350 for the waist, shoulder,
+  elbow (each of those two with a shadow) and wrist angle, XL430-W250 for wrist rotate and the gripper. The 6-DoF
+  arm's forearm roll, which that table does not list, is taken to be an XM430-W350 like the joints around it.
 * Finger range for the aperture: bridge_data_robot ``custom_gripper_controller.py`` normalises the
   left finger position between 0.010 m (closed) and 0.035 m (open); the URDF's finger joint range is
   0.015..0.037 m.
@@ -45,6 +49,7 @@ CONTROL_PERIOD_S = 0.2  # 5 Hz (paper Appendix A)
 
 NEUTRAL_JOINTS = (-0.13192235, -0.76238847, 0.44485444, -0.01994175, 1.7564081, -0.15953401)
 SLEEP_JOINTS = (0.0, -1.80, 1.55, 0.0, 0.8, 0.0)
+MOTOR_MODELS = ("XM430-W350",) * 5 + ("XL430-W250",)  # per arm joint (module docstring)
 FINGER_CLOSED_M = 0.010
 FINGER_OPEN_M = 0.035
 

@@ -13,7 +13,15 @@ from ladder_ros.specs.param_spec import (
     APERTURE_JOINT, BASE_FRAME, BOOL, COMMON, FLOAT, FLOAT_LIST, INT, STR, STR_LIST, ParamSpec)
 from ladder_ros.robots.franka import FRANKY_VELOCITY_LIMITS as FRANKA_VELOCITY
 from ladder_ros.robots.franka import READY_JOINTS as FRANKA_READY
+from ladder_ros.robots.dynamixel import BLOCKED_EFFORT
+from ladder_ros.robots.wx250s import MOTOR_MODELS as WX250S_MOTORS
 from ladder_ros.robots.wx250s import NEUTRAL_JOINTS as WX250S_NEUTRAL
+
+# A joint's motor pushes at its limit once its effort reaches this share of what it reads blocked at 12 V
+# (XM430-W350 2.3 A, XL430-W250 full load; ladder_ros/robots/dynamixel.py): the PWM of a blocked motor's position
+# loop is full once it is 0.22 rad behind, and a joint holding the arm up sits at its goal drawing far less.
+SATURATED_SHARE = 0.8
+WX250S_SATURATED = [round(SATURATED_SHARE * BLOCKED_EFFORT[model], 1) for model in WX250S_MOTORS]
 
 # The robot drivers (ladder_ros/nodes/driver/widowx.py, franka_driver.py): what both share.
 ROBOT_DRIVER = COMMON + (
@@ -81,6 +89,18 @@ WIDOWX_DRIVER = ROBOT_DRIVER + (
               "much later)", min=0.0, max=2.0),
     ParamSpec("stall_readings", INT, 2, "Readings in a row (one per control period) a joint must be off its profile "
               "before it counts as stalled", min=1, max=50),
+    ParamSpec("stall_effort_ma", FLOAT_LIST, WX250S_SATURATED, "Effort on xs_sdk's joint_states (present current, "
+              "mA; the XL430-W250 of wrist_rotate reads its load, 0.1 % x 2.69) at or above which a joint's motor "
+              "pushes at its limit, waist..wrist_rotate: 80 % of a blocked motor's at 12 V (XM430-W350 2.3 A, "
+              "XL430-W250 full load). A joint there, more than stall_lag_rad from its goal and not moving towards it "
+              "for stall_confirm_s, is a stall fault at once (docs/safety.md); the gripper is not judged by it",
+              size=6, min=1.0, max=10000.0),
+    ParamSpec("stall_lag_rad", FLOAT, 0.05, "A joint further than this from its goal (rad) lags it; with its effort "
+              "at stall_effort_ma and no motion towards the goal, for stall_confirm_s, it is blocked", min=0.005,
+              max=1.0),
+    ParamSpec("stall_confirm_s", FLOAT, 0.2, "How long (s, by the joint states' stamps) a joint must push at "
+              "stall_effort_ma while lagging its goal before it counts as stalled; a blocked joint is held within "
+              "about this plus the 50 ms the driver reads the efforts at", min=0.05, max=2.0),
     ParamSpec("gripper_timeout_s", FLOAT, 3.0, "A gripper command must have opened the fingers, or moved them towards "
               "closed, within this long (s): else a gripper_fault", min=0.2, max=30.0),
     ParamSpec("twin_xs_sdk", STR, "in_process", "interbotix_api twin: where the twin's xs_sdk runs: in_process (motors "

@@ -32,7 +32,7 @@ from ladder_ros.nodes.driver.node import ArmSnapshot, RobotDriverNode
 from ladder_ros.nodes.driver.paced import PacedCommand, PacedCommands
 from ladder_ros.runtime.process import run_node
 from ladder_ros.robots import thread_scheduling, wx250s
-from ladder_ros.robots.arm_health import GripperMonitor, TrackingMonitor
+from ladder_ros.robots.arm_health import EffortStallDetector, GripperMonitor, TrackingMonitor
 from ladder_ros.robots.ee_target import BridgeTarget
 from ladder_ros.robots.gripper import ApertureRange
 from ladder_ros.robots.interbotix_arm import InterbotixArm, load_api
@@ -46,6 +46,9 @@ APPLY_DELAY_PERIODS = 0.1
 # the driver process's niceness and GIL switch interval (thread_scheduling.favour), set by main() only.
 CONTROL_NICENESS = -10
 SWITCH_INTERVAL_S = 0.001
+# the motors' efforts are judged this often (xs_sdk publishes at 100 Hz): a blocked joint is held within
+# stall_confirm_s plus this (project choice).
+EFFORT_CHECK_S = 0.05
 
 
 class WidowXDriverNode(RobotDriverNode):
@@ -66,7 +69,9 @@ class WidowXDriverNode(RobotDriverNode):
     stamped with the moment of the vendor call (in dry run: the moment it would have).
     Before the robot can be armed, and after every recovery, the motion profile is written to the
     motors and read back (:mod:`ladder_ros.robots.interbotix_arm`). A joint that stops following
-    its command (:class:`~ladder_ros.robots.arm_health.TrackingMonitor`), a motor in error or with
+    its command is a stall: at once, checked every ``EFFORT_CHECK_S``, when its motor has pushed at its limit while
+    it lagged its goal (:class:`~ladder_ros.robots.arm_health.EffortStallDetector`), else once it is off its
+    profile (:class:`~ladder_ros.robots.arm_health.TrackingMonitor`). A motor in error or with
     its torque off (its registers, polled every ``health_poll_s`` on the vendor-call worker) and a
     gripper that does not arrive are faults: the arm holds, disarmed, until ``robot/recover``.
 
@@ -83,7 +88,7 @@ class WidowXDriverNode(RobotDriverNode):
     and interbotix_api, twin_xs_sdk, robot_model, robot_name, moving_time_s (s), accel_time_s (s),
     gripper_pressure, finger_closed_m (m), finger_open_m (m), workspace_low (m), workspace_high (m),
     home_joints (rad), ik_max_iterations, tracking_tolerance_rad (rad), command_latency_s (s), stall_readings,
-    gripper_timeout_s (s)).
+    stall_effort_ma (mA), stall_lag_rad (rad), stall_confirm_s (s), gripper_timeout_s (s)).
     """
 
     vendor = "the Interbotix API"
@@ -115,6 +120,8 @@ class WidowXDriverNode(RobotDriverNode):
                                  namespace=self.get_namespace())
         self.tracking = TrackingMonitor(wx250s.JOINT_NAMES, self.arm.velocity_limits, p["tracking_tolerance_rad"],
                                         p["stall_readings"], latency_s=p["command_latency_s"])
+        self.effort_stall = EffortStallDetector(wx250s.JOINT_NAMES, p["stall_effort_ma"], p["stall_lag_rad"],
+                                                p["stall_confirm_s"])
         self.gripper_monitor = GripperMonitor(*reversed(self.arm.finger_limits), timeout_s=p["gripper_timeout_s"])
         self._torqued_off = False  # the driver turned the torque off itself (its last resort)
         self.joint_target: np.ndarray | None = None  # the last joint target (sent, or computed in dry run)
@@ -129,6 +136,7 @@ class WidowXDriverNode(RobotDriverNode):
                                    int(APPLY_DELAY_PERIODS * self.period * 1e9), self.arm, self._may_move,
                                    self.reporter.now_ns, paced_ready.trigger)
         self.start(self.filter)
+        self.create_timer(EFFORT_CHECK_S, self._on_effort_check)
 
     # ------------------------------------------------------------------ state
     def arm_read(self) -> ArmSnapshot:
@@ -287,6 +295,23 @@ class WidowXDriverNode(RobotDriverNode):
             faults.append((GRIPPER_FAULT, late))
         return faults
 
+    def _on_effort_check(self) -> None:
+        """The latest joint state: a joint pushing at its motor's limit while it lags its goal is a stall at once."""
+        supervisor = self.supervisor
+        if supervisor is None or supervisor.recovery_required is not None:
+            self.effort_stall.reset()  # judged afresh once recovered
+            return
+        try:
+            reading = self.arm.read()
+            at = time.monotonic() - (self.get_clock().now().nanoseconds - reading.stamp_ns) / 1e9
+            stall = self.effort_stall.check(reading.joints, reading.velocities, reading.efforts,
+                                            self.tracking.goals(at), at)
+        except Exception as exc:  # a callback never lets an exception escape; the tracking rule still runs
+            self.get_logger().error(f"the motors' efforts could not be judged: {exc!r}", throttle_duration_sec=1.0)
+            return
+        if stall is not None:
+            self.fault(STALL, f"{stall.describe()}; the arm holds")
+
     def arm_settles_at(self) -> float | None:
         return self.tracking.settles_at()
 
@@ -296,7 +321,10 @@ class WidowXDriverNode(RobotDriverNode):
     def _poll_motors(self) -> list[tuple[str, str]]:
         """Blocking, on the worker: the motors' error and torque registers."""
         faults = self.arm.read_faults()
-        if faults.errors or (faults.torque_off and not self._torqued_off):
+        if faults.errors:
+            return [(MOTOR_ERROR, f"{faults.describe()} ({faults.explain()}); the arm holds until robot/recover "
+                                  "reboots the motor")]
+        if faults.torque_off and not self._torqued_off:
             return [(MOTOR_ERROR, f"{faults.describe()}; the arm holds")]
         return []
 

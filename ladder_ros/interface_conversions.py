@@ -17,6 +17,9 @@ interface package. Recordings made before the typed interfaces carry each docume
 JSON stays where a payload is free-form: a VLM's raw reply (plain text, whatever the model wrote), the
 episode record in the final status (``record_json``, the archival line of ``episodes.jsonl`` with its
 own schema version) and a safety filter's configured limits (``limits_json``).
+
+Fields added to a message after recordings were made with it (the named policy of a command, a status and a
+policy report; the policy node's list of policies) are read with their empty value from a message that lacks them.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ from ladder_ros.messages import (
     VerificationResultDoc,
     decode,
 )
-from ladder_ros.policies.status import PolicyStatusDoc
+from ladder_ros.policies.status import PolicyEntry, PolicyStatusDoc
 
 PACKAGE = "ladder_ros_interfaces"
 SCHEMA_VERSION = 1  # every top-level message's SCHEMA_VERSION constant; a message of another version is refused
@@ -214,6 +217,11 @@ def _json_value(doc: str, name: str, text: str) -> Any:
         raise SchemaError(f"{doc}: {name} is not valid JSON ({exc})") from None
 
 
+def _added(msg: Any, name: str, default: Any = "") -> Any:
+    """A field added to its message later: a message recorded before it has the empty value."""
+    return getattr(msg, name, default)
+
+
 def _document(cls: type[D], **kwargs: Any) -> D:
     """``cls(**kwargs)``: the document's own checks name what is wrong."""
     try:
@@ -228,13 +236,14 @@ def _document(cls: type[D], **kwargs: Any) -> D:
 def _command_to(doc: EpisodeCommand) -> Any:
     return _interfaces().EpisodeCommand(schema_version=SCHEMA_VERSION, command=doc.command,
                                         episode_id=doc.episode_id, task_id=doc.task_id, layout=int(doc.layout),
-                                        seed=int(doc.seed), variant=doc.variant, reason=doc.reason)
+                                        seed=int(doc.seed), variant=doc.variant, reason=doc.reason,
+                                        policy=doc.policy)
 
 
 def _command_from(msg: Any) -> EpisodeCommand:
     return _document(EpisodeCommand, command=str(msg.command), episode_id=str(msg.episode_id),
                      task_id=str(msg.task_id), layout=int(msg.layout), seed=int(msg.seed),
-                     variant=str(msg.variant), reason=str(msg.reason))
+                     variant=str(msg.variant), reason=str(msg.reason), policy=str(_added(msg, "policy")))
 
 
 def _reply_to(doc: EpisodeCommandReply) -> Any:
@@ -270,7 +279,8 @@ def _task_dict(msg: Any) -> dict:
 def _status_to(doc: EpisodeStatus) -> Any:
     return _interfaces().EpisodeStatus(
         schema_version=SCHEMA_VERSION, episode_id=doc.episode_id, state=doc.state, seq=int(doc.seq),
-        task=[] if doc.task is None else [_task(doc.task)], variant=doc.variant, preset=doc.preset,
+        task=[] if doc.task is None else [_task(doc.task)], variant=doc.variant, policy=doc.policy,
+        policy_config_hash=doc.policy_config_hash, preset=doc.preset,
         layout=int(doc.layout), seed=int(doc.seed), plan=[_subgoal(s) for s in doc.plan],
         budget_steps=int(doc.budget_steps), clock=doc.clock, rate_hz=float(doc.rate_hz), origin=_time(doc.origin_ns),
         step=int(doc.step), plan_index=_opt_int(doc.plan_index), instruction=_opt_str(doc.instruction),
@@ -296,7 +306,8 @@ def _status_from(msg: Any) -> EpisodeStatus:
         instruction=_str_or_none(msg.instruction),
         pending_request=_int_or_none("pending_request", doc, msg.pending_request),
         verifier_available=bool(msg.verifier_available), finish_reason=_str_or_none(msg.finish_reason),
-        result=result, message=str(msg.message), waiting_for=str(msg.waiting_for))
+        result=result, message=str(msg.message), waiting_for=str(msg.waiting_for),
+        policy=str(_added(msg, "policy")), policy_config_hash=str(_added(msg, "policy_config_hash")))
 
 
 # ------------------------------------------------------------------------------ per step
@@ -740,7 +751,7 @@ def _tag_from(msg: Any) -> ActionTagDoc:
                      inference_ms=float(msg.inference_ms), held=str(msg.held))
 
 
-_REPORT_KEYS = ("policy", "config_hash", "final", "chunks", "rejected_chunks", "all_chunks_rejected", "steps",
+_REPORT_KEYS = ("policy", "config", "config_hash", "final", "chunks", "rejected_chunks", "all_chunks_rejected", "steps",
                 "held_steps", "held_by_reason", "inference_ms", "seam_jump_max", "ood", "server_errors", "warm_up_s",
                 "execution", "blend_steps", "stale_dropped", "splices", "blended", "splice_jump_max", "guided_chunks",
                 "reanchored")
@@ -753,7 +764,8 @@ def _report(data: Mapping) -> Any:
     _known(PolicyStatusDoc.DOC, "report.inference_ms", latency, ("p50", "p95", "count"))
     _known(PolicyStatusDoc.DOC, "report.ood", ood, ("state", "action", "worst_sigma", "worst"))
     return _interfaces().PolicyReport(
-        policy=str(data.get("policy", "")), config_hash=str(data.get("config_hash", "")),
+        policy=str(data.get("policy", "")), config=str(data.get("config", "")),
+        config_hash=str(data.get("config_hash", "")),
         final=bool(data.get("final", False)), chunks=int(data.get("chunks", 0)),
         rejected_chunks=_counts(data.get("rejected_chunks") or {}),
         all_chunks_rejected=bool(data.get("all_chunks_rejected", False)), steps=int(data.get("steps", 0)),
@@ -771,7 +783,8 @@ def _report(data: Mapping) -> Any:
 
 def _report_dict(msg: Any) -> dict:
     """The report as ``PolicyReport.to_dict`` writes it (a report recorded before it said how chunks ran, with an
-    empty ``execution``, without the fields that say it)."""
+    empty ``execution``, without the fields that say it; one recorded before it named its config, without
+    ``config``)."""
     report = {"policy": str(msg.policy), "config_hash": str(msg.config_hash), "final": bool(msg.final),
               "chunks": int(msg.chunks), "rejected_chunks": _counts_dict(msg.rejected_chunks),
               "all_chunks_rejected": bool(msg.all_chunks_rejected), "steps": int(msg.steps),
@@ -787,7 +800,20 @@ def _report_dict(msg: Any) -> dict:
                        "stale_dropped": int(msg.stale_dropped), "splice_jump_max": _values_dict(msg.splice_jump_max),
                        "splices": int(msg.splices), "blended": int(msg.blended),
                        "guided_chunks": int(msg.guided_chunks), "reanchored": int(msg.reanchored)})
+    if _added(msg, "config"):
+        report["config"] = str(msg.config)
     return report
+
+
+def _entry(data: Mapping) -> Any:
+    entry = PolicyEntry.from_dict(data)
+    return _interfaces().PolicyState(name=entry.name, config=entry.config, config_hash=entry.config_hash,
+                                     state=entry.state, detail=entry.detail, warm_up_s=_opt_float(entry.warm_up_s))
+
+
+def _entry_dict(msg: Any) -> dict:
+    return PolicyEntry(name=str(msg.name), config=str(msg.config), config_hash=str(msg.config_hash),
+                       state=str(msg.state), detail=str(msg.detail), warm_up_s=_float_or_none(msg.warm_up_s)).to_dict()
 
 
 def _policy_status_to(doc: PolicyStatusDoc) -> Any:
@@ -795,7 +821,8 @@ def _policy_status_to(doc: PolicyStatusDoc) -> Any:
         schema_version=SCHEMA_VERSION, policy=doc.policy, state=doc.state, detail=doc.detail,
         config_hash=doc.config_hash, warm_up_s=_opt_float(doc.warm_up_s), elapsed_s=float(doc.elapsed_s),
         deadline_s=float(doc.deadline_s), episode_id=doc.episode_id,
-        report=[_report(doc.report)] if doc.report else [], final=bool(doc.final))
+        report=[_report(doc.report)] if doc.report else [], final=bool(doc.final),
+        default_policy=doc.default_policy, policies=[_entry(e) for e in doc.policies])
 
 
 def _policy_status_from(msg: Any) -> PolicyStatusDoc:
@@ -804,7 +831,8 @@ def _policy_status_from(msg: Any) -> PolicyStatusDoc:
                      config_hash=str(msg.config_hash), warm_up_s=_float_or_none(msg.warm_up_s),
                      elapsed_s=float(msg.elapsed_s), deadline_s=float(msg.deadline_s),
                      episode_id=str(msg.episode_id), report={} if report is None else _report_dict(report),
-                     final=bool(msg.final))
+                     final=bool(msg.final), default_policy=str(_added(msg, "default_policy")),
+                     policies=[_entry_dict(e) for e in _added(msg, "policies", [])])
 
 
 # ------------------------------------------------------------------------------ the table

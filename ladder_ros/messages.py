@@ -153,10 +153,11 @@ class EpisodeCommand(Document):
     """Start, stop or abort an episode (from the operator panel, the CLI or a test).
 
     ``start``: ``task_id`` from the orchestrator's suite, ``layout`` and ``seed`` for the simulator
-    and the policy, ``variant`` (empty: the orchestrator's ``variant`` parameter). ``episode_id``
-    may be empty on start (the orchestrator assigns one). ``stop`` ends the running episode as an
-    operator decision; ``abort`` ends it as a failure; both need the running episode's id, or empty
-    for "whatever runs now".
+    and the policy, ``variant`` (empty: the orchestrator's ``variant`` parameter), ``policy`` (one of
+    the names the policy node serves; empty: its default policy). ``episode_id`` may be empty on
+    start (the orchestrator assigns one). ``stop`` ends the running episode as an operator decision;
+    ``abort`` ends it as a failure; both need the running episode's id, or empty for "whatever runs
+    now".
     """
 
     DOC: ClassVar[str] = "episode_command"
@@ -167,11 +168,12 @@ class EpisodeCommand(Document):
     seed: int = 0
     variant: str = ""
     reason: str = ""
+    policy: str = ""
 
     def __post_init__(self) -> None:
         if self.command not in EPISODE_COMMANDS:
             raise SchemaError(f"{self.DOC}: unknown command {self.command!r}; valid: {', '.join(EPISODE_COMMANDS)}")
-        for name in ("episode_id", "task_id", "variant", "reason"):
+        for name in ("episode_id", "task_id", "variant", "reason", "policy"):
             _check(self.DOC, name, getattr(self, name), str)
         for name in ("layout", "seed"):
             _check(self.DOC, name, getattr(self, name), int)
@@ -188,7 +190,9 @@ class EpisodeStatus(Document):
     ``origin_ns`` is the time stamp of step 0; step ``t`` is stamped ``origin_ns + t / rate_hz``
     (lockstep: simulated time, which never runs backwards across episodes; wall clock: the robot's
     time). ``result`` is the episode record (events, orchestrator summary, and in simulation the
-    privileged score) once the episode is over.
+    privileged score) once the episode is over. ``policy`` is the named policy the episode runs
+    under and ``policy_config_hash`` its config's digest (empty while idle, and from an orchestrator
+    that knows no names).
     """
 
     DOC: ClassVar[str] = "episode_status"
@@ -214,13 +218,16 @@ class EpisodeStatus(Document):
     result: dict | None = None
     message: str = ""
     waiting_for: str = ""  # the input the episode has waited for too long (stall watchdog); empty: none
+    policy: str = ""
+    policy_config_hash: str = ""
 
     def __post_init__(self) -> None:
         if self.state not in EPISODE_STATES:
             raise SchemaError(f"{self.DOC}: unknown state {self.state!r}; valid: {', '.join(EPISODE_STATES)}")
         if self.clock not in CLOCK_MODES:
             raise SchemaError(f"{self.DOC}: unknown clock {self.clock!r}; valid: {', '.join(CLOCK_MODES)}")
-        _check(self.DOC, "episode_id", self.episode_id, str)
+        for name in ("episode_id", "policy", "policy_config_hash"):
+            _check(self.DOC, name, getattr(self, name), str)
         _check(self.DOC, "task", self.task, dict, optional=True)
         _check(self.DOC, "plan", self.plan, list)
         _check(self.DOC, "origin_ns", self.origin_ns, int)

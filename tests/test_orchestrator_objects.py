@@ -70,6 +70,9 @@ class ReadyPolicy:
     def admit(self, command):
         return True
 
+    def chosen(self, command):
+        return command.policy, ""
+
     def is_repeat_of_deferred(self, command):
         return False
 

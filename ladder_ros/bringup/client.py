@@ -139,14 +139,18 @@ class EpisodeClient(Node):
         finally:
             self.destroy_subscription(sub)
 
-    def start_episode(self, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0) -> str:
-        """Ask the orchestrator to start an episode; returns its id (the orchestrator refuses a second one)."""
+    def start_episode(self, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0,
+                      policy: str = "") -> str:
+        """Ask the orchestrator to start an episode under ``policy`` (one of the names on ``policy/status``;
+        empty: the policy node's default); returns its id (the orchestrator refuses a second one)."""
         self._count += 1
-        episode_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{self._count:03d}-{task_id}-{variant or 'default'}-s{seed}"
-        self.send_start(episode_id, task_id, variant=variant, layout=layout, seed=seed)
+        episode_id = (f"{time.strftime('%Y%m%dT%H%M%S')}-{self._count:03d}-{task_id}-{variant or 'default'}"
+                      + (f"-{policy}" if policy else "") + f"-s{seed}")
+        self.send_start(episode_id, task_id, variant=variant, layout=layout, seed=seed, policy=policy)
         return episode_id
 
-    def send_start(self, episode_id: str, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0) -> None:
+    def send_start(self, episode_id: str, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0,
+                   policy: str = "") -> None:
         """Publish a start command as given (the orchestrator checks it and replies).
 
         Sent again every ``START_RESEND_S`` while it is spun until the orchestrator answers or names the
@@ -156,7 +160,7 @@ class EpisodeClient(Node):
         self.current = episode_id
         self.replies.pop(episode_id, None)  # the answer to this start, not to an earlier one with the same id
         command = EpisodeCommand(command=START, episode_id=episode_id, task_id=task_id, layout=layout, seed=seed,
-                                 variant=variant)
+                                 variant=variant, policy=policy)
         self._resends.sent(command, time.monotonic())
         self._command_pub.publish(document_to_msg(command))
 
@@ -177,7 +181,8 @@ class EpisodeClient(Node):
                               wall_s=time.monotonic() - self._started.get(episode_id, time.monotonic()))
 
     def run_episode(self, executor: Executor, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0,
-                    timeout_s: float = 600.0, check=None) -> EpisodeOutcome:
-        """Start an episode and spin until it is over; returns its final status and result."""
-        episode_id = self.start_episode(task_id, variant=variant, layout=layout, seed=seed)
+                    timeout_s: float = 600.0, check=None, policy: str = "") -> EpisodeOutcome:
+        """Start an episode (under ``policy``; empty: the default) and spin until it is over; returns its final
+        status and result."""
+        episode_id = self.start_episode(task_id, variant=variant, layout=layout, seed=seed, policy=policy)
         return self.wait_until_over(executor, episode_id, timeout_s, check)

@@ -1,7 +1,8 @@
 """``ladder-ros run GRAPH``: bring a graph up in simulation, run a few episodes, print the results.
 
 The README's main command. The nodes run as processes (as ``ladder-ros up`` starts them), the
-episodes are started through ``episode/command`` like the operator panel does, and each episode's
+episodes are started through ``episode/command`` like the operator panel does (``--policy`` names the policy of
+each, among those the policy node serves: ``--set policy.policies=[a=CONFIG,b=CONFIG]``), and each episode's
 recording (rosbag2 MCAP) lands in ``OUT/recordings/<episode id>/``; ``OUT/episodes.jsonl`` holds the
 episode records and ``OUT/logs/`` each node's output.
 """
@@ -34,6 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    + "; ".join(f"{suite}: {tasks}" for suite, tasks in DEFAULT_TASKS.items())
                    + "; another suite: its first three tasks)")
     p.add_argument("--variant", default="", help="orchestrator variant (default: the orchestrator's parameter)")
+    p.add_argument("--policy", default="", help="comma-separated names of the policy node's policies (its policies "
+                   "parameter, NAME=CONFIG); episodes take them in turn (default: the node's default_policy)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first episode; episode k uses seed + k")
     p.add_argument("--out", default="runs/graph", help="folder for recordings, records and node logs")
     p.add_argument("--episode-timeout", type=float, default=900.0, help="seconds one episode may take")
@@ -73,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--seed must be >= 0, got {args.seed}")
     if args.variant:
         Variant.parse(args.variant)
+    policies = [name.strip() for name in args.policy.split(",") if name.strip()] or [""]
     out = Path(args.out)
     check_out_folder(out)
     graph = load_graph(args.graph)
@@ -98,8 +102,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"ladder-ros run: graph {graph.name} in simulation ({params['sim_bridge']['simulator']}), "
           f"{args.episodes} episodes, loopback only; node logs in {out / 'logs'}", flush=True)
     backend = params["vlm_verifier"]["backend"]
-    print(f"policy: {params['policy']['policy']} (noise {params['policy'].get('noise', '-')}); verifier backend: "
-          f"{backend}" + (" (counts from simulator state, not a VLM)" if backend == "oracle" else ""), flush=True)
+    served = ", ".join(params["policy"].get("policies") or []) or params["policy"]["policy"]
+    print(f"policy: {served} (noise {params['policy'].get('noise', '-')})"
+          + (f", episodes under {', '.join(policies)} in turn" if policies != [""] else "")
+          + f"; verifier backend: {backend}" + (" (counts from simulator state, not a VLM)" if backend == "oracle"
+                                                else ""), flush=True)
     records: list[dict] = []
     session = GraphSession(graph, launches, out / "logs",
                            **launch_options(args, graph, params_file, overrides, out / "logs"))
@@ -109,8 +116,11 @@ def run(args: argparse.Namespace) -> int:
             for k in range(args.episodes):
                 task = tasks[k % len(tasks)]
                 seed = args.seed + k
-                outcome = session.run_episode(task.task_id, variant=args.variant, layout=seed % task.layouts,
-                                              seed=seed, timeout_s=args.episode_timeout)
+                # The session's client, as GraphSession.run_episode drives it, with the policy named.
+                outcome = session.client.run_episode(
+                    session.executor, task.task_id, variant=args.variant, layout=seed % task.layouts, seed=seed,
+                    timeout_s=args.episode_timeout, check=session.processes.check_alive,
+                    policy=policies[k % len(policies)])
                 _keep(outcome, records, jsonl)
         except KeyboardInterrupt:
             # Ctrl-C: the orchestrator is stopped first and ends the running episode as interrupted;
@@ -135,7 +145,7 @@ def _keep(outcome, records: list[dict], jsonl) -> None:
     records.append(record)
     jsonl.write(json.dumps(record) + "\n")
     jsonl.flush()
-    print(f"  {outcome.episode_id}: {record['task_id']} ({record['variant']}): "
+    print(f"  {outcome.episode_id}: {record['task_id']} ({record['variant']}, {record.get('policy') or 'policy'}): "
           f"{'success' if record['success'] else 'failure'}, {record['subgoals_done']}/{record['horizon']} "
           f"subgoals, {record['steps_used']}/{record['budget_steps']} steps, "
           f"{record['verification_queries']} queries, {record['finish_reason']}, {outcome.wall_s:.1f} s",

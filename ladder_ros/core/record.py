@@ -44,7 +44,7 @@ class EpisodeRecord:
     events: list[dict]
     verification_queries: int
     verifier: str | None
-    policy: str
+    policy: str  # the name the policy ran under (a config's own name unless the run named it)
     simulator: str
     final_goal: dict
     orchestration: dict
@@ -65,9 +65,15 @@ class EpisodeRecord:
     kind: str = TASK_EPISODE
     start: str = START_LAYOUT
     start_after: str | None = None
+    # The digest of the policy config that ran (PolicyConfig.digest()): with ``policy`` the policy's identity, the
+    # same from sim-eval and from a graph. Empty: not known (no policy reported); records written before the field
+    # have it in ``policy_report.config_hash`` only.
+    policy_config_hash: str = ""
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not self.policy_config_hash:
+            self.policy_config_hash = str(self.policy_report.get("config_hash") or "")
         if self.kind not in EPISODE_KINDS:
             raise InvalidInputError(f"an episode's kind is one of {', '.join(EPISODE_KINDS)}, got {self.kind!r}")
         if self.start not in EPISODE_STARTS:
@@ -114,19 +120,22 @@ def graph_record(status: Mapping[str, Any], *, events: list[dict], orchestration
 
     ``score`` is the sim bridge's privileged score (None on a robot, or when none came); without it
     the episode counts as not successful, with no subgoal done. ``policy`` is the policy node's
-    report of the episode (its ``policy`` names the policy; None: no policy reported).
+    report of the episode (None: no policy reported). The policy's name and config hash are the ones
+    the status names (the episode ran under that policy), else the report's.
     """
     task = dict(status.get("task") or {})
+    report = dict(policy or {})
     return EpisodeRecord(
         task_id=str(task.get("task_id", "")), suite=str(task.get("suite", "")),
         category=str(task.get("category", "")), horizon=len(task.get("subgoals") or []),
         variant=str(status.get("variant", "")), layout=int(status.get("layout", 0)), seed=int(status.get("seed", 0)),
         budget_steps=int(status.get("budget_steps", 0)), finish_reason=finish_reason,
         events=list(events), verification_queries=sum(1 for e in events if e.get("kind") == VERIFICATION_REQUESTED),
-        verifier=None, policy=str((policy or {}).get("policy", "")), **score_fields(score, last_step),
+        verifier=None, policy=str(status.get("policy") or report.get("policy", "")), **score_fields(score, last_step),
         orchestration=dict(orchestration), wall_s=wall_s,
         success_rule=str(task.get("success_rule", "ladder")), preset=preset, preset_options=dict(preset_options or {}),
-        plan=dict(plan) if plan is not None else {"source": REFERENCE}, policy_report=dict(policy or {}),
+        plan=dict(plan) if plan is not None else {"source": REFERENCE}, policy_report=report,
+        policy_config_hash=str(status.get("policy_config_hash") or report.get("config_hash", "")),
         extra={"episode_id": str(status.get("episode_id", "")), "scored": score is not None,
                "safety": dict(score["safety"]) if score and "safety" in score else {},
                "bridge": {k: score[k] for k in ("bridge_timing_s", "steps_taken") if k in score} if score else {},

@@ -88,7 +88,7 @@ from ladder_ros.core.reset import RESET_EPISODE, TASK_EPISODE, reset_task_id
 from ladder_ros.evaluation.auto_reset import check_auto_reset, run_sequence
 from ladder_ros.evaluation.run_key import claim_output, episode_key, key_differences, key_digest, run_key
 from ladder_ros.paths import share_path
-from ladder_ros.policies.factory import load_policy
+from ladder_ros.policies.factory import load_policy, provider_for
 from ladder_ros.sim.registry import BACKENDS, make_simulator
 
 ERROR_FINISH = "error"  # finish_reason of an episode that produced no result (error record)
@@ -293,6 +293,7 @@ def error_record(config: EvalConfig, suite: TaskSuite, job: EvalJob, error: dict
     task = suite.task(job.task_id)
     preset = config.preset_for(suite)
     variant = Variant.parse(job.variant)
+    policy = provider_for(config.policy, config.noise, config.rotation_convention)  # its name and config hash
     record = EpisodeRecord(
         task_id=task.task_id, suite=task.suite, category=task.category.value, horizon=task.horizon,
         variant=variant.value, layout=job.layout, seed=job.seed, success=False, subgoals_done=0, steps_used=0,
@@ -300,8 +301,9 @@ def error_record(config: EvalConfig, suite: TaskSuite, job: EvalJob, error: dict
         subgoals=[SubgoalOutcome(i, sg.text, False, EPISODE_ERROR, None).to_dict()
                   for i, sg in enumerate(task.subgoals)],
         violations=[], events=[], verification_queries=0,
-        verifier=config.verifier if variant.needs_verifier else None, policy=config.policy,
-        simulator=config.simulator, final_goal={}, orchestration={}, success_rule=task.success_rule,
+        verifier=config.verifier if variant.needs_verifier else None, policy=policy.name,
+        policy_config_hash=policy.config_hash, simulator=config.simulator, final_goal={}, orchestration={},
+        success_rule=task.success_rule,
         preset=preset.name, preset_options=preset.options,
         plan={"source": config.plan_source if uses_plan(variant) else REFERENCE},
         action_convention=config.action_convention(), extra={"error": error})
@@ -586,9 +588,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "the WidowX suite as SimplerEnv-Long, 8 on the Franka suite as RoboLab-Long)")
     p.add_argument("--seed", type=int, default=0, help="base seed; episode k uses seed+k")
     p.add_argument("--policy", default=None,
-                   help=f"a policy config under policies/ ({', '.join(sorted(POLICIES))}) or a path to one "
-                        "(default: the scripted expert of the suite's embodiment: scripted_expert for the WidowX, "
-                        "scripted_expert_franka for the Franka)")
+                   help=f"a policy config under policies/ ({', '.join(sorted(POLICIES))}) or a path to one, or "
+                        "NAME=CONFIG to run it under NAME (records carry the name and the config's hash, as a "
+                        "graph's named policies do) (default: the scripted expert of the suite's embodiment: "
+                        "scripted_expert for the WidowX, scripted_expert_franka for the Franka)")
     p.add_argument("--noise", default=NOISE_DEFAULT,
                    help=f"execution noise of the scripted expert: bridge_like | off (default {NOISE_DEFAULT})")
     p.add_argument("--verifier", default="oracle", help=f"count verifier: {', '.join(sorted(VERIFIERS))}")

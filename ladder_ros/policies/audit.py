@@ -54,7 +54,11 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 @dataclass
 class PolicyReport:
-    """One episode's account of the policy (what ``policy_report`` of an episode record holds)."""
+    """One episode's account of the policy (what ``policy_report`` of an episode record holds).
+
+    ``policy`` is the name the episode ran the policy under (the config's own name unless one was given),
+    ``config`` the config's own name and ``config_hash`` its digest, the identity a ranking pools by.
+    """
 
     policy: str
     config_hash: str
@@ -75,10 +79,12 @@ class PolicyReport:
     blended: int = 0  # realtime: commands blended from an old plan into a new one
     reanchored: int = 0  # realtime: chunks taken from where the target was, their offset dropped
     guided_chunks: int = 0  # chunks sampled with RTC guidance
+    config: str = ""  # the config's own name
 
     @classmethod
-    def of(cls, config: PolicyConfig) -> "PolicyReport":
-        return cls(policy=config.name, config_hash=config.digest())
+    def of(cls, config: PolicyConfig, name: str | None = None) -> "PolicyReport":
+        """An empty report of ``config`` run under ``name`` (None: the config's own name)."""
+        return cls(policy=name or config.name, config_hash=config.digest(), config=config.name)
 
     @property
     def held_steps(self) -> int:
@@ -105,7 +111,7 @@ class PolicyReport:
 
     def to_dict(self, *, final: bool = True) -> dict:
         return {
-            "policy": self.policy, "config_hash": self.config_hash, "final": final,
+            "policy": self.policy, "config": self.config, "config_hash": self.config_hash, "final": final,
             "chunks": self.chunks, "rejected_chunks": dict(self.rejected),
             "all_chunks_rejected": bool(self.rejected) and self.chunks == 0,
             "steps": self.steps, "held_steps": self.held_steps, "held_by_reason": dict(self.held),

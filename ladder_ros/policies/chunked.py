@@ -139,18 +139,20 @@ class ChunkedPolicy(LowLevelPolicy):
     is replaced by a hold-still command (no motion, the gripper as it is) until the next request,
     so the simulation keeps stepping and both the loop and the graph record the same thing; the
     reason is logged once and counted in :attr:`report`. A source that cannot answer (no server)
-    raises: the caller decides whether to wait (the lockstep node retries) or give up.
+    raises: the caller decides whether to wait (the lockstep node retries) or give up. ``name`` is the name
+    it runs under (records and reports; None: the config's own name).
     """
 
     def __init__(self, source: ChunkSource, config: PolicyConfig, seed: int,
-                 log: Callable[[str], None] | None = None, statistics: Normalization | None = None):
+                 log: Callable[[str], None] | None = None, statistics: Normalization | None = None,
+                 name: str | None = None):
         self.source = source
         self.config = config
-        self.name = config.name
+        self.name = name or config.name
         self.seed = int(seed)
-        log = log or (lambda text: LOG.warning("policy %s: %s", config.name, text))
+        log = log or (lambda text: LOG.warning("policy %s: %s", self.name, text))
         self.reasons = ReasonLog(log)
-        self.report = PolicyReport.of(config)
+        self.report = PolicyReport.of(config, self.name)
         self.screen = ChunkScreen(config, self.report, statistics=statistics, log=log)
         self.processor = self.screen.processor
         self.encoder = ObservationEncoder(config)

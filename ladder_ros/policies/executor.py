@@ -151,9 +151,11 @@ class ChunkExecutor:
                  snapshot: Callable[[], tuple[ObservationBundle, float]],
                  observation_age: Callable[[float], float | None], *, seed: int = 0,
                  clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] | None = None,
-                 late_wait_s: float = 0.0):
+                 late_wait_s: float = 0.0, name: str | None = None):
         """``late_wait_s``: realtime, how long (s, real time) a tick with nothing queued waits for a chunk being
-        computed before it counts an idle period (the policy node: ``LATE_WAIT_PERIODS`` of a period)."""
+        computed before it counts an idle period (the policy node: ``LATE_WAIT_PERIODS`` of a period); ``name``:
+        the name the policy runs under, for its reports (None: the config's own name)."""
+        self.name = name or config.name
         self.source = source
         self.late_wait_s = float(late_wait_s)
         self.config = config
@@ -204,7 +206,7 @@ class ChunkExecutor:
         self.late_waits = 0  # ticks that waited for a chunk a little late (and got it)
 
     def _new_report(self) -> PolicyReport:
-        report = PolicyReport.of(self.config)
+        report = PolicyReport.of(self.config, self.name)
         report.execution = self.execution.mode
         report.blend_steps = self.execution.blend_steps if self.realtime else 0
         return report

@@ -5,11 +5,17 @@
 builds its source once (a model is loaded and warmed up once per process, a server connected once),
 then hands out each episode's policy. The reference loop, ``sim-eval``, ``parity`` and the policy
 node all build policies through it, so a learned model runs the same code everywhere.
+
+A policy runs under a name: ``NAME=CONFIG`` (``ckpt_b=policies/ckpt_b.yaml``, :func:`parse_policy_entry`)
+names it, a bare config runs under the config's own name. Records and reports carry that name beside the
+config's digest (:meth:`~ladder_ros.policies.config.PolicyConfig.digest`), so one lab's "A" and "B" of one
+graph and the same checkpoints in ``sim-eval`` are told apart and pooled alike.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -38,6 +44,32 @@ LOG = logging.getLogger(__name__)
 
 NOISE_DEFAULT = "bridge_like"
 PER_STEP = "per_step"  # a per-step policy object given in code (tests, integrations); not a YAML backend
+# A policy's name (in records, commands and NAME=CONFIG entries): letters, digits, '_', '.', '-', from a letter or
+# a digit, at most 64 characters.
+POLICY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def policy_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a policy, or None when it can."""
+    if not POLICY_NAME.fullmatch(name):
+        return f"policy name {name!r} must be 1-64 characters of [A-Za-z0-9_.-] starting with a letter or a digit"
+    return None
+
+
+def parse_policy_entry(text: str) -> tuple[str | None, str]:
+    """``NAME=CONFIG`` as (name, config name or path); a bare config as (None, config): it runs under its own
+    name. A path whose folders hold a '=' is a path, not an entry."""
+    text = str(text).strip()
+    name, sep, config = text.partition("=")
+    if not sep or "/" in name:
+        return None, text
+    problem = policy_name_problem(name.strip())
+    if problem:
+        raise ConfigError(f"policy entry {text!r}: {problem}")
+    if not config.strip():
+        raise ConfigError(f"policy entry {text!r} names no config: NAME=CONFIG, CONFIG a name under policies/ "
+                          "or a path")
+    return name.strip(), config.strip()
 
 
 def policy_names() -> list[str]:
@@ -64,7 +96,8 @@ def policy_config_path(name_or_path: str) -> Path:
 
 
 def load_policy(name_or_path: str) -> PolicyConfig:
-    return load_policy_config(policy_config_path(name_or_path))
+    """The config of a name under ``policies/``, a path, or a ``NAME=CONFIG`` entry."""
+    return load_policy_config(policy_config_path(parse_policy_entry(name_or_path)[1]))
 
 
 def with_rotation(config: PolicyConfig, rotation_convention: str | None) -> PolicyConfig:
@@ -97,12 +130,14 @@ def per_step_config(name: str, embodiment: str) -> PolicyConfig:
 
 
 class PolicyProvider:
-    """One policy config with its (lazily built, then kept) chunk source."""
+    """One policy config with its (lazily built, then kept) chunk source, run under ``name`` (None: the
+    config's own name)."""
 
     def __init__(self, config: PolicyConfig, *, noise: str = NOISE_DEFAULT,
                  source: ChunkSource | None = None,
-                 per_step: Callable[[Task, int], LowLevelPolicy] | None = None):
+                 per_step: Callable[[Task, int], LowLevelPolicy] | None = None, name: str | None = None):
         self.config = config
+        self.name = name or config.name
         self.noise = noise
         self._source = source
         self._per_step = per_step
@@ -111,9 +146,12 @@ class PolicyProvider:
 
     @classmethod
     def load(cls, name_or_path: str, noise: str = NOISE_DEFAULT,
-             rotation_convention: str | None = None) -> "PolicyProvider":
-        """The provider of a config; ``rotation_convention`` (None or "": the config's) replaces its rotation."""
-        return cls(with_rotation(load_policy(name_or_path), rotation_convention), noise=noise)
+             rotation_convention: str | None = None, name: str | None = None) -> "PolicyProvider":
+        """The provider of a config (or a ``NAME=CONFIG`` entry); ``rotation_convention`` (None or "": the
+        config's) replaces its rotation; ``name`` (None: the entry's, else the config's own) is the name it
+        runs under."""
+        entry_name, config = parse_policy_entry(name_or_path)
+        return cls(with_rotation(load_policy(config), rotation_convention), noise=noise, name=name or entry_name)
 
     @classmethod
     def from_factory(cls, factory: Callable[[Task, int], LowLevelPolicy], embodiment: str,
@@ -121,6 +159,11 @@ class PolicyProvider:
         """A provider around a per-step policy factory (tests): chunks of one, in the graph's contract
         unless a rotation convention is named."""
         return cls(with_rotation(per_step_config(name, embodiment), rotation_convention), per_step=factory)
+
+    @property
+    def config_hash(self) -> str:
+        """The config's digest: what records and reports carry as the policy's identity."""
+        return self.config.digest()
 
     @property
     def reads_privileged(self) -> bool:
@@ -171,7 +214,8 @@ class PolicyProvider:
         """This episode's synchronous policy (reference loop, lockstep graph), with the out-of-distribution
         guard on the training data's statistics when they are known."""
         source = self.episode_source(task, seed)
-        return ChunkedPolicy(source, self.config, seed, log=log, statistics=guard_statistics(self.config, source))
+        return ChunkedPolicy(source, self.config, seed, log=log, statistics=guard_statistics(self.config, source),
+                             name=self.name)
 
     def close(self) -> None:
         if self._source is not None:
@@ -179,17 +223,19 @@ class PolicyProvider:
             self._source = None
 
 
-_PROVIDERS: dict[tuple[str, float, str, str], PolicyProvider] = {}
+_PROVIDERS: dict[tuple[str, float, str, str, str], PolicyProvider] = {}
 
 
 def provider_for(name_or_path: str, noise: str = NOISE_DEFAULT,
                  rotation_convention: str | None = None) -> PolicyProvider:
-    """The process's provider for a config (cached: a model is loaded once per process); a rotation
-    convention, when given, replaces the config's."""
-    path = policy_config_path(name_or_path).resolve()
-    key = (str(path), path.stat().st_mtime, noise, rotation_convention or "")
+    """The process's provider for a config or a ``NAME=CONFIG`` entry (cached: a model is loaded once per
+    process); a rotation convention, when given, replaces the config's."""
+    name, config = parse_policy_entry(name_or_path)
+    path = policy_config_path(config).resolve()
+    key = (str(path), path.stat().st_mtime, noise, rotation_convention or "", name or "")
     if key not in _PROVIDERS:
-        _PROVIDERS[key] = PolicyProvider(with_rotation(load_policy_config(path), rotation_convention), noise=noise)
+        _PROVIDERS[key] = PolicyProvider(with_rotation(load_policy_config(path), rotation_convention), noise=noise,
+                                         name=name)
     return _PROVIDERS[key]
 
 

@@ -19,6 +19,12 @@ Its state (:data:`~ladder_ros.policies.status.WARMING_UP` with what it waits for
 why) is what the node publishes; a failed warm-up (an error reply, the deadline) is tried again every
 ``retry_s`` while no episode runs, and so is one after the server failed in an episode
 (:meth:`WarmUp.failed`). Policies built per episode (the scripted expert) are ready at once.
+
+Once ready, a server policy's server is asked ``GET /healthz`` every ``health_period_s`` while no
+episode runs (:meth:`WarmUp.check_server`): a server that stopped answering makes the policy
+:data:`~ladder_ros.policies.status.UNAVAILABLE`, saying why, so a start that names it is refused (or
+waits) instead of running into a dead server; when it answers again the policy warms up again (a
+restarted JAX server compiles again) and is ready after that.
 """
 
 from __future__ import annotations
@@ -31,12 +37,13 @@ from typing import Callable
 import numpy as np
 
 from ladder_ros.core.errors import LadderError
-from ladder_ros.policies.status import READY, SERVER_ERROR, WARMING_UP
+from ladder_ros.policies.status import READY, SERVER_ERROR, UNAVAILABLE, WARMING_UP
 
 LOG = logging.getLogger(__name__)
 
 DEFAULT_DEADLINE_S = 300.0
 RETRY_S = 5.0  # project choice: how often a failed warm-up is tried again while no episode runs
+HEALTH_PERIOD_S = 1.0  # project choice: how often a ready server policy's server is asked /healthz between episodes
 WARM_UP_PROMPT = "warm up"
 
 
@@ -49,15 +56,20 @@ class WarmUp:
 
     def __init__(self, provider, *, deadline_s: float = DEFAULT_DEADLINE_S, retry_s: float = RETRY_S,
                  may_attempt: Callable[[], bool] = lambda: True, log: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, health_period_s: float = HEALTH_PERIOD_S,
+                 may_probe: Callable[[], bool] = lambda: True, detail: str = "starting"):
+        """``may_attempt()``: whether a warm-up may run now; ``may_probe()``: whether the server may be asked
+        ``/healthz`` now (0 ``health_period_s``: never); ``detail``: what it says before it starts."""
         self.provider = provider
         self.deadline_s = deadline_s
         self.retry_s = retry_s
+        self.health_period_s = health_period_s
         self._may_attempt = may_attempt
+        self._may_probe = may_probe
         self._log = log or LOG.info
         self._clock = clock
         self._lock = threading.Lock()
-        self._state, self._detail, self._since = WARMING_UP, "starting", clock()
+        self._state, self._detail, self._since = WARMING_UP, detail, clock()
         self.warm_up_s: float | None = None
         self.metadata: dict | None = None
         self.attempts = 0
@@ -89,6 +101,28 @@ class WarmUp:
         self._set(SERVER_ERROR, reason)
         self._wake.set()
 
+    @property
+    def started(self) -> bool:
+        """Whether its thread runs (a warm-up put off until an episode names the policy has not started)."""
+        return self._thread is not None
+
+    # ------------------------------------------------------------------ the server's health
+    def check_server(self) -> None:
+        """Ask a ready (or unavailable) server policy's server ``/healthz`` once: one that stopped answering
+        makes the policy unavailable, saying why; one that answers again starts a new warm-up."""
+        client = getattr(self.provider.built_source, "client", None)
+        state = self.snapshot()[0]
+        if client is None or state not in (READY, UNAVAILABLE):
+            return
+        healthy = client.healthy()
+        if state == READY and not healthy:
+            reason = f"the policy server at {client.settings.uri} does not answer (GET /healthz)"
+            self._set(UNAVAILABLE, reason)
+            self._log(f"{reason}: unavailable until it answers again")
+        elif state == UNAVAILABLE and healthy:
+            self._log(f"the policy server at {client.settings.uri} answers again: warming up again")
+            self._set(WARMING_UP, "the policy server answers again")
+
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
         if self._thread is None:
@@ -104,10 +138,13 @@ class WarmUp:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if self.ready:
-                self._wake.wait()
-                self._wake.clear()
-                continue
+            if self.snapshot()[0] in (READY, UNAVAILABLE):
+                if self.health_period_s > 0 and self._may_probe():
+                    self.check_server()
+                if self.snapshot()[0] in (READY, UNAVAILABLE):
+                    self._wake.wait(self.health_period_s if self.health_period_s > 0 else None)
+                    self._wake.clear()
+                    continue
             if self._may_attempt():
                 self.attempt()
             if not self.ready:

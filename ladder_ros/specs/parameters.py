@@ -95,7 +95,18 @@ DEPTH = COMMON + (
 POLICY = COMMON + (
     ParamSpec("policy", STR, "scripted_expert", "Low-level policy config: a name under policies/ (e.g. "
               "bridge_pi0_server, droid_pi05_server, local_pi0, scripted_expert, the simulation-only test "
-              "instrument that reads privileged state) or a path to a policy YAML (ladder_ros/policies/config.py)"),
+              "instrument that reads privileged state) or a path to a policy YAML (ladder_ros/policies/config.py); "
+              "the node's one policy, under the config's own name, when policies is empty"),
+    ParamSpec("policies", STR_LIST, [], "Several policies in one graph, each as NAME=CONFIG (CONFIG a name under "
+              "policies/ or a path; NAME of [A-Za-z0-9_.-]): an episode runs under the one its start command names "
+              "(EpisodeCommand.policy), else default_policy; empty: the policy parameter alone "
+              "(ladder_ros/nodes/policy/roster.py)"),
+    ParamSpec("default_policy", STR, "", "The name an episode runs under when its start names none; empty: the "
+              "first of policies"),
+    ParamSpec("warm_up", STR, "at_start", "When each policy warms up: at_start (every policy, before the first "
+              "episode) or on_first_use (the default at start, another when a start command first names it; that "
+              "start waits for the warm-up, the orchestrator's policy_ready_wait_s)",
+              choices=("at_start", "on_first_use")),
     EXPERT_NOISE,
     ParamSpec("rotation_convention", STR, "", "How the policy's rotation numbers are meant, replacing the "
               "convention the policy declares (empty: the policy's own); its actions are converted to the "
@@ -176,6 +187,10 @@ ORCHESTRATOR = COMMON + (
               "waits this long (s) for it to be ready, then is refused with the policy's status as the reason "
               "(ladder_ros/nodes/orchestrator/policy_gate.py); more than the policy's warm_up_timeout_s", min=0.0,
               max=7200.0),
+    ParamSpec("unavailable_policy", STR, "refuse", "A start naming a policy that cannot act (policy/status: its "
+              "server is gone, or failed): refuse it at once with the reason, or wait (at most policy_ready_wait_s) "
+              "for that policy to be ready again, then refuse it; never another policy instead",
+              choices=("refuse", "wait")),
 )
 
 EPISODE_RECORDER = COMMON + (
@@ -197,8 +212,29 @@ def _stall_bounds_ordered(values: Mapping[str, Any], node: str) -> None:
                           f"({values['stall_warn_s']}), got {values['stall_abort_s']}")
 
 
+def _policy_names_valid(values: Mapping[str, Any], node: str) -> None:
+    """Every entry of policies is NAME=CONFIG with a fresh name, and default_policy is one of the names."""
+    from ladder_ros.policies.factory import parse_policy_entry
+
+    names = []
+    for text in values["policies"]:
+        try:
+            name, _ = parse_policy_entry(text)
+        except ConfigError as exc:
+            raise ConfigError(f"parameter {node}.policies: {exc}") from None
+        if name is None:
+            raise ConfigError(f"parameter {node}.policies: entry {text!r} is not NAME=CONFIG (e.g. "
+                              "ckpt_a=bridge_pi0_server)")
+        if name in names:
+            raise ConfigError(f"parameter {node}.policies: the name {name!r} is given twice")
+        names.append(name)
+    if values["default_policy"] and names and values["default_policy"] not in names:
+        raise ConfigError(f"parameter {node}.default_policy: {values['default_policy']!r} is not one of the "
+                          f"policies ({', '.join(names)})")
+
+
 # Rules between parameters of one node, checked before start and by the node itself.
-NODE_CHECKS = {"orchestrator": _stall_bounds_ordered, **ROBOT_NODE_CHECKS}
+NODE_CHECKS = {"orchestrator": _stall_bounds_ordered, "policy": _policy_names_valid, **ROBOT_NODE_CHECKS}
 
 NODE_PARAMETERS: dict[str, tuple[ParamSpec, ...]] = {
     "sim_bridge": SIM_BRIDGE,

@@ -19,7 +19,8 @@ composes, each owning its own state behind a few public methods and tested witho
   end an episode its killed predecessor left running;
 * ``deadlines.Deadlines`` -- late plans, verifier answers (resent, the verifier reported unavailable with the queue
   kept, the episode aborted as ``verifier unavailable``), scores and decisions, and stalls;
-* ``policy_gate.PolicyGate`` -- starts wait for a ready policy; records get its report;
+* ``policy_gate.PolicyGate`` -- a start names a policy the policy node serves and waits for it to be ready (a name
+  it does not serve, or a policy that cannot act, is refused with the reason); records get its report;
 * ``stall_watch.StallWatch`` -- which input a stuck episode waits for (``waiting_for`` in the status), and when to
   give up; ``journal.EpisodeJournal`` -- the journal file; ``outbox.Outbox`` -- the publishers.
 
@@ -40,5 +41,6 @@ Parameters (``ORCHESTRATOR`` in ``ladder_ros/specs/parameters.py``): ``preset`` 
 ``preset_options`` (readings that differ from the preset), ``plan_source`` (reference or planner),
 ``planner_timeout_s``, ``verifier_retry_s``, ``verifier_abort_after_s``, ``decision_resend_s``, ``score_timeout_s``
 (the deadlines, s), ``stall_warn_s`` and ``stall_abort_s`` (the stall watchdog, s), ``state_dir`` (the journal's
-folder) and ``policy_ready_wait_s`` (how long a start waits for the policy, s).
+folder), ``policy_ready_wait_s`` (how long a start waits for the policy, s) and ``unavailable_policy`` (a start
+naming a policy that cannot act: refuse, or wait for it).
 """

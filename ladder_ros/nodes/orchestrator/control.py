@@ -1,15 +1,16 @@
 """Episodes started, stopped and aborted from outside the graph, and the plan a started one waits for.
 
 A start command is checked before anything moves (no episode running, known task, layout in
-range, seed >= 0, a fresh id of ``[A-Za-z0-9_.-]``, a simulator for the privileged verifier) and
-then waits for a ready policy (:mod:`~ladder_ros.nodes.orchestrator.policy_gate`). Every command gets
-a reply on ``episode/command_reply``; a refused start never touches the episode status, and a start
-repeated as it was (its sender sends again until it hears back) is answered again and never starts
-a second episode. An accepted start gets its id and clock origin here and, with ``plan_source:
-planner``, its plan from the VLM planner (asked on ``planner/request`` with the first frame while
-that step waits; an unreadable, empty or late plan aborts the episode with the reason and the raw
-reply in its record). A stop or abort ends the running episode with its queue kept in the record.
-No rclpy here: the node hands in the documents it has read.
+range, seed >= 0, a fresh id of ``[A-Za-z0-9_.-]``, a simulator for the privileged verifier, a policy
+name the policy node serves) and then waits for that policy to be ready
+(:mod:`~ladder_ros.nodes.orchestrator.policy_gate`); the episode's status names the policy it runs
+under. Every command gets a reply on ``episode/command_reply``; a refused start never touches the
+episode status, and a start repeated as it was (its sender sends again until it hears back) is
+answered again and never starts a second episode. An accepted start gets its id and clock origin
+here and, with ``plan_source: planner``, its plan from the VLM planner (asked on ``planner/request``
+with the first frame while that step waits; an unreadable, empty or late plan aborts the episode
+with the reason and the raw reply in its record). A stop or abort ends the running episode with its
+queue kept in the record. No rclpy here: the node hands in the documents it has read.
 """
 
 from __future__ import annotations
@@ -166,6 +167,7 @@ class EpisodeControl:
         if not self._policy_gate.admit(command):
             return  # deferred until the policy is ready, or refused with its status
         episode = self._episode
+        policy, policy_hash = self._policy_gate.chosen(command)
         self._episode_count += 1
         now_ns = self._now_ns()
         # Step stamps never run backwards across episodes, so a late message of a past episode can
@@ -180,7 +182,8 @@ class EpisodeControl:
         self._steps.begin(origin, self._preset.control_rate_hz, variant.needs_privileged_state)
         episode.publish_status(EpisodeStatus(
             episode_id=episode_id, state=RUNNING, seq=episode.status.seq + 1, task=task.to_dict(),
-            variant=variant.value, preset=self._preset.name, layout=command.layout, seed=command.seed,
+            variant=variant.value, policy=policy, policy_config_hash=policy_hash, preset=self._preset.name,
+            layout=command.layout, seed=command.seed,
             plan=[] if orchestrator is None else [s.to_dict() for s in orchestrator.plan], budget_steps=budget,
             clock=self._clock_mode, rate_hz=self._preset.control_rate_hz, origin_ns=origin,
             message="planning" if orchestrator is None else ""))
@@ -192,6 +195,7 @@ class EpisodeControl:
                 self._accepted_starts.pop(next(iter(self._accepted_starts)))
         self._log.info(f"episode {episode_id}: {task.task_id} ({variant.value}), layout {command.layout}, "
                        f"seed {command.seed}, budget {budget} steps"
+                       + (f", policy {policy} ({policy_hash[:8] or 'hash unknown'})" if policy else "")
                        + (", plan from the planner" if orchestrator is None else ""))
         if orchestrator is None:
             episode.wait_for_plan(PlanRequestDoc(episode_id=episode_id, step=0, stamp_ns=origin,

@@ -68,7 +68,8 @@ class OrchestratorNode(Node):
     ``episode/command_reply``. Services: ``episode/stop``, ``episode/abort`` (std_srvs/Trigger).
     Parameters: preset, clock_mode, suite (path), variant, preset_options, plan_source,
     planner_timeout_s (s), verifier_retry_s (s), verifier_abort_after_s (s), decision_resend_s (s),
-    score_timeout_s (s), stall_warn_s (s), stall_abort_s (s), state_dir, policy_ready_wait_s (s).
+    score_timeout_s (s), stall_warn_s (s), stall_abort_s (s), state_dir, policy_ready_wait_s (s),
+    unavailable_policy (refuse or wait).
     """
 
     def __init__(self, *, suite: TaskSuite | None = None, node_name: str = "orchestrator", **node_options):
@@ -95,7 +96,8 @@ class OrchestratorNode(Node):
         self.policy_gate = PolicyGate(self, wait_s=params["policy_ready_wait_s"],
                                       start=lambda command: self.control.start(command),
                                       refuse=lambda command, why: self.control.refuse(command, why),
-                                      on_change=lambda: self.ender.maybe_publish_result())
+                                      on_change=lambda: self.ender.maybe_publish_result(),
+                                      unavailable=params["unavailable_policy"])
         logger = self.get_logger()
         self.stall = StallWatch(params["stall_warn_s"], params["stall_abort_s"])
         self.episode = Episode(EpisodeStatus(episode_id="", state=IDLE, clock=params["clock_mode"],

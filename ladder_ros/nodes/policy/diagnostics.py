@@ -22,10 +22,11 @@ class PolicyDiagnostics:
     """Publishes the policy node's diagnostics status.
 
     ``stats()`` gives the acting executor's values and why it holds ("" while it acts): the chunk
-    executor's on the wall clock, the lockstep actor's in simulation.
+    executor's on the wall clock, the lockstep actor's in simulation; ``policy_name()`` names the policy in use.
     """
 
-    def __init__(self, node: Node, policy_name: str, warmup: WarmUp, stats: Callable[[], tuple[dict, str]]):
+    def __init__(self, node: Node, policy_name: Callable[[], str], warmup: WarmUp,
+                 stats: Callable[[], tuple[dict, str]]):
         self._node = node
         self._policy_name = policy_name
         self._warmup = warmup
@@ -38,6 +39,7 @@ class PolicyDiagnostics:
         stats["readiness"] = f"{state}: {detail}" if detail else state
         level = "warn" if holding or not self._warmup.ready else "ok"
         message = holding or ("acting" if self._warmup.ready else stats["readiness"])
+        name = self._policy_name()
         self._pub.publish(diagnostics_to_msg(
-            f"{self._node.get_fully_qualified_name()}: {self._policy_name}", self._policy_name, level, message,
+            f"{self._node.get_fully_qualified_name()}: {name}", name, level, message,
             stats, self._node.get_clock().now().nanoseconds))

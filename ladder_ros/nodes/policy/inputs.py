@@ -1,13 +1,42 @@
-"""The policy node's inputs: their names, and on the wall clock the newest message of each."""
+"""The policy node's inputs: their names, the images its policies read, and on the wall clock the newest message of
+each."""
 
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Iterable
 
-from ladder_ros.core.errors import InvalidInputError
+from ladder_ros.core.errors import ConfigError, InvalidInputError
+from ladder_ros.policies.config import PolicyConfig
 
 JOINTS, POSE, IMAGE, PRIVILEGED, DECISION = "joint_states", "ee_pose", "image", "privileged", "decision"
+
+
+def image_inputs(config: PolicyConfig, reads: frozenset[str] | None = None) -> list[str]:
+    """The image inputs a policy reads (``image:<camera>``), its first camera first. ``reads`` replaces what the
+    configs say (tests): without "image" none, with it and no camera configured the default image topic."""
+    if reads is not None and IMAGE not in reads:
+        return []
+    if reads is not None and not config.cameras:
+        return [IMAGE]
+    return [f"{IMAGE}:{c.name}" for c in config.cameras]
+
+
+def camera_topics(configs: Iterable[PolicyConfig], reads: frozenset[str] | None = None) -> dict[str, str]:
+    """Every image input of the policies a node serves -> its topic ("": the default image topic). One camera
+    name read from two topics is refused."""
+    topics: dict[str, str] = {}
+    if reads is not None and IMAGE not in reads:
+        return topics
+    for config in configs:
+        if reads is not None and not config.cameras:
+            topics[IMAGE] = ""
+        for camera in config.cameras:
+            name = f"{IMAGE}:{camera.name}"
+            if topics.setdefault(name, camera.topic) != camera.topic:
+                raise ConfigError(f"policy {config.name} reads camera {camera.name} from {camera.topic}, another "
+                                  f"policy of the node from {topics[name]}: one camera name, one topic")
+    return topics
 
 
 class LatestInputs:

@@ -260,3 +260,21 @@ def test_a_motor_that_shut_down_between_the_two_reads_is_read_again_and_reported
     assert [c[2:] for c in core.calls if c[0] == "robot_get_motor_registers"] == [
         ("arm", "Hardware_Error_Status"), ("arm", "Torque_Enable"), ("arm", "Hardware_Error_Status"),
         ("gripper", "Hardware_Error_Status"), ("gripper", "Torque_Enable")]
+
+
+def test_the_twins_gripper_reads_its_load_while_it_holds_an_object_and_nothing_while_it_moves_or_rests_open():
+    from ladder_ros.instruments.widowx_twin.motors import GRIPPER, JOINT_STATE_NAMES, PWM_LIMIT, WidowXMotors
+
+    now = [0.0]
+    motors = WidowXMotors(lambda: now[0])
+    i = JOINT_STATE_NAMES.index(GRIPPER)
+    assert motors.joint_states().effort[i] == 0.0  # open, no PWM
+    motors.place_object(0.025)
+    motors.write_single(GRIPPER, -250.0)  # the API's grasp at gripper_pressure 0.5
+    now[0] = 0.1
+    assert motors.joint_states().velocity[i] < 0 and motors.joint_states().effort[i] == 0.0  # closing: moving
+    now[0] = 5.0
+    assert motors.joint_states().velocity[i] == 0.0  # on the object
+    assert motors.joint_states().effort[i] == pytest.approx(-250 / PWM_LIMIT * 1000 * dxl.CURRENT_UNIT_MA)
+    motors.write_single(GRIPPER, 0.0)
+    assert motors.joint_states().effort[i] == 0.0

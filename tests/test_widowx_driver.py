@@ -598,6 +598,8 @@ def test_fast_free_motion_late_joint_states_and_a_grasp_raise_no_stall(rig, stat
     act(probe, executor, action(dx=0.03, dz=0.03, gripper=-1.0), steps=5)
     act(probe, executor, action(dx=-0.03, dz=-0.03, gripper=-1.0), steps=5)
     assert probe.latest_aperture() == pytest.approx((0.025 - 0.010) / 0.025, abs=0.01)  # held on the object
+    # the gripper's motor pushes on the object at the API's PWM (250 at gripper_pressure 0.5): its load is high
+    assert sdk.motors.joint_states().effort[6] == pytest.approx(-250 / 885 * 1000 * dxl.CURRENT_UNIT_MA)
     assert not {"stall", "motor_error", "gripper_fault"} & set(probe.kinds()), probe.interventions
     assert probe.state()["armed"] == "true"
 

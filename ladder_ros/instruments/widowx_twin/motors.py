@@ -37,7 +37,11 @@ clock gets the same motion every time. What is modelled, and where the numbers c
   fingers stops it. The fingers' position follows the swing-arm linkage of xs_driver
   ``convert_angular_position_to_linear`` with ``horn_radius`` 0.014 m and ``arm_length`` 0.024 m
   (``config/wx250s.yaml``), and the finger limits are the URDF's 0.015..0.037 m
-  (interbotix_xsarm_descriptions ``urdf/wx250s.urdf.xacro``).
+  (interbotix_xsarm_descriptions ``urdf/wx250s.urdf.xacro``). Held at a stop with its PWM on (an
+  object between the fingers: the API switches the PWM off only at the finger limits), the gripper's
+  XL430-W250 pushes at that PWM's share of its maximum load; its effort on ``joint_states`` is that
+  ``Present_Load`` (0.1 %) x 2.69, the way xs_driver reads register 126 of every motor
+  (:data:`ladder_ros.robots.dynamixel.CURRENT_UNIT_MA`). Moving, its effort is not modelled (0).
 
 Not modelled (docs/widowx_twin.md): gravity and loads (a joint with torque off does not fall),
 position-loop lag, jerk smoothing, the shadow motors of the shoulder and elbow, temperatures and
@@ -229,6 +233,13 @@ class PwmGripper:
             reached = self.angle
         return reached, speed if reached == angle and speed != 0.0 else 0.0
 
+    def effort(self, now: float) -> float:
+        """xs_sdk's effort for this motor: held at a stop with its PWM on, its load at that PWM x 2.69 (signed as
+        the PWM); moving or off, 0 (module docstring)."""
+        if self.speed() == 0.0 or self.state(now)[1] != 0.0:
+            return 0.0
+        return max(-1.0, min(1.0, self.pwm / PWM_LIMIT)) * 1000 * CURRENT_UNIT_MA
+
     def settle(self, now: float) -> None:
         self.angle = self.state(now)[0]
         self.since = now
@@ -298,7 +309,7 @@ class WidowXMotors:
         angle, speed = self.gripper.state(now)
         finger = finger_position(angle)
         return JointStateSample(JOINT_STATE_NAMES, (*positions, angle, finger, -finger), (*velocities, speed, 0.0, 0.0),
-                                (*efforts, 0.0, 0.0, 0.0), now)
+                                (*efforts, self.gripper.effort(now), 0.0, 0.0), now)
 
     def check_overloads(self, now: float | None = None) -> list[str]:
         """The blocked motors that have pushed for ``overload_after_s`` by ``now`` shut down with an overload

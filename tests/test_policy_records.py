@@ -241,6 +241,7 @@ def test_the_graph_record_of_a_scored_episode_holds_every_field_of_the_schema():
         "success_rule": "simplerenv", "preset": "ladder_default", "preset_options": {"verifier": "none"},
         "plan": {"source": "planner", "subgoals": 3}, "action_convention": {},
         "policy_report": {"policy": "octo_bridge", "chunks": 40},
+        "kind": "task", "start": "layout", "start_after": None,  # a graph episode built from its layout
         "episode_id": "ep-7", "scored": True, "safety": {"counts": {"workspace": 2}},
         "bridge": {"bridge_timing_s": {"step_p95": 0.01}, "steps_taken": 187}, "interrupted": False,
         "note": "kept"}

@@ -1,0 +1,223 @@
+"""Two checkpoints in one graph (all nodes in one executor, lockstep on the toy world): which policy each episode ran.
+
+The policy node serves two openpi-protocol policies by name, each config pointing at its own stand-in server on
+127.0.0.1 whose chunks are told apart by the sign of ``ee_dz``. Episodes alternate calm, brisk, calm (and one that
+names none: the default); each record names its policy and config hash, the policy node's report says the same,
+every action tag names it and every action has its server's sign, and each server answered only its own episodes.
+A name the node does not serve is refused with the list before anything moves. A server killed between episodes
+makes its policy unavailable on ``policy/status``: a start naming it is refused with the reason (refuse mode) or
+waits and then is refused (wait mode), no action is published meanwhile, and once the server is back the policy
+warms up again and a start naming it runs under it. The in-process reference loop (what ``sim-eval --policy
+NAME=CONFIG`` runs) gives the same policy identity, so the graph's and sim-eval's records rank as one system.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
+
+import rclpy  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+
+from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
+from ladder_ros.core.presets import WIDOWX  # noqa: E402
+from ladder_ros.core.suite import parse_suite  # noqa: E402
+from ladder_ros.evaluation.ranking import identity_of, system_name  # noqa: E402
+from ladder_ros.evaluation.reference_loop import run_episode  # noqa: E402
+from ladder_ros.instruments.openpi_fake_server import FakePolicyServer  # noqa: E402
+from ladder_ros.interface_conversions import document_from_msg  # noqa: E402
+from ladder_ros.messages import ActionTagDoc  # noqa: E402
+from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
+from ladder_ros.nodes.orchestrator.node import OrchestratorNode  # noqa: E402
+from ladder_ros.nodes.policy.node import PolicyNode  # noqa: E402
+from ladder_ros.nodes.sim_bridge.node import SimBridgeNode  # noqa: E402
+from ladder_ros.policies.factory import load_policy, make_policy  # noqa: E402
+from ladder_ros.policies.status import READY, UNAVAILABLE  # noqa: E402
+from ladder_ros.runtime.endpoints import message_class, qos  # noqa: E402
+from ladder_ros.specs import topics  # noqa: E402
+from tests.fakes import ToyWorld  # noqa: E402
+from tests.policy_fixtures import config_data, write_config  # noqa: E402
+
+pytestmark = pytest.mark.ros
+NS = "lab_ab"
+TASK = "toy1"
+SUITE = parse_suite({
+    "schema_version": 1, "suite": "toy_ab", "embodiment": "widowx",
+    "scenes": {"toy": {"objects": {"carrot": {}}, "containers": {"plate": {}}}},
+    "tasks": [{"id": TASK, "scene": "toy", "category": "single_destination",
+               "instruction": "put the carrot on the plate",
+               "subgoals": [{"object": "carrot", "destination": "plate", "text": "put the carrot on the plate"}]}]})
+DZ = {"calm": 0.004, "brisk": -0.004}  # each server's ee_dz: which one an action came from
+
+
+def responder(dz: float):
+    def respond(observation):
+        actions = np.zeros((5, 7), dtype=np.float32)
+        actions[:, 2] = dz
+        actions[:, 6] = 1.0  # open: the toy world never grasps, the episode runs its budget
+        return {"actions": actions}
+    return respond
+
+
+class Probe(Node):
+    """Every action (its stamp and ee_dz) and action tag the policy node publishes."""
+
+    def __init__(self):
+        super().__init__("probe", namespace=NS)
+        self.actions: dict[int, float] = {}
+        self.tags: list[ActionTagDoc] = []
+        self.create_subscription(JointTrajectory, topics.ACTION.name, self._on_action, qos(topics.STREAM))
+        self.create_subscription(message_class(topics.ACTION_TAG), topics.ACTION_TAG.name,
+                                 lambda m: self.tags.append(document_from_msg(m, ActionTagDoc)), qos(topics.STREAM))
+
+    def _on_action(self, msg):
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        self.actions[stamp] = msg.points[0].positions[list(msg.joint_names).index("ee_dz")]
+
+
+class TwoPolicyGraph:
+    def __init__(self, tmp_path):
+        self.servers = {name: FakePolicyServer(responder(dz)).start() for name, dz in DZ.items()}
+        self.ports = {name: server.port for name, server in self.servers.items()}
+        self.configs = {}
+        for name, port in self.ports.items():
+            data = config_data(name=f"checkpoint_{name}", cameras=None, server={
+                "host": "127.0.0.1", "port": port, "connect_timeout_s": 1.0, "request_timeout_s": 2.0,
+                "backoff_initial_s": 0.2, "backoff_max_s": 0.4})
+            self.configs[name] = write_config(tmp_path / f"{name}.yaml", data)
+        self.entries = [f"{name}={path}" for name, path in self.configs.items()]
+        self.orchestrator = OrchestratorNode(suite=SUITE, namespace=NS)
+        self.policy = PolicyNode(namespace=NS, parameter_overrides=[Parameter("policies", value=self.entries),
+                                                                    Parameter("warm_up_timeout_s", value=30.0)])
+        self.probe = Probe()
+        self.nodes = [SimBridgeNode(simulator=ToyWorld(), suite=SUITE, namespace=NS), GripperTriggerNode(namespace=NS),
+                      self.orchestrator, self.policy, self.probe]
+        self.client = EpisodeClient(namespace=NS)
+        self.executor = SingleThreadedExecutor()
+        for node in [*self.nodes, self.client]:
+            self.executor.add_node(node)
+        self.client.wait_for_graph(self.executor, timeout_s=30)
+        self.wait_for("calm", READY)
+        self.wait_for("brisk", READY)
+
+    @property
+    def gate(self):
+        return self.orchestrator.policy_gate
+
+    def state(self, name: str) -> str:
+        status = self.gate.status
+        return status.entries()[name].state if status is not None and name in status.entries() else ""
+
+    def wait_for(self, name: str, state: str, cap_s: float = 60.0) -> None:
+        self.client.spin_until(self.executor, lambda: self.state(name) == state, cap_s, f"policy {name} {state}")
+
+    def run(self, policy: str = ""):
+        return self.client.run_episode(self.executor, TASK, variant="low_level_policy", policy=policy, timeout_s=120)
+
+    def refused(self, policy: str, cap_s: float = 30.0):
+        """Send a start naming ``policy`` and spin until it is answered; the reply, which must be a refusal."""
+        episode = self.client.start_episode(TASK, variant="low_level_policy", policy=policy)
+        self.client.spin_until(self.executor, lambda: episode in self.client.replies, cap_s, "the reply")
+        reply = self.client.replies[episode]
+        assert not reply.accepted, reply
+        return reply
+
+    def requests(self) -> dict[str, int]:
+        return {name: server.requests for name, server in self.servers.items()}
+
+    def close(self):
+        for node in [*self.nodes, self.client]:
+            getattr(node, "close", lambda: None)()
+            self.executor.remove_node(node)
+            node.destroy_node()
+        for server in self.servers.values():
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def ros():
+    rclpy.init()
+    yield
+    rclpy.shutdown()
+
+
+@pytest.fixture(scope="module")
+def graph(ros, tmp_path_factory):
+    graph = TwoPolicyGraph(tmp_path_factory.mktemp("two_policies"))
+    yield graph
+    graph.close()
+
+
+def check_episode(graph: TwoPolicyGraph, outcome, name: str, before: dict[str, int]) -> None:
+    """The record, the policy node's report, the tags and the actions of one episode all name ``name``."""
+    record = outcome.result
+    digest = load_policy(str(graph.configs[name])).digest()
+    report = record["policy_report"]
+    assert (record["policy"], record["policy_config_hash"]) == (name, digest)
+    assert (report["policy"], report["config"], report["config_hash"]) == (name, f"checkpoint_{name}", digest)
+    assert report["final"] and report["chunks"] > 0
+    tags = [t for t in graph.probe.tags if t.episode_id == outcome.episode_id]
+    assert tags and {t.policy for t in tags} == {name}
+    dz = {graph.probe.actions[t.stamp_ns] for t in tags if t.stamp_ns in graph.probe.actions}
+    assert len(dz) == 1 and np.isclose(dz.pop(), DZ[name]), "an action of another policy's server"
+    after = graph.requests()
+    other = next(n for n in DZ if n != name)
+    assert after[name] > before[name] and after[other] == before[other]
+
+
+def test_episodes_alternate_between_two_policies_each_recorded_under_its_name(graph):
+    for name in ("calm", "brisk", "calm", "brisk"):
+        before = graph.requests()
+        check_episode(graph, graph.run(name), name, before)
+    before = graph.requests()
+    check_episode(graph, graph.run(), "calm", before)  # a start that names none: the default, the first entry
+
+
+def test_an_unknown_name_is_refused_with_the_names_before_anything_moves(graph):
+    status, requests, actions = graph.client.status, graph.requests(), len(graph.probe.actions)
+    reply = graph.refused("ckpt_c")
+    assert reply.reason == "start refused: unknown policy 'ckpt_c': the policy node serves calm, brisk"
+    assert graph.client.status == status and graph.requests() == requests and len(graph.probe.actions) == actions
+
+
+def test_a_policy_whose_server_is_killed_between_episodes_is_refused_or_waited_for_never_replaced(graph):
+    port = graph.ports["brisk"]
+    graph.servers["brisk"].stop()
+    graph.wait_for("brisk", UNAVAILABLE, cap_s=30)
+    why = f"unavailable: the policy server at ws://127.0.0.1:{port} does not answer (GET /healthz)"
+    status, requests, actions = graph.client.status, graph.requests(), len(graph.probe.actions)
+    reply = graph.refused("brisk")
+    assert reply.reason == f"start refused: the policy 'brisk' is not ready: {why}"
+    gate = graph.gate
+    gate.unavailable, gate.wait_s = "wait", 1.5  # the orchestrator's unavailable_policy and policy_ready_wait_s
+    try:
+        reply = graph.refused("brisk")
+        assert reply.reason == f"start refused: the policy 'brisk' was not ready within 1.5 s: {why}"
+        assert graph.client.status == status and graph.requests() == requests
+        assert len(graph.probe.actions) == actions  # nothing moved, and no other policy acted in its place
+        before = graph.requests()
+        check_episode(graph, graph.run("calm"), "calm", before)  # the other policy is untouched
+        # The server comes back: the policy warms up again, and a start that waits for it runs under it.
+        gate.wait_s = 60.0
+        graph.servers["brisk"] = FakePolicyServer(responder(DZ["brisk"]), port=port).start()
+        before = graph.requests()
+        check_episode(graph, graph.run("brisk"), "brisk", before)
+    finally:
+        gate.unavailable, gate.wait_s = "refuse", 330.0
+
+
+def test_sim_eval_and_the_graph_give_one_policy_the_same_identity(graph):
+    outcome = graph.run("calm")
+    task = SUITE.task(TASK)
+    loop = run_episode(ToyWorld(), make_policy(graph.entries[0], task, 0), task, "low_level_policy", WIDOWX,
+                       layout=0, seed=0).to_dict()
+    digest = load_policy(str(graph.configs["calm"])).digest()
+    assert (loop["policy"], loop["policy_config_hash"], loop["policy_report"]["config_hash"]) == ("calm", digest,
+                                                                                                  digest)
+    names = {system_name(identity_of({"variant": "low_level_policy"}, r)) for r in (loop, outcome.result)}
+    assert names == {f"calm@{digest[:8]}/low_level_policy"}

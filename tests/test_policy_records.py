@@ -242,6 +242,7 @@ def test_the_graph_record_of_a_scored_episode_holds_every_field_of_the_schema():
         "plan": {"source": "planner", "subgoals": 3}, "action_convention": {},
         "policy_report": {"policy": "octo_bridge", "chunks": 40},
         "kind": "task", "start": "layout", "start_after": None,  # a graph episode built from its layout
+        "policy_config_hash": "",  # neither the status nor the report names one
         "episode_id": "ep-7", "scored": True, "safety": {"counts": {"workspace": 2}},
         "bridge": {"bridge_timing_s": {"step_p95": 0.01}, "steps_taken": 187}, "interrupted": False,
         "note": "kept"}
@@ -336,7 +337,7 @@ def test_the_report_says_every_field_with_latency_percentiles_in_double_precisio
     report.step(SEAM_JUMP)
     report.seam_max["translation_m"] = 0.02
     assert report.to_dict(final=False) == {
-        "policy": "test_bridge", "config_hash": config.digest(), "final": False, "chunks": 2,
+        "policy": "test_bridge", "config": "test_bridge", "config_hash": config.digest(), "final": False, "chunks": 2,
         "rejected_chunks": {SEAM_JUMP: 1}, "all_chunks_rejected": False, "steps": 2, "held_steps": 1,
         "held_by_reason": {SEAM_JUMP: 1}, "inference_ms": {"p50": 25.0, "p95": 38.5, "count": 4},
         "seam_jump_max": {"translation_m": 0.02}, "ood": {"state": 0, "action": 0, "worst_sigma": 0.0, "worst": ""},

@@ -305,3 +305,27 @@ def test_an_episode_its_reset_and_the_next_episode_from_the_scene_the_reset_left
         assert np.allclose(pose.position, before.privileged.objects[name].position, atol=1e-3), name
         assert not np.allclose(pose.position, layout_4.privileged.objects[name].position, atol=1e-2), name
     assert np.allclose(after.ee_position, first.ee_position, atol=0.005)  # the gripper drove home
+
+
+def test_sim_eval_auto_reset_writes_resets_beside_the_episodes_and_reports_them_apart(tmp_path, capsys):
+    pytest.importorskip("mujoco")
+    import json
+
+    from ladder_ros.cli import main
+
+    out = tmp_path / "run"
+    args = ["sim-eval", "--tasks", "kitchen_single_1", "--episodes", "2", "--variants", "privileged_verifier",
+            "--noise", "off", "--auto-reset", "--jobs", "1", "--no-progress", "--out", str(out)]
+    assert main(args) == 0
+    records = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    assert [(r["kind"], r["task_id"], r["seed"], r["start"]) for r in records] == [
+        ("task", "kitchen_single_1", 0, "layout"), ("reset", "kitchen_single_1/reset", 0, "after_task"),
+        ("task", "kitchen_single_1", 1, "after_reset"), ("reset", "kitchen_single_1/reset", 1, "after_task")]
+    assert records[-1]["sequence_stopped"] is None and all(r["run_key"] == records[0]["run_key"] for r in records)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["variants"]["privileged_verifier"]["episodes"] == 2  # resets count in no task's rate
+    assert summary["auto_reset"]["resets"] == 2 and summary["auto_reset"]["confirmed"] == 2
+    assert "automatic resets: 2 of 2 confirmed" in capsys.readouterr().out
+    assert main(args) == 0 and len((out / "episodes.jsonl").read_text().splitlines()) == 4  # nothing rerun
+    # the same folder without --auto-reset is another run
+    assert main([a for a in args if a != "--auto-reset"]) == 2

@@ -462,8 +462,8 @@ def reset_summary(records: list[dict], resets: list[dict]) -> dict:
         block["episodes"] += 1
         block["successes"] += int(bool(r["success"]))
     confirmed = sum(1 for r in resets if (r.get("reset") or {}).get("confirmed"))
-    stopped = [{"task_id": r["task_id"], "variant": r["variant"], "reason": r["sequence_stopped"]}
-               for r in records + resets if r.get("sequence_stopped")]
+    stopped = [{"task_id": (r.get("reset") or {}).get("reset_of") or r["task_id"], "variant": r["variant"],
+                "reason": r["sequence_stopped"]} for r in records + resets if r.get("sequence_stopped")]
     return {"resets": len(resets), "confirmed": confirmed,
             "reset_steps_mean": sum(r["steps_used"] for r in resets) / len(resets) if resets else 0.0,
             "task_episodes_by_start": by_start, "sequences_stopped": stopped}

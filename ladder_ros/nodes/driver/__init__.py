@@ -23,8 +23,9 @@ future_tolerance_s, watchdog_periods, hold_while_verifying, speed_scale, home_af
 vendor_call_timeout_s, recover_timeout_s, health_poll_s, max_state_age_s). ``WIDOWX_DRIVER`` adds the Interbotix
 connection (interbotix_api, twin_xs_sdk, robot_model, robot_name), the motion profile (moving_time_s, accel_time_s),
 the gripper (gripper_pressure, finger_closed_m, finger_open_m, gripper_timeout_s), the workspace box and home
-(workspace_low, workspace_high, home_joints), ik_max_iterations and the stall check (tracking_tolerance_rad,
-command_latency_s, stall_readings). ``FRANKA_DRIVER`` adds the arm (host, model, joint_names, ready_joints,
+(workspace_low, workspace_high, home_joints), ik_max_iterations and the stall checks (by tracking:
+tracking_tolerance_rad, command_latency_s, stall_readings; by the motors' effort: stall_effort_ma, stall_lag_rad,
+stall_confirm_s). ``FRANKA_DRIVER`` adds the arm (host, model, joint_names, ready_joints,
 realtime, max_joint_velocity), the Franka Hand (gripper_speed_m_s, gripper_force_n, max_width_m) and the workspace
 box (workspace_low, workspace_high).
 

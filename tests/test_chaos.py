@@ -470,7 +470,20 @@ def test_a_killed_server_is_excused_then_started_again(tmp_path):
     assert processes.started == ["rehearsal_server"] and excused == set()
     record = {"finish_reason": "aborted: policy unavailable"}
     runner.end("e1", record)
+    assert processes.started == ["rehearsal_server"]  # once
     assert record["chaos"][0]["outcome"] == ENDED and record["chaos"][0]["reason"] == "aborted: policy unavailable"
+
+
+def test_two_kills_of_the_server_at_once_start_it_once(tmp_path):
+    runner, clock, endpoints, processes, excused, *_ = _runner(
+        tmp_path, PlannedFault(SERVER_KILL, 3.0, 3.0, "rehearsal_server"),
+        PlannedFault(SERVER_KILL, 3.1, 3.0, "rehearsal_server"))
+    runner.begin("e1", "k")
+    _run(runner, clock, 8.0)
+    assert processes.started == ["rehearsal_server"] and excused == set()
+    record = {"finish_reason": "plan_complete"}
+    runner.end("e1", record)
+    assert [f["outcome"] for f in record["chaos"]] == [WENT_ON, WENT_ON]
 
 
 def test_a_killed_driver_is_respawned_and_armed_again_as_the_operator_does(tmp_path):

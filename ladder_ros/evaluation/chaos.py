@@ -402,13 +402,15 @@ class ChaosRunner:
 
     def _respawn(self, fault: ActiveFault) -> None:
         name = fault.planned.target
-        self.processes.start_node(name)
+        process = self.processes.processes.get(name)
+        if process is None or process.poll() is not None:  # unless another fault's respawn brought it back
+            self.processes.start_node(name)
         self.excused.discard(name)
         fault.record["respawned_s"] = round(self.clock() - (fault.injected_at or self.clock()), 3)
         if name == DRIVER_NODE:  # a new driver starts disarmed: arm it again, as the operator does
             fault.stage, fault.since = "rearm", self.clock()
         else:
-            fault.done = True
+            fault.stage, fault.done = "respawned", True
 
     def _advance(self, fault: ActiveFault, now: float) -> None:
         """Move an injected fault on: a killed server started again, an e-stop released, the arm armed again."""

@@ -9,6 +9,8 @@ makes its policy unavailable on ``policy/status``: a start naming it is refused 
 waits and then is refused (wait mode), no action is published meanwhile, and once the server is back the policy
 warms up again and a start naming it runs under it. The in-process reference loop (what ``sim-eval --policy
 NAME=CONFIG`` runs) gives the same policy identity, so the graph's and sim-eval's records rank as one system.
+On the wall clock (a stand-in robot, each policy with its own chunk executor) each policy acts only in the
+episodes that name it.
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ def responder(dz: float):
 class Probe(Node):
     """Every action (its stamp and ee_dz) and action tag the policy node publishes."""
 
-    def __init__(self):
-        super().__init__("probe", namespace=NS)
+    def __init__(self, namespace: str = NS):
+        super().__init__("probe", namespace=namespace)
         self.actions: dict[int, float] = {}
         self.tags: list[ActionTagDoc] = []
         self.create_subscription(JointTrajectory, topics.ACTION.name, self._on_action, qos(topics.STREAM))
@@ -221,3 +223,81 @@ def test_sim_eval_and_the_graph_give_one_policy_the_same_identity(graph):
                                                                                                   digest)
     names = {system_name(identity_of({"variant": "low_level_policy"}, r)) for r in (loop, outcome.result)}
     assert names == {f"calm@{digest[:8]}/low_level_policy"}
+
+
+# ------------------------------------------------------------------------------ wall clock
+class StandInRobot(Node):
+    """The robot's driver and camera at 10 Hz (the wall-clock graph has no simulator)."""
+
+    def __init__(self, namespace: str):
+        from geometry_msgs.msg import PoseStamped
+        from sensor_msgs.msg import Image, JointState
+
+        super().__init__("driver", namespace=namespace)
+        self.image = self.create_publisher(Image, topics.IMAGE.name, qos(topics.SENSOR))
+        self.joints = self.create_publisher(JointState, topics.JOINT_STATES.name, qos(topics.STREAM))
+        self.pose = self.create_publisher(PoseStamped, topics.EE_POSE.name, qos(topics.STREAM))
+        self.frame = np.full((48, 64, 3), 90, dtype=np.uint8)
+        self.create_timer(0.1, self._publish)
+
+    def _publish(self):
+        from ladder_ros.ros_conversions import image_to_msg, joint_state_to_msg, pose_to_msg
+
+        stamp = self.get_clock().now().nanoseconds
+        self.image.publish(image_to_msg(self.frame, stamp, "camera"))
+        self.joints.publish(joint_state_to_msg(("waist",), np.zeros(1), 1.0, stamp, "gripper_aperture"))
+        self.pose.publish(pose_to_msg(np.array([0.3, 0.0, 0.1]), np.array([0.7071068, 0.0, 0.7071068, 0.0]),
+                                      stamp, "base_link"))
+
+
+def test_on_the_wall_clock_each_policy_acts_only_in_the_episodes_that_name_it(ros, tmp_path):
+    ns = "lab_ab_wall"
+    servers = {name: FakePolicyServer(responder(dz), latency_s=0.02).start() for name, dz in DZ.items()}
+    entries = []
+    for name, server in servers.items():
+        data = config_data(name=f"checkpoint_{name}", server={
+            "host": "127.0.0.1", "port": server.port, "connect_timeout_s": 1.0, "request_timeout_s": 2.0,
+            "backoff_initial_s": 0.2, "backoff_max_s": 0.4})
+        entries.append(f"{name}={write_config(tmp_path / f'{name}.yaml', data)}")
+    wall = [Parameter("clock_mode", value="wall_clock")]
+    orchestrator = OrchestratorNode(suite=SUITE, namespace=ns, parameter_overrides=wall + [
+        Parameter("stall_warn_s", value=5.0), Parameter("stall_abort_s", value=10.0)])
+    probe = Probe(ns)
+    nodes = [StandInRobot(ns), GripperTriggerNode(namespace=ns, parameter_overrides=wall), orchestrator,
+             PolicyNode(namespace=ns, parameter_overrides=wall + [Parameter("control_priority", value=0),
+                                                                  Parameter("policies", value=entries)]),
+             probe]
+    client = EpisodeClient(namespace=ns)
+    executor = SingleThreadedExecutor()
+    for node in [*nodes, client]:
+        executor.add_node(node)
+    outcomes = []
+    try:
+        client.wait_for_graph(executor, timeout_s=30)
+        gate = orchestrator.policy_gate
+        client.spin_until(executor, lambda: gate.status is not None and len(gate.status.entries()) == 2 and all(
+            e.ready for e in gate.status.entries().values()), 60, "both policies ready")
+        for name in ("brisk", "calm", "brisk"):
+            before = {n: s.requests for n, s in servers.items()}
+            episode = client.start_episode(TASK, variant="low_level_policy", policy=name)
+            client.spin_until(executor, lambda: sum(t.episode_id == episode for t in probe.tags) >= 6, 30,
+                              f"six actions of {name}")
+            orchestrator.end_episode("enough actions")
+            outcomes.append((name, client.wait_until_over(executor, episode, timeout_s=30), before,
+                             {n: s.requests for n, s in servers.items()}))
+    finally:
+        for node in [*nodes, client]:
+            getattr(node, "close", lambda: None)()
+            node.destroy_node()
+        for server in servers.values():
+            server.stop()
+    for name, outcome, before, after in outcomes:
+        other = next(n for n in DZ if n != name)
+        record = outcome.result
+        assert (record["policy"], record["policy_report"]["policy"]) == (name, name)
+        assert record["policy_report"]["execution"] in ("realtime", "synchronous")
+        tags = [t for t in probe.tags if t.episode_id == outcome.episode_id]
+        assert {t.policy for t in tags} == {name}
+        assert {float(np.sign(probe.actions[t.stamp_ns])) for t in tags if t.stamp_ns in probe.actions} == {
+            float(np.sign(DZ[name]))}
+        assert after[name] > before[name] and after[other] == before[other]

@@ -110,10 +110,11 @@ class PolicyNode(Node):
         self.params = declare_parameters(self, POLICY)
         self.lockstep = self.params["clock_mode"] == LOCKSTEP
         self.episode: EpisodeStatus | None = None
+        self._policy_begun = False  # this episode's policy is built (the warm-up is over)
         self.roster = load_roster(self.params, get_preset(self.params["preset"]), lockstep=self.lockstep,
                                   label=f"parameter {self.get_name()}", running=lambda: self.episode is not None,
-                                  log=lambda text: self.get_logger().info(text), policy_factory=policy_factory,
-                                  provider=provider)
+                                  waits_for=self._waits_for, log=lambda text: self.get_logger().info(text),
+                                  policy_factory=policy_factory, provider=provider)
         self.warmup = ActiveWarmUp(self.roster)  # the warm-up of the policy in use
         # The status publisher first: the orchestrator discovers that a policy reports before anything else of it.
         self.status = PolicyStatusPublisher(self, self.roster)
@@ -136,7 +137,6 @@ class PolicyNode(Node):
         self.episodes = EpisodeFollower(self, self._on_episode_start, self._on_episode_end,
                                         lost_on_restart="the policy's state (its attempt, chunk and random state)")
         self._task: Task | None = None
-        self._policy_begun = False  # this episode's policy is built (the warm-up is over)
         self.latest = LatestInputs(lambda: self.get_clock().now().nanoseconds)
         self._decision_step = 0
         self.stepper: LockstepActor | None = None
@@ -178,6 +178,10 @@ class PolicyNode(Node):
     def _observed(self) -> frozenset[str]:
         """What an observation of the policy in use is made of."""
         return frozenset({JOINTS, POSE, *image_inputs(self.config, self._reads)})
+
+    def _waits_for(self, name: str) -> bool:
+        """Whether the running episode names policy ``name`` and waits for it to be ready (its warm-up may run)."""
+        return self.episode is not None and not self._policy_begun and self.roster.active.name == name
 
     @property
     def provider(self) -> PolicyProvider:

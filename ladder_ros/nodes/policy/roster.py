@@ -189,17 +189,18 @@ def build_roster(entries: list[tuple[str | None, str]], default: str, *, warm_up
 
 
 def load_roster(params: Mapping, preset: EmbodimentPreset, *, lockstep: bool, label: str,
-                running: Callable[[], bool], log: Callable[[str], None],
+                running: Callable[[], bool], waits_for: Callable[[str], bool], log: Callable[[str], None],
                 policy_factory: Callable[[Task, int], LowLevelPolicy] | None = None,
                 provider: PolicyProvider | None = None) -> PolicyRoster:
     """The policy node's roster from its parameters (``policy``, ``policies``, ``default_policy``, ``warm_up``,
     ``noise``, ``rotation_convention``, ``execution``, ``max_observation_age_s``, ``warm_up_timeout_s``).
 
-    ``running()`` says whether an episode runs (a policy warms up between episodes, or during its own episode
-    that waits for it; servers are asked /healthz only between episodes); ``policy_factory`` or ``provider``
-    replace the configured policies with one (tests). ``label``: ``parameter <node>``, for errors.
+    ``running()`` says whether an episode runs and ``waits_for(name)`` whether it waits for policy ``name`` to be
+    ready: a policy warms up between episodes, or while the episode that names it waits for it (not while another
+    one acts, nor after its own episode's policy was built); servers are asked /healthz only between episodes.
+    ``policy_factory`` or ``provider`` replace the configured policies with one (tests). ``label``:
+    ``parameter <node>``, for errors.
     """
-    roster: list[PolicyRoster] = []  # the one built here, for the warm-ups' checks once it exists
 
     def load(name: str | None, config: str) -> PolicyProvider:
         if policy_factory is not None:
@@ -216,18 +217,18 @@ def load_roster(params: Mapping, preset: EmbodimentPreset, *, lockstep: bool, la
 
     def make_warmup(name: str, source: PolicyProvider, deferred: bool) -> WarmUp:
         return WarmUp(source, deadline_s=params["warm_up_timeout_s"],
-                      may_attempt=lambda: not running() or (bool(roster) and roster[0].active.name == name),
+                      may_attempt=lambda: not running() or waits_for(name),
                       may_probe=lambda: not running(), detail=WAITS_FOR_A_START if deferred else "starting",
                       log=lambda text: log(f"policy {name}: {text}"))
     given = policy_factory is not None or provider is not None
     entries = [(None, "")] if given else policy_entries(list(params["policies"]), params["policy"],
                                                         f"{label}.policies")
-    roster.append(build_roster(entries, params["default_policy"], warm_up=params["warm_up"], load=load,
-                               check=check, make_warmup=make_warmup))
-    kinds = {(p.config.action.kind, p.config.action.names) for p in roster[0].policies.values()}
+    roster = build_roster(entries, params["default_policy"], warm_up=params["warm_up"], load=load, check=check,
+                          make_warmup=make_warmup)
+    kinds = {(p.config.action.kind, p.config.action.names) for p in roster.policies.values()}
     if len(kinds) > 1:
         spaces = "; ".join(f"{p.name}: {p.config.action.kind} {', '.join(p.config.action.names)}"
-                           for p in roster[0].policies.values())
+                           for p in roster.policies.values())
         raise ConfigError(f"{label}.policies: the policies act in different action spaces ({spaces}); one graph's "
                           "robot takes one")
-    return roster[0]
+    return roster

@@ -568,3 +568,28 @@ def test_a_rehearsal_with_a_forced_server_error_ends_with_the_fault_recorded(tmp
                                 "by_kind": {SERVER_ERROR: {fault["outcome"]: 1}}}
     assert "played: server_error" in (out / "logs" / "rehearsal_server.log").read_text()
     assert "chaos: 1 faults" in done.stdout
+
+
+# ---------------------------------------------------------------------------------------------------- the day
+def test_a_fault_the_runner_cannot_undo_pauses_the_day_which_resumes_from_there(tmp_path):
+    from ladder_ros.evaluation.day.records import INTERRUPTED, read_events
+    from ladder_ros.evaluation.day.runner import PAUSED as DAY_PAUSED
+    from tests.test_day import ScriptedGraph, make_day, plan
+
+    p = plan(episodes=1, tasks=[{"task": "kitchen_single_1"}])
+    ChaosLog(tmp_path / "chaos.jsonl").add({"kind": ESTOP, "outcome": PAUSED})
+    graph = ScriptedGraph(tmp_path / "recordings", faults={2: OperatorNeeded("the driver did not arm again")})
+    said = []
+    day, records = make_day(tmp_path, p, graph, said=said)
+    day.chaos_file = tmp_path / "chaos.jsonl"
+    assert day.run() == 1 and len(graph.calls) == 2  # stopped at the second episode, not retried
+    records.close()
+    events, _ = read_events(tmp_path / "day_records.jsonl")
+    (paused,) = [e for e in events if e["event"] == INTERRUPTED]
+    assert paused["kind"] == "operator needed" and "did not arm again" in paused["reason"]
+    assert any(line.startswith("paused: the operator is needed: the driver did not arm again") for line in said)
+    summary = json.loads((tmp_path / "day_summary.json").read_text())
+    assert summary["stopped"] == DAY_PAUSED and summary["chaos"]["by_kind"] == {ESTOP: {PAUSED: 1}}
+    again, records = make_day(tmp_path, p, ScriptedGraph(tmp_path / "recordings"))  # the operator fixed it
+    assert again.run() == 0
+    records.close()

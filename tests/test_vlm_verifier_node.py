@@ -119,3 +119,32 @@ def test_a_resent_query_is_not_asked_twice(make_node):
         request_id=5, step=12, plan_index=0, subgoal=REQUEST.subgoal, required=1, reason="after_release"))
     node._on_request(document_to_msg(other))  # a new query is asked
     assert len(node._worker.submitted) == 2
+
+
+def test_a_resent_query_waits_for_its_observation_from_its_first_arrival(make_node, monkeypatch):
+    """The orchestrator resends an unanswered query every verifier_retry_s; were each resend a new arrival, a query
+    whose observation never comes would wait forever instead of being answered with an error."""
+    import ladder_ros.nodes.vlm_verifier as verifier_module
+
+    clock = [100.0]
+    monkeypatch.setattr(verifier_module.time, "monotonic", lambda: clock[0])
+    node = make_node()
+    wait = node.params["observation_wait_s"]
+    msg = document_to_msg(request_doc())
+    node._on_request(msg)  # no observation of its step
+    for _ in range(3):  # resent within the wait, again and again
+        clock[0] += 0.4 * wait
+        node._on_request(msg)
+        node._expire_waiting()
+    (answer,) = node._result_pub.messages  # answered once, observation_wait_s after the first arrival
+    result = document_from_msg(answer, VerificationResultDoc).verification_result()
+    assert result.count is None and result.error.startswith("no observation of step 12")
+    assert not node._worker.submitted
+    plan = PlanRequestDoc(episode_id="ep2", step=0, stamp_ns=STAMP + 1, instruction="put the carrot on the plate")
+    node._on_plan_request(document_to_msg(plan))
+    for _ in range(3):
+        clock[0] += 0.4 * wait
+        node._on_plan_request(document_to_msg(plan))
+        node._expire_waiting()
+    (refused,) = node._plan_pub.messages
+    assert document_from_msg(refused, PlanResultDoc).error.startswith("no observation of step 0")

@@ -136,14 +136,18 @@ class VerifierNode(Node):
         if answered is not None:  # the answer was lost on the way: the same answer again, no second call
             self._result_pub.publish(document_to_msg(answered))
             return
-        self._pending[key] = (doc, time.monotonic())
+        # A resend of a query still waiting for its observation keeps its first arrival: the wait is bounded by
+        # observation_wait_s from then, however often the orchestrator resends it.
+        first = self._pending.get(key)
+        self._pending[key] = (doc, time.monotonic() if first is None else first[1])
         self._dispatch_ready()
 
     def _on_plan_request(self, msg: interfaces.PlanRequest) -> None:
         doc = received_document(self, msg, PlanRequestDoc, "plan request")
         if doc is None:
             return
-        self._plans_pending[doc.episode_id] = (doc, time.monotonic())
+        first = self._plans_pending.get(doc.episode_id)  # a resend keeps its first arrival, as a query's does
+        self._plans_pending[doc.episode_id] = (doc, time.monotonic() if first is None else first[1])
         self._dispatch_ready()
 
     def _inputs_of(self, stamp_ns: int) -> dict[str, object]:

@@ -9,8 +9,9 @@ makes its policy unavailable on ``policy/status``: a start naming it is refused 
 waits and then is refused (wait mode), no action is published meanwhile, and once the server is back the policy
 warms up again and a start naming it runs under it. The in-process reference loop (what ``sim-eval --policy
 NAME=CONFIG`` runs) gives the same policy identity, so the graph's and sim-eval's records rank as one system.
-On the wall clock (a stand-in robot, each policy with its own chunk executor) each policy acts only in the
-episodes that name it.
+With ``warm_up: on_first_use`` the second policy is warmed up only when a start first names it, and that start
+waits for it. On the wall clock (a stand-in robot, each policy with its own chunk executor) each policy acts only
+in the episodes that name it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ladder_ros.messages import ActionTagDoc  # noqa: E402
 from ladder_ros.nodes.gripper_trigger import GripperTriggerNode  # noqa: E402
 from ladder_ros.nodes.orchestrator.node import OrchestratorNode  # noqa: E402
 from ladder_ros.nodes.policy.node import PolicyNode  # noqa: E402
+from ladder_ros.nodes.policy.roster import WAITS_FOR_A_START  # noqa: E402
 from ladder_ros.nodes.sim_bridge.node import SimBridgeNode  # noqa: E402
 from ladder_ros.policies.factory import load_policy, make_policy  # noqa: E402
 from ladder_ros.policies.status import READY, UNAVAILABLE  # noqa: E402
@@ -83,7 +85,7 @@ class Probe(Node):
 
 
 class TwoPolicyGraph:
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, namespace: str = NS, warm_up: str = "at_start"):
         self.servers = {name: FakePolicyServer(responder(dz)).start() for name, dz in DZ.items()}
         self.ports = {name: server.port for name, server in self.servers.items()}
         self.configs = {}
@@ -93,19 +95,21 @@ class TwoPolicyGraph:
                 "backoff_initial_s": 0.2, "backoff_max_s": 0.4})
             self.configs[name] = write_config(tmp_path / f"{name}.yaml", data)
         self.entries = [f"{name}={path}" for name, path in self.configs.items()]
-        self.orchestrator = OrchestratorNode(suite=SUITE, namespace=NS)
-        self.policy = PolicyNode(namespace=NS, parameter_overrides=[Parameter("policies", value=self.entries),
-                                                                    Parameter("warm_up_timeout_s", value=30.0)])
-        self.probe = Probe()
-        self.nodes = [SimBridgeNode(simulator=ToyWorld(), suite=SUITE, namespace=NS), GripperTriggerNode(namespace=NS),
-                      self.orchestrator, self.policy, self.probe]
-        self.client = EpisodeClient(namespace=NS)
+        self.orchestrator = OrchestratorNode(suite=SUITE, namespace=namespace)
+        self.policy = PolicyNode(namespace=namespace, parameter_overrides=[
+            Parameter("policies", value=self.entries), Parameter("warm_up_timeout_s", value=30.0),
+            Parameter("warm_up", value=warm_up)])
+        self.probe = Probe(namespace)
+        self.nodes = [SimBridgeNode(simulator=ToyWorld(), suite=SUITE, namespace=namespace),
+                      GripperTriggerNode(namespace=namespace), self.orchestrator, self.policy, self.probe]
+        self.client = EpisodeClient(namespace=namespace)
         self.executor = SingleThreadedExecutor()
         for node in [*self.nodes, self.client]:
             self.executor.add_node(node)
         self.client.wait_for_graph(self.executor, timeout_s=30)
         self.wait_for("calm", READY)
-        self.wait_for("brisk", READY)
+        if warm_up == "at_start":
+            self.wait_for("brisk", READY)
 
     @property
     def gate(self):
@@ -223,6 +227,20 @@ def test_sim_eval_and_the_graph_give_one_policy_the_same_identity(graph):
                                                                                                   digest)
     names = {system_name(identity_of({"variant": "low_level_policy"}, r)) for r in (loop, outcome.result)}
     assert names == {f"calm@{digest[:8]}/low_level_policy"}
+
+
+def test_on_first_use_a_policy_warms_up_when_a_start_first_names_it_and_that_start_waits_for_it(ros, tmp_path):
+    graph = TwoPolicyGraph(tmp_path, namespace="lab_ab_lazy", warm_up="on_first_use")
+    try:
+        assert graph.gate.status.entries()["brisk"].line == f"warming up: {WAITS_FOR_A_START}"
+        assert graph.servers["brisk"].requests == 0  # not warmed up: its server has not been asked anything
+        before = graph.requests()
+        outcome = graph.run("brisk")  # deferred by the orchestrator while the policy node warms it up
+        warm_up_request = 1
+        check_episode(graph, outcome, "brisk", {**before, "brisk": before["brisk"] + warm_up_request})
+        assert outcome.result["policy_report"]["warm_up_s"] is not None
+    finally:
+        graph.close()
 
 
 # ------------------------------------------------------------------------------ wall clock

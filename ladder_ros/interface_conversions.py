@@ -42,6 +42,7 @@ from ladder_ros.core.events import (
     VERIFICATION_IGNORED,
     VERIFICATION_REQUESTED,
 )
+from ladder_ros.core.reset import START_LAYOUT, TASK_EPISODE
 from ladder_ros.messages import (
     ActionTagDoc,
     DecisionDoc,
@@ -237,13 +238,21 @@ def _command_to(doc: EpisodeCommand) -> Any:
     return _interfaces().EpisodeCommand(schema_version=SCHEMA_VERSION, command=doc.command,
                                         episode_id=doc.episode_id, task_id=doc.task_id, layout=int(doc.layout),
                                         seed=int(doc.seed), variant=doc.variant, reason=doc.reason,
-                                        policy=doc.policy)
+                                        policy=doc.policy, kind=doc.kind, start=doc.start,
+                                        start_after=doc.start_after)
+
+
+def _start_fields(msg: Any) -> dict:
+    """An episode's kind and start (fields added later: a message recorded before them is a task from its layout)."""
+    return {"kind": str(_added(msg, "kind")) or TASK_EPISODE, "start": str(_added(msg, "start")) or START_LAYOUT,
+            "start_after": str(_added(msg, "start_after"))}
 
 
 def _command_from(msg: Any) -> EpisodeCommand:
     return _document(EpisodeCommand, command=str(msg.command), episode_id=str(msg.episode_id),
                      task_id=str(msg.task_id), layout=int(msg.layout), seed=int(msg.seed),
-                     variant=str(msg.variant), reason=str(msg.reason), policy=str(_added(msg, "policy")))
+                     variant=str(msg.variant), reason=str(msg.reason), policy=str(_added(msg, "policy")),
+                     **_start_fields(msg))
 
 
 def _reply_to(doc: EpisodeCommandReply) -> Any:
@@ -287,7 +296,8 @@ def _status_to(doc: EpisodeStatus) -> Any:
         pending_request=_opt_int(doc.pending_request), verifier_available=bool(doc.verifier_available),
         finish_reason=_opt_str(doc.finish_reason),
         record_json="" if doc.result is None else _json_text(EpisodeStatus.DOC, "result", doc.result),
-        message=doc.message, waiting_for=doc.waiting_for)
+        message=doc.message, waiting_for=doc.waiting_for, kind=doc.kind, start=doc.start,
+        start_after=doc.start_after)
 
 
 def _status_from(msg: Any) -> EpisodeStatus:
@@ -307,7 +317,8 @@ def _status_from(msg: Any) -> EpisodeStatus:
         pending_request=_int_or_none("pending_request", doc, msg.pending_request),
         verifier_available=bool(msg.verifier_available), finish_reason=_str_or_none(msg.finish_reason),
         result=result, message=str(msg.message), waiting_for=str(msg.waiting_for),
-        policy=str(_added(msg, "policy")), policy_config_hash=str(_added(msg, "policy_config_hash")))
+        policy=str(_added(msg, "policy")), policy_config_hash=str(_added(msg, "policy_config_hash")),
+        **_start_fields(msg))
 
 
 # ------------------------------------------------------------------------------ per step
@@ -365,18 +376,34 @@ def _privileged_to(doc: PrivilegedStateDoc) -> Any:
         pose = Pose(position=Point(x=float(p[0]), y=float(p[1]), z=float(p[2])),
                     orientation=Quaternion(w=float(q[0]), x=float(q[1]), y=float(q[2]), z=float(q[3])))
         objects.append(m.ObjectPose(name=str(name), kind=str(o["kind"]), pose=pose))
-    containers = []
-    for name, c in doc.containers.items():
-        p = c["position"]
-        if len(p) != 3:
-            raise SchemaError(f"{doc.DOC}: containers.{name}.position must be 3 numbers, got {p!r}")
-        containers.append(m.Container(name=str(name), position=Point(x=float(p[0]), y=float(p[1]), z=float(p[2])),
-                                      half_extents=_floats(c["half_extents"]), surface_z=float(c["surface_z"])))
     return m.PrivilegedState(
         schema_version=SCHEMA_VERSION, episode_id=doc.episode_id, step=int(doc.step), stamp=_time(doc.stamp_ns),
-        goal=_goal(doc.goal), goal_states=[bool(g) for g in doc.goal_states], objects=objects, containers=containers,
+        goal=_goal(doc.goal), goal_states=[bool(g) for g in doc.goal_states], objects=objects,
+        containers=_destination_msgs(doc, "containers", doc.containers),
         grasped=_strs(doc.grasped), ee_euler=[] if doc.ee_euler is None else _floats(doc.ee_euler),
-        target_position=[] if doc.target_position is None else _floats(doc.target_position))
+        target_position=[] if doc.target_position is None else _floats(doc.target_position),
+        regions=_destination_msgs(doc, "regions", doc.regions))
+
+
+def _destination_msgs(doc: PrivilegedStateDoc, what: str, destinations: Mapping) -> list:
+    """Containers or start regions as ``Container`` messages."""
+    from geometry_msgs.msg import Point
+
+    m = _interfaces()
+    found = []
+    for name, c in destinations.items():
+        p = c["position"]
+        if len(p) != 3:
+            raise SchemaError(f"{doc.DOC}: {what}.{name}.position must be 3 numbers, got {p!r}")
+        found.append(m.Container(name=str(name), position=Point(x=float(p[0]), y=float(p[1]), z=float(p[2])),
+                                 half_extents=_floats(c["half_extents"]), surface_z=float(c["surface_z"])))
+    return found
+
+
+def _destination_dicts(messages: Any) -> dict:
+    return {str(c.name): {"position": [float(c.position.x), float(c.position.y), float(c.position.z)],
+                          "half_extents": _floats(c.half_extents), "surface_z": float(c.surface_z)}
+            for c in messages}
 
 
 def _privileged_from(msg: Any) -> PrivilegedStateDoc:
@@ -385,14 +412,12 @@ def _privileged_from(msg: Any) -> PrivilegedStateDoc:
         p, q = o.pose.position, o.pose.orientation
         objects[str(o.name)] = {"kind": str(o.kind), "position": [float(p.x), float(p.y), float(p.z)],
                                 "quaternion": [float(q.w), float(q.x), float(q.y), float(q.z)]}
-    containers = {str(c.name): {"position": [float(c.position.x), float(c.position.y), float(c.position.z)],
-                                "half_extents": _floats(c.half_extents), "surface_z": float(c.surface_z)}
-                  for c in msg.containers}
     euler, target = _floats(msg.ee_euler), _floats(msg.target_position)
     return _document(PrivilegedStateDoc, episode_id=str(msg.episode_id), step=int(msg.step), stamp_ns=_ns(msg.stamp),
                      goal=_goal_dict(msg.goal), goal_states=[bool(g) for g in msg.goal_states], objects=objects,
-                     containers=containers, grasped=_strs(msg.grasped), ee_euler=euler or None,
-                     target_position=target or None)
+                     containers=_destination_dicts(msg.containers), grasped=_strs(msg.grasped),
+                     ee_euler=euler or None, target_position=target or None,
+                     regions=_destination_dicts(_added(msg, "regions", [])))
 
 
 _SUMMARY_KEYS = ("variant", "plan", "completed", "advanced", "pending", "ever_current", "finish_reason",

@@ -32,6 +32,14 @@ import numpy as np
 from ladder_ros.core.errors import InvalidInputError
 from ladder_ros.core.goals import GoalState
 from ladder_ros.core.observation import ContainerInfo, ObjectPose, PrivilegedState
+from ladder_ros.core.reset import (
+    EPISODE_KINDS,
+    EPISODE_STARTS,
+    RESET_EPISODE,
+    START_AFTER_TASK,
+    START_LAYOUT,
+    TASK_EPISODE,
+)
 from ladder_ros.core.task import Subgoal
 from ladder_ros.core.triggers import GripperEvents
 from ladder_ros.core.verification import VerificationRequest, VerificationResult
@@ -158,6 +166,12 @@ class EpisodeCommand(Document):
     start (the orchestrator assigns one). ``stop`` ends the running episode as an operator decision;
     ``abort`` ends it as a failure; both need the running episode's id, or empty for "whatever runs
     now".
+
+    ``kind`` and ``start`` (start only; ``ladder_ros/core/reset.py``): a ``task`` episode, or the
+    ``reset`` that puts ``task_id``'s scene back into its start regions after the episode
+    ``start_after`` (always ``after_task``); a task episode's scene is built from its ``layout``, or
+    continued as it is from the scene the episode ``start_after`` left (``after_reset``,
+    ``after_task``): nothing is teleported.
     """
 
     DOC: ClassVar[str] = "episode_command"
@@ -169,11 +183,14 @@ class EpisodeCommand(Document):
     variant: str = ""
     reason: str = ""
     policy: str = ""
+    kind: str = TASK_EPISODE
+    start: str = START_LAYOUT
+    start_after: str = ""
 
     def __post_init__(self) -> None:
         if self.command not in EPISODE_COMMANDS:
             raise SchemaError(f"{self.DOC}: unknown command {self.command!r}; valid: {', '.join(EPISODE_COMMANDS)}")
-        for name in ("episode_id", "task_id", "variant", "reason", "policy"):
+        for name in ("episode_id", "task_id", "variant", "reason", "policy", "kind", "start", "start_after"):
             _check(self.DOC, name, getattr(self, name), str)
         for name in ("layout", "seed"):
             _check(self.DOC, name, getattr(self, name), int)
@@ -181,6 +198,25 @@ class EpisodeCommand(Document):
             raise SchemaError(f"{self.DOC}: layout must be >= 0, got {self.layout}")
         if self.command == START and not self.task_id:
             raise SchemaError(f"{self.DOC}: a start command names a task_id")
+        _check_start(self.DOC, self.kind, self.start, self.start_after)
+
+    @property
+    def is_reset(self) -> bool:
+        return self.kind == RESET_EPISODE
+
+
+def _check_start(doc: str, kind: str, start: str, start_after: str) -> None:
+    """An episode's kind and start (``ladder_ros/core/reset.py``), and the episode it continues from."""
+    if kind not in EPISODE_KINDS:
+        raise SchemaError(f"{doc}: unknown kind {kind!r}; valid: {', '.join(EPISODE_KINDS)}")
+    if start not in EPISODE_STARTS:
+        raise SchemaError(f"{doc}: unknown start {start!r}; valid: {', '.join(EPISODE_STARTS)}")
+    if (start == START_LAYOUT) != (not start_after):
+        raise SchemaError(f"{doc}: start {start!r} names the episode it continues from (start_after) exactly when "
+                          f"it continues from one, got start_after={start_after!r}")
+    if kind == RESET_EPISODE and start != START_AFTER_TASK:
+        raise SchemaError(f"{doc}: a reset continues from the scene of the task episode it follows (start "
+                          f"{START_AFTER_TASK!r} and that episode as start_after), got start {start!r}")
 
 
 @dataclass(frozen=True)
@@ -192,7 +228,9 @@ class EpisodeStatus(Document):
     time). ``result`` is the episode record (events, orchestrator summary, and in simulation the
     privileged score) once the episode is over. ``policy`` is the named policy the episode runs
     under and ``policy_config_hash`` its config's digest (empty while idle, and from an orchestrator
-    that knows no names).
+    that knows no names). ``kind``, ``start`` and ``start_after`` are the start command's: a reset
+    episode, or one whose scene continues from an earlier one's (the sim bridge and the twin keep the
+    scene as it is instead of building the layout).
     """
 
     DOC: ClassVar[str] = "episode_status"
@@ -220,19 +258,28 @@ class EpisodeStatus(Document):
     waiting_for: str = ""  # the input the episode has waited for too long (stall watchdog); empty: none
     policy: str = ""
     policy_config_hash: str = ""
+    kind: str = TASK_EPISODE
+    start: str = START_LAYOUT
+    start_after: str = ""
 
     def __post_init__(self) -> None:
         if self.state not in EPISODE_STATES:
             raise SchemaError(f"{self.DOC}: unknown state {self.state!r}; valid: {', '.join(EPISODE_STATES)}")
         if self.clock not in CLOCK_MODES:
             raise SchemaError(f"{self.DOC}: unknown clock {self.clock!r}; valid: {', '.join(CLOCK_MODES)}")
-        for name in ("episode_id", "policy", "policy_config_hash"):
+        for name in ("episode_id", "policy", "policy_config_hash", "kind", "start", "start_after"):
             _check(self.DOC, name, getattr(self, name), str)
+        _check_start(self.DOC, self.kind, self.start, self.start_after)
         _check(self.DOC, "task", self.task, dict, optional=True)
         _check(self.DOC, "plan", self.plan, list)
         _check(self.DOC, "origin_ns", self.origin_ns, int)
         _check(self.DOC, "rate_hz", self.rate_hz, (int, float))
         _check(self.DOC, "result", self.result, dict, optional=True)
+
+    @property
+    def keeps_scene(self) -> bool:
+        """The episode starts from the scene an earlier one left, as it is (not built from its layout)."""
+        return self.start != START_LAYOUT
 
     def step_stamp_ns(self, step: int) -> int:
         """The time stamp of control step ``step`` of this episode."""
@@ -298,6 +345,12 @@ def _floats(values: Any) -> list[float]:
     return [float(v) for v in np.asarray(values, dtype=np.float64).ravel()]
 
 
+def _destinations(destinations) -> dict:
+    """Containers or start regions (:class:`ContainerInfo` by name) as a document writes them."""
+    return {name: {"position": _floats(c.position), "half_extents": _floats(c.half_extents),
+                   "surface_z": float(c.surface_z)} for name, c in destinations.items()}
+
+
 @dataclass(frozen=True)
 class PrivilegedStateDoc(Document):
     """What only the simulator knows at one step: the privileged verifier's, the oracle's, scoring's and
@@ -307,7 +360,9 @@ class PrivilegedStateDoc(Document):
     predicates in plan order; ``objects``/``containers``/``grasped`` the :class:`PrivilegedState`;
     ``ee_euler`` and ``target_position`` the simulator's exact end-effector orientation and
     controller target (the standard ``ee_pose`` carries a quaternion, whose round trip through
-    Euler angles is not bit-exact; lockstep parity needs the exact values).
+    Euler angles is not bit-exact; lockstep parity needs the exact values). ``regions`` are the scene's
+    start regions as flat destinations (``PrivilegedState.regions``): where the scripted expert puts an
+    object a reset sends back, and what the goal's counts in a region refer to.
     """
 
     DOC: ClassVar[str] = "privileged_state"
@@ -321,10 +376,12 @@ class PrivilegedStateDoc(Document):
     grasped: list = field(default_factory=list)
     ee_euler: list | None = None
     target_position: list | None = None
+    regions: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_step(self.DOC, self.step)
         _check(self.DOC, "goal", self.goal, dict)
+        _check(self.DOC, "regions", self.regions, dict)
         _check(self.DOC, "goal_states", self.goal_states, list)
         if not all(isinstance(g, bool) for g in self.goal_states):
             raise SchemaError(f"{self.DOC}: goal_states must be booleans, got {self.goal_states!r}")
@@ -338,12 +395,11 @@ class PrivilegedStateDoc(Document):
             goal=privileged.goal.to_dict(), goal_states=[bool(g) for g in goal_states],
             objects={name: {"kind": o.kind, "position": _floats(o.position), "quaternion": _floats(o.quaternion)}
                      for name, o in privileged.objects.items()},
-            containers={name: {"position": _floats(c.position), "half_extents": _floats(c.half_extents),
-                               "surface_z": float(c.surface_z)}
-                        for name, c in privileged.containers.items()},
+            containers=_destinations(privileged.containers),
             grasped=list(privileged.grasped),
             ee_euler=None if ee_euler is None else _floats(ee_euler),
             target_position=None if target_position is None else _floats(target_position),
+            regions=_destinations(privileged.regions),
         )
 
     def goal_state(self) -> GoalState:
@@ -358,16 +414,21 @@ class PrivilegedStateDoc(Document):
             objects[name] = ObjectPose(kind=str(o["kind"]),
                                        position=_vector(self.DOC, f"objects.{name}.position", o["position"], 3),
                                        quaternion=_vector(self.DOC, f"objects.{name}.quaternion", o["quaternion"], 4))
-        containers = {}
-        for name, c in self.containers.items():
+        return PrivilegedState(goal=self.goal_state(), objects=objects,
+                               containers=self._destination_infos("containers", self.containers),
+                               grasped=tuple(str(g) for g in self.grasped),
+                               regions=self._destination_infos("regions", self.regions))
+
+    def _destination_infos(self, what: str, data: dict) -> dict[str, ContainerInfo]:
+        found = {}
+        for name, c in data.items():
             surface = c["surface_z"]
             if isinstance(surface, bool) or not isinstance(surface, (int, float)) or not math.isfinite(surface):
-                raise SchemaError(f"{self.DOC}: containers.{name}.surface_z must be a finite number, got {surface!r}")
-            containers[name] = ContainerInfo(
-                name=name, position=_vector(self.DOC, f"containers.{name}.position", c["position"], 3),
+                raise SchemaError(f"{self.DOC}: {what}.{name}.surface_z must be a finite number, got {surface!r}")
+            found[name] = ContainerInfo(
+                name=name, position=_vector(self.DOC, f"{what}.{name}.position", c["position"], 3),
                 half_extents=np.asarray(c["half_extents"], dtype=np.float64), surface_z=float(surface))
-        return PrivilegedState(goal=self.goal_state(), objects=objects, containers=containers,
-                               grasped=tuple(str(g) for g in self.grasped))
+        return found
 
     def ee_euler_array(self) -> np.ndarray | None:
         return None if self.ee_euler is None else _vector(self.DOC, "ee_euler", self.ee_euler, 3)

@@ -121,7 +121,8 @@ def graph_record(status: Mapping[str, Any], *, events: list[dict], orchestration
     ``score`` is the sim bridge's privileged score (None on a robot, or when none came); without it
     the episode counts as not successful, with no subgoal done. ``policy`` is the policy node's
     report of the episode (None: no policy reported). The policy's name and config hash are the ones
-    the status names (the episode ran under that policy), else the report's.
+    the status names (the episode ran under that policy), else the report's. The episode's kind and start
+    are the status's (a status without them: a task episode built from its layout).
     """
     task = dict(status.get("task") or {})
     report = dict(policy or {})
@@ -136,6 +137,8 @@ def graph_record(status: Mapping[str, Any], *, events: list[dict], orchestration
         success_rule=str(task.get("success_rule", "ladder")), preset=preset, preset_options=dict(preset_options or {}),
         plan=dict(plan) if plan is not None else {"source": REFERENCE}, policy_report=report,
         policy_config_hash=str(status.get("policy_config_hash") or report.get("config_hash", "")),
+        kind=str(status.get("kind") or TASK_EPISODE), start=str(status.get("start") or START_LAYOUT),
+        start_after=status.get("start_after") or None,
         extra={"episode_id": str(status.get("episode_id", "")), "scored": score is not None,
                "safety": dict(score["safety"]) if score and "safety" in score else {},
                "bridge": {k: score[k] for k in ("bridge_timing_s", "steps_taken") if k in score} if score else {},

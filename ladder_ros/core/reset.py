@@ -40,6 +40,8 @@ EPISODE_KINDS = (TASK_EPISODE, RESET_EPISODE)
 START_LAYOUT, START_AFTER_RESET, START_AFTER_TASK = "layout", "after_reset", "after_task"
 EPISODE_STARTS = (START_LAYOUT, START_AFTER_RESET, START_AFTER_TASK)
 RESET_SUFFIX = "/reset"  # the reset task of task ``T`` is ``T/reset``
+COUNT_ASKS = 3  # a count whose reply cannot be read is asked again, this many asks in all
+COUNT_REASON = "start_regions"  # the reason of the count queries a reset asks (not a subgoal's verification)
 
 # What the verifier saw: the simulator's goal state, or counts per (kind, region) (None: the count was unreadable).
 Counts = Union[GoalState, Mapping[tuple[str, str], Union[int, None]]]
@@ -147,6 +149,13 @@ def auto_reset_refusal(task: Task, scene: ResetScene | None) -> str | None:
     if missing:
         return f"{where} cannot be reset automatically: the scene holds no {', '.join(missing)}"
     return None
+
+
+def count_subgoal(kind: str, region: StartRegion) -> Subgoal:
+    """The subgoal a count query about ``kind`` in ``region`` names: the verifier counts the ``kind`` resting on
+    its destination, and a VLM is asked with the region's words."""
+    return Subgoal(object=kind, destination=region.name,
+                   text=f"put the {kind.replace('_', ' ')} {region.preposition} {region.text}")
 
 
 def reset_task_id(task_id: str) -> str:

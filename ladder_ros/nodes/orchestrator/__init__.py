@@ -21,6 +21,11 @@ composes, each owning its own state behind a few public methods and tested witho
   kept, the episode aborted as ``verifier unavailable``), scores and decisions, and stalls;
 * ``policy_gate.PolicyGate`` -- a start names a policy the policy node serves and waits for it to be ready (a name
   it does not serve, or a policy that cannot act, is refused with the reason); records get its report;
+* ``resets.ResetEpisodes`` -- a start of kind ``reset`` (the scene of a task put back into its start regions after
+  one of its episodes): the verifier's counts per moved kind and start region before anything moves, the reset
+  plan (``ladder_ros/core/reset.py``), the reset run as an episode of its own, and the counts that confirm it
+  once it is over (the record's ``reset``; an unconfirmed reset's status names what is out of place); a task whose
+  scene has no start regions is refused in one line;
 * ``stall_watch.StallWatch`` -- which input a stuck episode waits for (``waiting_for`` in the status), and when to
   give up; ``journal.EpisodeJournal`` -- the journal file; ``outbox.Outbox`` -- the publishers.
 

@@ -10,7 +10,11 @@ answered again and never starts a second episode. An accepted start gets its id 
 here and, with ``plan_source: planner``, its plan from the VLM planner (asked on ``planner/request``
 with the first frame while that step waits; an unreadable, empty or late plan aborts the episode
 with the reason and the raw reply in its record). A stop or abort ends the running episode with its
-queue kept in the record. No rclpy here: the node hands in the documents it has read.
+queue kept in the record. A start of kind ``reset`` is counted and planned first
+(:mod:`~ladder_ros.nodes.orchestrator.resets`) and then starts the reset task like any episode; one with
+nothing to move ends at once, its final status saying so. Every start's kind and start (``layout``, or the
+scene an earlier episode left) go into the episode's status and record. No rclpy here: the node hands in the
+documents it has read.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from typing import TYPE_CHECKING, Callable
 from ladder_ros.core.errors import LadderError
 from ladder_ros.core.orchestrator import Variant, make_orchestrator
 from ladder_ros.core.presets import EmbodimentPreset
-from ladder_ros.core.record import PLANNER, REFERENCE
+from ladder_ros.core.record import PLANNER, REFERENCE, graph_record
+from ladder_ros.core.reset import RESET_SUFFIX, ResetPlan
 from ladder_ros.core.suite import TaskSuite
 from ladder_ros.messages import (
     ABORT,
+    FINISHED,
     LOCKSTEP,
     RUNNING,
     START,
@@ -45,6 +51,9 @@ from ladder_ros.nodes.orchestrator.steps import StepDecider
 if TYPE_CHECKING:
     from ladder_ros.nodes.orchestrator.outbox import Outbox
     from ladder_ros.nodes.orchestrator.policy_gate import PolicyGate
+    from ladder_ros.nodes.orchestrator.resets import ResetEpisodes
+
+NOTHING_TO_MOVE = "nothing to move"  # the finish reason of a reset whose task left every object in a start region
 
 NS_PER_S = 1_000_000_000
 # Accepted starts remembered to answer a repeat of one: a client sends its start again until it hears back, as a
@@ -58,8 +67,10 @@ class EpisodeControl:
     def __init__(self, episode: Episode, outbox: Outbox, steps: StepDecider, policy_gate: PolicyGate,
                  stall: StallWatch, *, suite: TaskSuite, preset: EmbodimentPreset, clock_mode: str,
                  default_variant: str, plan_source: str, now_ns: Callable[[], int],
-                 write_journal: Callable[[], None], logger):
-        """``now_ns``: the node's clock; ``write_journal`` writes the episode's journal now."""
+                 write_journal: Callable[[], None], logger, resets: ResetEpisodes | None = None):
+        """``now_ns``: the node's clock; ``write_journal`` writes the episode's journal now; ``resets`` counts and
+        plans reset starts (set later by the node when it is built after this object)."""
+        self.resets = resets
         self._episode = episode
         self._outbox = outbox
         self._steps = steps
@@ -97,6 +108,8 @@ class EpisodeControl:
                 return
             reason = command.reason or ("operator stop" if command.command == STOP else "operator abort")
             self._policy_gate.cancel(reason)
+            if self.resets is not None:
+                self.resets.cancel(reason)
             accepted, message = self.end_episode(reason)
             self._reply(command, accepted, message)
 
@@ -107,6 +120,8 @@ class EpisodeControl:
 
     def refuse(self, command: EpisodeCommand, why: str) -> None:
         """A refused start: logged and answered on episode/command_reply; the episode status is not touched."""
+        if self.resets is not None:
+            self.resets.forget(command)
         self._log.error(f"start refused: {why}")
         self._reply(command, False, f"start refused: {why}")
 
@@ -115,6 +130,9 @@ class EpisodeControl:
         status = self._episode.status
         if status.state == RUNNING:
             raise LadderError(f"episode {status.episode_id} is running")
+        preparing = self.resets.preparing if self.resets is not None else None
+        if preparing is not None and preparing != command:
+            raise LadderError(f"the reset after episode {preparing.start_after} is being counted")
         if command.episode_id:
             problem = episode_id_problem(command.episode_id)
             if problem:
@@ -134,7 +152,8 @@ class EpisodeControl:
         """
         if not command.episode_id:
             return False  # the orchestrator names it: every such start is a new episode
-        if self._policy_gate.is_repeat_of_deferred(command):
+        if self._policy_gate.is_repeat_of_deferred(command) or (self.resets is not None
+                                                                and self.resets.is_repeat(command)):
             return True
         if self._accepted_starts.get(command.episode_id) == command:
             self._reply(command, True, "already started", assigned_id=command.episode_id)
@@ -153,10 +172,24 @@ class EpisodeControl:
             if command.layout >= task.layouts:
                 raise LadderError(f"layout {command.layout} is out of range: task {task.task_id} has "
                                   f"{task.layouts} layouts")
+            reset = None
+            if command.is_reset:
+                if self.resets is None:
+                    raise LadderError("this orchestrator runs no resets")
+                reset = self.resets.planned(command)
+                if reset is None:  # counted first, then started again (ResetEpisodes)
+                    self.resets.prepare(command, task, self._episode.status, self._episode.last_end_ns,
+                                        time.monotonic())
+                    return
+                if reset.empty:
+                    self._nothing_to_move(command, task, variant, reset)
+                    return
+                assert reset.task is not None
+                task = reset.task
             budget = self._preset.budget_for(task)
             # The privileged verifier takes the ground-truth subgoals and the low-level policy no plan
-            # (Section 4): only the other variants ask the planner.
-            use_planner = self._plan_source == "planner" and variant not in (
+            # (Section 4): only the other variants ask the planner. A reset's plan is made from the counts.
+            use_planner = self._plan_source == "planner" and reset is None and variant not in (
                 Variant.LOW_LEVEL_POLICY, Variant.PRIVILEGED_VERIFIER)
             orchestrator = None if use_planner else make_orchestrator(
                 variant, self._preset, list(task.subgoals), instruction=task.instruction, budget_steps=budget,
@@ -175,6 +208,9 @@ class EpisodeControl:
         origin = max(now_ns, episode.last_end_ns + NS_PER_S)
         episode_id = command.episode_id or self._fresh_id(task.task_id)
         episode.take_id(episode_id)
+        if reset is not None:
+            assert self.resets is not None
+            self.resets.began(episode_id, command)
         started = time.monotonic()
         episode.begin(task, orchestrator, variant, {"source": PLANNER if orchestrator is None else REFERENCE},
                       started)
@@ -186,7 +222,8 @@ class EpisodeControl:
             layout=command.layout, seed=command.seed,
             plan=[] if orchestrator is None else [s.to_dict() for s in orchestrator.plan], budget_steps=budget,
             clock=self._clock_mode, rate_hz=self._preset.control_rate_hz, origin_ns=origin,
-            message="planning" if orchestrator is None else ""))
+            message="planning" if orchestrator is None else "", kind=command.kind, start=command.start,
+            start_after=command.start_after))
         self._write_journal()
         self._reply(command, True, assigned_id=episode_id)
         if command.episode_id:
@@ -196,14 +233,47 @@ class EpisodeControl:
         self._log.info(f"episode {episode_id}: {task.task_id} ({variant.value}), layout {command.layout}, "
                        f"seed {command.seed}, budget {budget} steps"
                        + (f", policy {policy} ({policy_hash[:8] or 'hash unknown'})" if policy else "")
-                       + (", plan from the planner" if orchestrator is None else ""))
+                       + (", plan from the planner" if orchestrator is None else "")
+                       + (f", continuing the scene of {command.start_after} ({command.start})"
+                          if command.start_after else ""))
         if orchestrator is None:
             episode.wait_for_plan(PlanRequestDoc(episode_id=episode_id, step=0, stamp_ns=origin,
                                                  instruction=task.instruction), time.monotonic())
             self.send_plan_request()
 
+    def _nothing_to_move(self, command: EpisodeCommand, task, variant: Variant, reset: ResetPlan) -> None:
+        """A reset whose counts show every moved object in a start region: it ends at once, no step taken; its
+        final status (and record) say so, and the next episode continues from the scene as it is."""
+        assert self.resets is not None
+        episode = self._episode
+        reset_id = f"{task.task_id}{RESET_SUFFIX}"
+        episode_id = command.episode_id or self._fresh_id(reset_id)
+        episode.take_id(episode_id)
+        self.resets.began(episode_id, command)
+        section = self.resets.record_section(episode_id)
+        self.resets.ended(episode_id)
+        policy, policy_hash = self._policy_gate.chosen(command)
+        status = EpisodeStatus(
+            episode_id=episode_id, state=FINISHED, seq=episode.status.seq + 1,
+            task={"task_id": reset_id, "scene": task.scene, "suite": task.suite, "category": task.category.value,
+                  "instruction": "nothing to move", "subgoals": [], "layouts": task.layouts},
+            variant=variant.value, policy=policy, policy_config_hash=policy_hash, preset=self._preset.name,
+            layout=command.layout, seed=command.seed, clock=self._clock_mode, rate_hz=self._preset.control_rate_hz,
+            origin_ns=max(self._now_ns(), episode.last_end_ns + NS_PER_S), finish_reason=NOTHING_TO_MOVE,
+            message=f"{NOTHING_TO_MOVE}: every object the task moves rests in a start region",
+            kind=command.kind, start=command.start, start_after=command.start_after)
+        record = graph_record(status.to_dict(), events=[], orchestration={}, finish_reason=NOTHING_TO_MOVE,
+                              last_step=0, score=None, wall_s=0.0, preset=self._preset.name,
+                              preset_options=self._preset.options, extra=section)
+        self._episode_count += 1
+        episode.publish_status(EpisodeStatus.from_dict({**status.to_dict(), "result": record}))
+        self._write_journal()
+        self._reply(command, True, assigned_id=episode_id)
+        self._log.info(f"episode {episode_id}: the reset after {command.start_after} has {NOTHING_TO_MOVE}")
+
     def _fresh_id(self, task_id: str) -> str:
-        base = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self._episode_count:03d}-{task_id}"
+        name = task_id.replace("/", "-")  # a reset's task is <task>/reset; an id names a folder
+        base = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self._episode_count:03d}-{name}"
         episode_id, n = base, 1
         while episode_id in self._episode.used_ids:
             n += 1

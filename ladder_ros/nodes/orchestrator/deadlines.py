@@ -6,7 +6,8 @@ Checked every 50 ms by the node's watchdog timer, in this order:
 * a plan awaited from the planner is asked for again every ``verifier_retry_s`` and given up after
   ``planner_timeout_s`` (the episode is aborted);
 * a finished episode's record waits at most ``score_timeout_s`` for the sim bridge's score and the
-  policy's final report, and its final decision is resent every ``decision_resend_s`` meanwhile;
+  policy's final report, and its final decision is resent every ``decision_resend_s`` meanwhile (a reset
+  episode's record first waits for the counts that confirm it, which have the verifier's timers);
 * the stall watchdog (:mod:`~ladder_ros.nodes.orchestrator.stall_watch`) names the missing input after
   ``stall_warn_s`` and aborts after ``stall_abort_s`` (not while the policy warms up, nor while a
   lockstep step holds for the verifier, which has its own timers);
@@ -55,9 +56,12 @@ class Deadlines:
     def __init__(self, episode: Episode, steps: StepDecider, policy_gate: PolicyGate, stall: StallWatch,
                  limits: DeadlineLimits, *, lockstep: bool, logger,
                  resend_plan_request: Callable[[], None], plan_failed: Callable[[str], None],
-                 publish_result: Callable[[dict | None], None], end_episode: Callable[[str], object]):
+                 publish_result: Callable[[dict | None], None], end_episode: Callable[[str], object],
+                 confirming: Callable[[], bool] = lambda: False):
         """``resend_plan_request``, ``plan_failed(reason)``, ``publish_result(score)`` and ``end_episode(reason)``
-        are what the orchestrator does about a late plan, a late record and a stalled or unanswered episode."""
+        are what the orchestrator does about a late plan, a late record and a stalled or unanswered episode;
+        ``confirming()`` says a reset episode's confirming counts are being asked (its record waits for them)."""
+        self._confirming = confirming
         self._episode = episode
         self._steps = steps
         self._policy_gate = policy_gate
@@ -83,6 +87,8 @@ class Deadlines:
                 self._resend_plan_request()  # the verifier node may have (re)started since
             return
         if episode.finished is not None:
+            if self._confirming():
+                return  # the counts have the verifier's timers; the score's own wait applies once they are in
             if now - episode.finished_at >= limits.score_timeout_s:
                 missing = "the sim bridge's score" if self._lockstep and episode.score is None else \
                     "the policy's final report"

@@ -3,7 +3,9 @@
 Once the final decision went out (by the episode's own rules or from outside), the record waits for
 what is still to come: in simulation the sim bridge's privileged score, and the policy's report
 marked final whenever the policy reports on the episode (:mod:`~ladder_ros.nodes.orchestrator.policy_gate`);
-the deadlines publish it without them after ``score_timeout_s``. Stopped by a signal, the
+the deadlines publish it without them after ``score_timeout_s``. A reset episode's record also waits for the
+verifier's counts that confirm it (:mod:`~ladder_ros.nodes.orchestrator.resets`) and carries them; an
+unconfirmed reset's final status names what is out of place. Stopped by a signal, the
 orchestrator ends a running episode as interrupted and gets its final status out before it goes.
 The journal is written here too (:mod:`~ladder_ros.nodes.orchestrator.journal`): killed instead, the
 next orchestrator finds the episode in it and publishes its final status, marked the same way.
@@ -23,6 +25,7 @@ from ladder_ros.nodes.orchestrator.journal import EpisodeJournal
 if TYPE_CHECKING:
     from ladder_ros.nodes.orchestrator.outbox import Outbox
     from ladder_ros.nodes.orchestrator.policy_gate import PolicyGate
+    from ladder_ros.nodes.orchestrator.resets import ResetEpisodes
 
 LAST_WORD_S = 2.0  # on shutdown: how long the final status of an interrupted episode may take to go out
 
@@ -31,8 +34,10 @@ class EpisodeEnder:
     """Publishes a finished episode's final status and record, and keeps the journal (module docstring)."""
 
     def __init__(self, episode: Episode, outbox: Outbox, policy_gate: PolicyGate, journal: EpisodeJournal, *,
-                 preset: EmbodimentPreset, lockstep: bool, score_timeout_s: float, logger):
+                 preset: EmbodimentPreset, lockstep: bool, score_timeout_s: float, logger,
+                 resets: ResetEpisodes | None = None):
         self._episode = episode
+        self._resets = resets
         self._outbox = outbox
         self._policy_gate = policy_gate
         self._journal = journal
@@ -52,6 +57,10 @@ class EpisodeEnder:
         episode = self._episode
         if episode.finished is None or not episode.running:
             return
+        orchestrator = episode.orchestrator
+        if self._resets is not None and orchestrator is not None and self._resets.awaits_confirmation(
+                episode.status, orchestrator.last_step, episode.last_end_ns, time.monotonic()):
+            return  # a reset episode's record waits for the counts that confirm it
         score_due = self._lockstep and self._score_timeout_s > 0.0 and episode.score is None
         if not score_due and self._policy_gate.final_report_in(episode.status.episode_id):
             self.publish_result(episode.score)
@@ -62,19 +71,28 @@ class EpisodeEnder:
         orchestrator, task = episode.orchestrator, episode.task
         assert orchestrator is not None and task is not None
         safety = dict(score["safety"]) if score and "safety" in score else {"counts": dict(episode.safety_counts)}
+        episode_id = episode.status.episode_id
+        reset = self._resets.record_section(episode_id) if self._resets is not None else {}
+        out_of_place = reset.pop("reset_reason", "")
         record = graph_record(
             episode.status.to_dict(), events=[e.to_dict() for e in orchestrator.events],
             orchestration=orchestrator.summary(), finish_reason=orchestrator.finish_reason,
             last_step=orchestrator.last_step, score=score, wall_s=time.monotonic() - episode.started_wall,
             preset=self._preset.name, preset_options=self._preset.options, plan=episode.plan_record,
             policy=self._policy_gate.report_for(episode.status.episode_id),
-            extra={"safety": safety, "interrupted": episode.interrupted})
+            extra={"safety": safety, "interrupted": episode.interrupted, **reset})
         episode.update_status(state=episode.end_state, finish_reason=orchestrator.finish_reason, result=record,
-                              step=orchestrator.last_step, instruction=None, pending_request=None)
+                              step=orchestrator.last_step, instruction=None, pending_request=None,
+                              **({"message": out_of_place} if out_of_place else {}))
+        if self._resets is not None:
+            self._resets.ended(episode_id)
         self.write_journal()
-        self._log.info(f"episode {episode.status.episode_id} over: {orchestrator.finish_reason}"
+        self._log.info(f"episode {episode_id} over: {orchestrator.finish_reason}"
                        + (f", success {record['success']}, {record['subgoals_done']}/{task.horizon} subgoals"
-                          if score else " (no privileged score)"))
+                          if score else " (no privileged score)")
+                       + (f"; reset confirmed: {reset['reset']['confirmed']}" if reset else ""))
+        if out_of_place:
+            self._log.error(out_of_place)
 
     def on_shutdown(self, end_episode: Callable[[str], object],
                     spin: Callable[[float, Callable[[], bool]], None]) -> None:

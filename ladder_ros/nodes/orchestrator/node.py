@@ -34,6 +34,7 @@ from ladder_ros.nodes.orchestrator.episode import Episode
 from ladder_ros.nodes.orchestrator.journal import EpisodeJournal, default_state_dir, journal_path
 from ladder_ros.nodes.orchestrator.outbox import Outbox
 from ladder_ros.nodes.orchestrator.policy_gate import PolicyGate
+from ladder_ros.nodes.orchestrator.resets import ResetEpisodes
 from ladder_ros.nodes.orchestrator.stall_watch import StallWatch
 from ladder_ros.nodes.orchestrator.steps import StepDecider
 from ladder_ros.paths import resolve_share_file
@@ -58,7 +59,9 @@ class OrchestratorNode(Node):
     (each step's decision and verifier queries), :class:`~ladder_ros.nodes.orchestrator.ending.EpisodeEnder`
     (the final status and record, the journal), :class:`~ladder_ros.nodes.orchestrator.deadlines.Deadlines`
     (late plans, answers, scores and stalls), :class:`~ladder_ros.nodes.orchestrator.policy_gate.PolicyGate`
-    (starts wait for a ready policy) and :class:`~ladder_ros.nodes.orchestrator.stall_watch.StallWatch`.
+    (starts wait for a ready policy), :class:`~ladder_ros.nodes.orchestrator.resets.ResetEpisodes` (reset
+    starts counted and planned, reset episodes confirmed) and
+    :class:`~ladder_ros.nodes.orchestrator.stall_watch.StallWatch`.
 
     Topics: subscribes ``gripper/events``, ``sim/privileged_state``, ``verifier/result``,
     ``planner/result``, ``sim/episode_score``, ``episode/command``, ``safety/interventions``,
@@ -104,20 +107,27 @@ class OrchestratorNode(Node):
                                              rate_hz=self.preset.control_rate_hz), publish=self.outbox.status)
         journal = EpisodeJournal(journal_path(params["state_dir"] or default_state_dir(),
                                               self.get_fully_qualified_name(), os.environ.get("ROS_DOMAIN_ID", "0")))
+        now_ns = self._now_ns
+        self.resets = ResetEpisodes(self.suite, lockstep=self.lockstep, retry_s=params["verifier_retry_s"],
+                                    give_up_s=params["verifier_abort_after_s"], send=self.outbox.verification_request,
+                                    start=lambda command: self.control.start(command),
+                                    refuse=lambda command, why: self.control.refuse(command, why),
+                                    counted=lambda: self.ender.maybe_publish_result(), now_ns=now_ns, logger=logger)
         self.ender = EpisodeEnder(self.episode, self.outbox, self.policy_gate, journal, preset=self.preset,
-                                  lockstep=self.lockstep, score_timeout_s=params["score_timeout_s"], logger=logger)
+                                  lockstep=self.lockstep, score_timeout_s=params["score_timeout_s"], logger=logger,
+                                  resets=self.resets)
         self.steps = StepDecider(self.episode, self.outbox, self.stall, lockstep=self.lockstep, logger=logger,
                                  on_finished=self.ender.maybe_publish_result)
         self.control = EpisodeControl(
             self.episode, self.outbox, self.steps, self.policy_gate, self.stall, suite=self.suite,
             preset=self.preset, clock_mode=params["clock_mode"], default_variant=params["variant"],
-            plan_source=params["plan_source"], now_ns=lambda: self.get_clock().now().nanoseconds,
-            write_journal=self.ender.write_journal, logger=logger)
+            plan_source=params["plan_source"], now_ns=now_ns, write_journal=self.ender.write_journal, logger=logger,
+            resets=self.resets)
         self.deadlines = Deadlines(
             self.episode, self.steps, self.policy_gate, self.stall, DeadlineLimits.from_params(params),
             lockstep=self.lockstep, logger=logger, resend_plan_request=self.control.send_plan_request,
             plan_failed=self.control.plan_failed, publish_result=self.ender.publish_result,
-            end_episode=self.control.end_episode)
+            end_episode=self.control.end_episode, confirming=lambda: self.resets.confirming)
         self.create_timer(JOURNAL_PERIOD_S, self.ender.write_journal_if_changed)
         if not self.ender.end_journalled_episode():
             self.episode.publish_status(self.episode.status)
@@ -131,6 +141,9 @@ class OrchestratorNode(Node):
         """SIGINT/SIGTERM: a running episode ends as interrupted, its final status out (runtime.process)."""
         self.ender.on_shutdown(self.control.end_episode,
                                lambda seconds, until: spin_for(executor, seconds, until=until))
+
+    def _now_ns(self) -> int:
+        return self.get_clock().now().nanoseconds
 
     # ------------------------------------------------------------------ callbacks
     def _on_command(self, msg: interfaces.EpisodeCommand) -> None:
@@ -165,7 +178,7 @@ class OrchestratorNode(Node):
 
     def _on_verification_result(self, msg: interfaces.VerificationResult) -> None:
         doc = received_document(self, msg, VerificationResultDoc, "verification result")
-        if doc is not None:
+        if doc is not None and not self.resets.take_result(doc, time.monotonic()):
             self.steps.verification_result(doc)
 
     def _on_joint_state(self, msg: JointState) -> None:
@@ -187,7 +200,9 @@ class OrchestratorNode(Node):
             self.ender.score(doc.episode_id, doc.score)
 
     def _on_watchdog(self) -> None:
-        self.deadlines.check(time.monotonic())
+        now = time.monotonic()
+        self.resets.check(now)
+        self.deadlines.check(now)
 
 
 def main(args: Sequence[str] | None = None) -> int:

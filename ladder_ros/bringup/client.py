@@ -17,6 +17,7 @@ from rclpy.node import Node
 from ladder_ros_interfaces import msg as interfaces
 
 from ladder_ros.core.errors import LadderError
+from ladder_ros.core.reset import RESET_EPISODE, START_LAYOUT, TASK_EPISODE
 from ladder_ros.messages import (
     ABORTED,
     FINISHED,
@@ -140,17 +141,23 @@ class EpisodeClient(Node):
             self.destroy_subscription(sub)
 
     def start_episode(self, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0,
-                      policy: str = "") -> str:
+                      policy: str = "", kind: str = TASK_EPISODE, start: str = START_LAYOUT,
+                      start_after: str = "") -> str:
         """Ask the orchestrator to start an episode under ``policy`` (one of the names on ``policy/status``;
-        empty: the policy node's default); returns its id (the orchestrator refuses a second one)."""
+        empty: the policy node's default); returns its id (the orchestrator refuses a second one). ``kind``,
+        ``start`` and ``start_after``: a reset, or an episode that continues an earlier one's scene
+        (:class:`~ladder_ros.messages.EpisodeCommand`)."""
         self._count += 1
-        episode_id = (f"{time.strftime('%Y%m%dT%H%M%S')}-{self._count:03d}-{task_id}-{variant or 'default'}"
+        what = "reset" if kind == RESET_EPISODE else variant or "default"
+        episode_id = (f"{time.strftime('%Y%m%dT%H%M%S')}-{self._count:03d}-{task_id}-{what}"
                       + (f"-{policy}" if policy else "") + f"-s{seed}")
-        self.send_start(episode_id, task_id, variant=variant, layout=layout, seed=seed, policy=policy)
+        self.send_start(episode_id, task_id, variant=variant, layout=layout, seed=seed, policy=policy, kind=kind,
+                        start=start, start_after=start_after)
         return episode_id
 
     def send_start(self, episode_id: str, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0,
-                   policy: str = "") -> None:
+                   policy: str = "", kind: str = TASK_EPISODE, start: str = START_LAYOUT,
+                   start_after: str = "") -> None:
         """Publish a start command as given (the orchestrator checks it and replies).
 
         Sent again every ``START_RESEND_S`` while it is spun until the orchestrator answers or names the
@@ -160,7 +167,7 @@ class EpisodeClient(Node):
         self.current = episode_id
         self.replies.pop(episode_id, None)  # the answer to this start, not to an earlier one with the same id
         command = EpisodeCommand(command=START, episode_id=episode_id, task_id=task_id, layout=layout, seed=seed,
-                                 variant=variant, policy=policy)
+                                 variant=variant, policy=policy, kind=kind, start=start, start_after=start_after)
         self._resends.sent(command, time.monotonic())
         self._command_pub.publish(document_to_msg(command))
 
@@ -181,8 +188,8 @@ class EpisodeClient(Node):
                               wall_s=time.monotonic() - self._started.get(episode_id, time.monotonic()))
 
     def run_episode(self, executor: Executor, task_id: str, *, variant: str = "", layout: int = 0, seed: int = 0,
-                    timeout_s: float = 600.0, check=None, policy: str = "") -> EpisodeOutcome:
-        """Start an episode (under ``policy``; empty: the default) and spin until it is over; returns its final
-        status and result."""
-        episode_id = self.start_episode(task_id, variant=variant, layout=layout, seed=seed, policy=policy)
+                    timeout_s: float = 600.0, check=None, policy: str = "", **start: str) -> EpisodeOutcome:
+        """Start an episode (under ``policy``; empty: the default; ``start``: its kind, start and start_after) and
+        spin until it is over; returns its final status and result."""
+        episode_id = self.start_episode(task_id, variant=variant, layout=layout, seed=seed, policy=policy, **start)
         return self.wait_until_over(executor, episode_id, timeout_s, check)

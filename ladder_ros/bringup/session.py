@@ -101,11 +101,13 @@ class GraphSession:
         except EpisodeTimeout as exc:
             self.client.get_logger().warning(f"{exc}: the first episode's bag may miss its first messages")
 
-    def run_episode(self, task_id: str, *, variant: str, layout: int, seed: int, timeout_s: float = 900.0):
-        """One episode through the graph; a node that dies meanwhile ends it with NodeDied."""
+    def run_episode(self, task_id: str, *, variant: str, layout: int, seed: int, timeout_s: float = 900.0,
+                    **start: str):
+        """One episode through the graph (``start``: its kind, start and start_after); a node that dies meanwhile
+        ends it with NodeDied."""
         assert self.client is not None and self.processes is not None
         return self.client.run_episode(self.executor, task_id, variant=variant, layout=layout, seed=seed,
-                                       timeout_s=timeout_s, check=self.processes.check_alive)
+                                       timeout_s=timeout_s, check=self.processes.check_alive, **start)
 
     def stop(self, final_status_wait_s: float = 5.0):
         """Stop the graph, the orchestrator first; the final status of an episode it interrupted, or None.

@@ -53,11 +53,13 @@ class WidowXTwinNode(Node):
       the instrument faults of ``instruments/fault`` it plays (a camera stall, the oracle's input held back, a
       blocked joint for a while: :mod:`ladder_ros.instruments.widowx_twin.fault_hooks`).
     * The scene: each episode's task, layout and seed (``episode/status``) rebuild it around the arm where
-      it stands; the camera renders it at ``camera_fps`` into the shared-memory channel the camera node's
-      ``twin`` backend reads.
-    * As the sim bridge does: ``sim/privileged_state`` once per control period of an episode (the goal
-      tracker's predicates, object poses, the arm's commanded target), and ``sim/episode_score`` when the
-      orchestrator's last decision is in, so the oracle verifier and scoring work on the wall clock.
+      it stands, unless the episode continues the scene an earlier one left (``start`` ``after_reset`` or
+      ``after_task``, a reset among them): then it stays as it is; the camera renders it at ``camera_fps``
+      into the shared-memory channel the camera node's ``twin`` backend reads.
+    * As the sim bridge does: ``sim/privileged_state`` once per control period (the goal tracker's
+      predicates, object poses and start regions, the arm's commanded target), from the first episode on and
+      between episodes too, and ``sim/episode_score`` when the orchestrator's last decision is in, so the
+      oracle verifier and scoring work on the wall clock.
 
     Topics: publishes ``sim/privileged_state``, ``sim/episode_score``, ``/diagnostics`` (physics time skipped,
     camera rate and render time, xs_sdk calls, faults), ``instruments/fault_applied`` and the xs_sdk topics
@@ -111,12 +113,14 @@ class WidowXTwinNode(Node):
     def _on_episode_start(self, status: EpisodeStatus) -> None:
         try:
             task = Task.from_dict(status.task or {})
-            self.world.reset(task, status.layout, status.seed)
+            self.world.reset(task, status.layout, status.seed, keep_scene=status.keeps_scene)
         except (LadderError, KeyError, TypeError, ValueError) as exc:
             self.episodes.request_abort(status.episode_id, f"widowx_twin cannot build the scene: {exc}")
             return
         self.episode, self.task, self.tracker, self._step = status, task, GoalTracker(task), -1
-        self.get_logger().info(f"episode {status.episode_id}: scene of {task.task_id}, layout {status.layout}")
+        self.get_logger().info(f"episode {status.episode_id}: scene of {task.task_id}, "
+                               + (f"as episode {status.start_after} left it" if status.keeps_scene
+                                  else f"layout {status.layout}"))
         self._publish_privileged()
 
     def _on_episode_end(self, status: EpisodeStatus) -> None:
@@ -124,10 +128,12 @@ class WidowXTwinNode(Node):
         self._ended = status.episode_id
 
     def _publish_privileged(self) -> None:
-        """Once per control period of an episode: the scene's privileged state and the goal tracker's predicates."""
+        """Once per control period: the scene's privileged state and the goal tracker's predicates. Between
+        episodes too, under the last episode's id: the scene stays in view, as a camera's image does, so the
+        verifier can count what an episode left before the reset that follows it starts."""
         self.faults.expire()
         episode, tracker = self.episode, self.tracker
-        if episode is None or tracker is None or episode.episode_id == self._ended:
+        if episode is None or tracker is None:
             return
         now_ns = self.get_clock().now().nanoseconds
         step = max(0, int((now_ns - episode.origin_ns) / (self.period_s * 1e9)))

@@ -72,6 +72,22 @@ def finger_from_pad(pad_m: float) -> float:
 class TwinTabletop(MujocoTabletop):
     """The tabletop with its gripper driven from outside (the arm's kinematics), not by 7-D actions."""
 
+    def keep(self, task: Task) -> None:
+        """Hand the scene as it stands to ``task`` (a later episode of its scene): nothing moves, the physics goes
+        on (the gripper stays where the arm holds it, unlike the tabletop's own ``keep_scene``, which drives it
+        home)."""
+        built, current = self._built, self._task
+        if built is None or current is None:
+            raise InvalidInputError("there is no scene to keep yet; build a layout first")
+        if task.scene != current.scene:
+            raise ConfigError(f"task {task.task_id!r} is set in scene {task.scene!r}, but the scene kept from "
+                              f"task {current.task_id!r} is {current.scene!r}")
+        missing = sorted(set(self.scenes[task.scene].kinds_for(task)) - set(built.object_kinds))
+        if missing:
+            raise ConfigError(f"task {task.task_id!r} needs objects the kept scene does not hold: {missing}")
+        self._task = task
+        self._step = 0
+
     def place_gripper(self, position: np.ndarray, euler: np.ndarray, pad_m: float) -> None:
         """Put the gripper there at rest (after a reset: the arm is wherever it is)."""
         built, data = self._built, self._data
@@ -168,8 +184,14 @@ class TwinWorld:
         return pose[:3, 3].copy(), matrix_to_euler_xyz(pose[:3, :3] @ WIDOWX_TOP_DOWN.T)
 
     # ------------------------------------------------------------------ episodes
-    def reset(self, task: Task, layout: int, seed: int) -> None:
-        """Build ``task``'s scene in ``layout`` around the arm where it is now."""
+    def reset(self, task: Task, layout: int, seed: int, *, keep_scene: bool = False) -> None:
+        """Build ``task``'s scene in ``layout`` around the arm where it is now; with ``keep_scene`` the scene stays
+        as the last episode left it (nothing is teleported) and ``task`` takes it over."""
+        if keep_scene:
+            with self.lock:
+                self.tabletop.keep(task)
+                self.task = task
+            return
         with self.lock:
             previous = self.tabletop.built_model
             self.tabletop.reset(task, layout, seed)

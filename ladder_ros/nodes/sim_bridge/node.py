@@ -74,7 +74,10 @@ class SimBridgeNode(Node):
     and scoring read), all stamped ``origin + t / rate``. It steps the simulator only when both the
     orchestrator's decision of step ``t`` and an action stamped ``t`` are in, so simulated time
     excludes computation (paper Section 3). When the decision says the episode is over it scores the
-    episode from its goal tracker and publishes the score.
+    episode from its goal tracker and publishes the score. An episode whose status continues an earlier one's
+    scene (``start``: ``after_reset`` or ``after_task``, a reset episode among them) starts from the scene as
+    the last episode left it (``reset(..., keep_scene=True)``): nothing is teleported; a simulator that builds
+    every episode from its layout cannot, and the episode is ended at once with the reason.
 
     Every action passes the safety filter the robot drivers use (:mod:`ladder_ros.core.safety`,
     bounds from the preset): one action per step, only while the configured policy
@@ -156,7 +159,13 @@ class SimBridgeNode(Node):
         try:
             task = Task.from_dict(status.task or {})
             started = time.perf_counter()
-            observation = self.simulator.reset(task, status.layout, status.seed)
+            if status.keeps_scene:  # the scene an earlier episode left, as it is: nothing is teleported
+                if not getattr(self.simulator, "keeps_scene", False):
+                    raise ConfigError(f"simulator {self.simulator.name} builds every episode from its layout; it "
+                                      f"cannot continue the scene of episode {status.start_after}")
+                observation = self.simulator.reset(task, status.layout, status.seed, keep_scene=True)
+            else:
+                observation = self.simulator.reset(task, status.layout, status.seed)
             self.timing["sim_s"] += time.perf_counter() - started
             self._intrinsics = self.simulator.camera_intrinsics() if observation.image is not None else None
         except (LadderError, KeyError, TypeError, ValueError) as exc:
@@ -171,8 +180,9 @@ class SimBridgeNode(Node):
         self.safety.reset()
         self.gate.reset()
         self._publish(observation)
-        self.get_logger().info(f"episode {status.episode_id}: {task.task_id} layout {status.layout} "
-                               f"seed {status.seed} ({status.variant})")
+        self.get_logger().info(f"episode {status.episode_id}: {task.task_id} "
+                               + (f"on the scene {status.start_after} left" if status.keeps_scene
+                                  else f"layout {status.layout}") + f" seed {status.seed} ({status.variant})")
 
     def _on_episode_end(self, status: EpisodeStatus) -> None:
         if self.episode is not None and status.episode_id == self.episode.episode_id:

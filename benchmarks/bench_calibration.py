@@ -1,4 +1,5 @@
-"""How accurate is the eye-to-hand calibration when the arm's poses are noisy? Prints the README's table.
+"""How accurate is the eye-to-hand calibration when the arm's poses are noisy? Prints the accuracy table of
+docs/calibration.md.
 
     .venv/bin/python benchmarks/bench_calibration.py [--scenes 4] [--draws 5] [--views 10]
 

@@ -9,7 +9,7 @@
 Four parts, each on a graph of its own (every node its own process, loopback only):
 
 * **success**: ``ladder-ros rehearse widowx --episodes N`` at the first delay (the user's command, as
-  the README gives it), then the same episodes (task, layout, seed, variant, scripted expert, its
+  docs/robot_bringup.md gives it), then the same episodes (task, layout, seed, variant, scripted expert, its
   noise, oracle verifier) in the in-process lockstep loop of ``sim-eval``; both success rates with
   their Wilson intervals, and per task.
 * **timing**: ``ladder-ros rehearse widowx`` at each further delay (``--timing-episodes`` episodes

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The lab's build is the tested build. In a fresh colcon workspace (a temporary folder, this checkout copied into
-# src/ladder_ros as `git clone` would put it there), run the colcon commands of README.md's robot build (the block
-# between <!-- robot-build:begin --> and <!-- robot-build:end -->, taken from the README itself), source the install
-# space, and run one simulated episode through `ros2 launch ladder_ros sim_orchestrator.launch.py` from it (the
+# src/ladder_ros as `git clone` would put it there), run the colcon commands of the bring-up guide's robot build (the
+# block of docs/robot_bringup.md between <!-- robot-build:begin --> and <!-- robot-build:end -->, taken from the guide
+# itself), source the install space, and run one simulated episode through `ros2 launch ladder_ros sim_orchestrator.launch.py` from it (the
 # episode client of `ladder-ros parity --launch`, itself the install's executable; the episode must be identical to
 # the in-process reference loop). While the episode runs, every node the launch started is checked: its executable
 # is the install's (install/ladder_ros/lib/ladder_ros/), in its environment `ladder_ros`, `ladder_ros_interfaces`
@@ -76,12 +76,13 @@ NPINC=$("$PY" -c 'import numpy; print(numpy.get_include())')
   -e "s#/opt/python/cp3[0-9]+-cp3[0-9]+t?/include/python3\.[0-9]+t?#$PYINC#g" \
   -e "s#/opt/python/cp3[0-9]+-cp3[0-9]+t?/lib/python3\.[0-9]+t?/site-packages/numpy/_core/include#$NPINC#g"
 
-# The README's robot build: its colcon commands, run as written.
-block="$(sed -n '/<!-- robot-build:begin -->/,/<!-- robot-build:end -->/p' "$REPO/README.md")"
+# The bring-up guide's robot build: its colcon commands, run as written.
+GUIDE=docs/robot_bringup.md
+block="$(sed -n '/<!-- robot-build:begin -->/,/<!-- robot-build:end -->/p' "$REPO/$GUIDE")"
 mapfile -t colcon_commands < <(grep -E '^colcon ' <<<"$block" || true)
-[[ ${#colcon_commands[@]} -gt 0 ]] || fail "README.md has no colcon command between the robot-build markers"
-grep -qx 'source install/setup.bash' <<<"$block" || fail "README.md's robot build does not source install/setup.bash"
-grep -qE '^git clone .* src/ladder_ros$' <<<"$block" || fail "README.md's robot build does not clone into src/ladder_ros"
+[[ ${#colcon_commands[@]} -gt 0 ]] || fail "$GUIDE has no colcon command between the robot-build markers"
+grep -qx 'source install/setup.bash' <<<"$block" || fail "$GUIDE's robot build does not source install/setup.bash"
+grep -qE '^git clone .* src/ladder_ros$' <<<"$block" || fail "$GUIDE's robot build does not clone into src/ladder_ros"
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/ladder_colcon_check.XXXXXX")"
 WS="$TMP/ws"
@@ -138,7 +139,7 @@ for command in "${colcon_commands[@]}"; do
 done
 say "built in $((SECONDS - start)) s: $(cd "$WS/install" && ls -d -- */ | tr -d / | tr '\n' ' ')"
 for package in ladder_ros ladder_ros_interfaces; do
-  [[ -d "$WS/install/$package" ]] || fail "the README's build did not install $package"
+  [[ -d "$WS/install/$package" ]] || fail "the robot build of $GUIDE did not install $package"
 done
 
 set +u

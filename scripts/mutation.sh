@@ -11,7 +11,7 @@
 #        scripts/mutation.sh --survivors MODULE ...   only the mutants of MODULE that survived last time or no test reached
 #        scripts/mutation.sh --report          the kill rates of the last run, per module, and every survivor
 #                                              not listed as equivalent in scripts/mutation_equivalents.txt
-#        scripts/mutation.sh --readme          the same, written into README.md's mutation table
+#        scripts/mutation.sh --readme          the same, written into docs/testing.md's mutation table
 # One mutant's diff: .venv/bin/mutmut show NAME; the survivors of a module with their changed lines:
 # .venv/bin/python scripts/mutation_report.py --survivors ladder_ros.core.safety
 set -euo pipefail
@@ -74,7 +74,7 @@ case $mode in
 esac
 
 if [[ $mode == readme ]]; then
-  "$PY" scripts/mutation_report.py --readme README.md
+  "$PY" scripts/mutation_report.py --readme docs/testing.md
 else
   "$PY" scripts/mutation_report.py
 fi

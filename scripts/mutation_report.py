@@ -7,7 +7,7 @@ them apart from the code), one per line: ``NAME | changed line | reason``. A lis
 changes a different line (the function was edited, the numbers moved) is reported as stale.
 
 Usage: mutation_report.py                   the table and the unexplained survivors (exit 1 if any)
-       mutation_report.py --readme README.md  write the table into the README's mutation section (between
+       mutation_report.py --readme docs/testing.md  write the table into that page's mutation section (between
                                             its markers) and the equivalents into docs/mutation_equivalents.md
        mutation_report.py --modules         the modules setup.cfg mutates, safety modules first
        mutation_report.py --survivors MODULE  each survivor of MODULE with the line it changes
@@ -22,6 +22,7 @@ import configparser
 import difflib
 import fnmatch
 import json
+import os
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -31,8 +32,9 @@ REPO = Path(__file__).resolve().parent.parent
 MUTANTS = REPO / "mutants"
 EQUIVALENTS = REPO / "scripts" / "mutation_equivalents.txt"
 EQUIVALENTS_DOC = REPO / "docs" / "mutation_equivalents.md"
+TESTING_DOC = REPO / "docs" / "testing.md"  # the kill-rate table, between the mutation markers
 BEGIN, END = "<!-- mutation:begin -->", "<!-- mutation:end -->"
-# The modules that decide whether an arm moves: reported first, held to the stricter bar (README, Testing).
+# The modules that decide whether an arm moves: reported first, held to the stricter bar (docs/testing.md).
 SAFETY = ("ladder_ros.core.safety", "ladder_ros.core.safety_supervisor", "ladder_ros.robots.")
 # mutmut's exit codes (mutmut/stats.py status_by_exit_code): a kill, a hang, a crash all catch the mutant.
 CAUGHT = {"killed", "timeout", "segfault"}
@@ -194,13 +196,16 @@ def short(module: str) -> str:
     return module.removeprefix("ladder_ros.").replace(".", "/") + ".py"
 
 
-def readme_section(mutants: list[Mutant], equivalent: list[tuple[Mutant, str]], unexplained: list[Mutant]) -> str:
-    """The README's table: per module, its mutants, kills, survivors, and how many survivors are named equivalents."""
+def readme_section(mutants: list[Mutant], equivalent: list[tuple[Mutant, str]], unexplained: list[Mutant],
+                   page: Path = TESTING_DOC) -> str:
+    """The table of ``page`` (docs/testing.md): per module, its mutants, kills, survivors, and how many survivors
+    are named equivalents; its link to the equivalents is relative to ``page``."""
     named = collections.Counter(m.module for m, _ in equivalent)
+    link = os.path.relpath(EQUIVALENTS_DOC, Path(page).resolve().parent)
     lines = ["Last run (mutmut 3.8.1, `scripts/mutation.sh`, on this project's 2-core machine; killed includes",
              "time-outs; safety modules in bold, first). Every surviving mutant named *equivalent* is listed with its",
              f"changed line and the reason no input tells it apart from the code in "
-             f"[{EQUIVALENTS_DOC.relative_to(REPO)}]({EQUIVALENTS_DOC.relative_to(REPO)}).", "",
+             f"[{EQUIVALENTS_DOC.relative_to(REPO)}]({link}).", "",
              "| module | mutants | killed | survived | of them equivalent | no test | kill rate |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     total = collections.Counter()
@@ -231,7 +236,7 @@ def equivalents_page(mutants: list[Mutant], equivalent: list[tuple[Mutant, str]]
                             "tell apart from the code, by module: the function, the line as the mutant changes it, "
                             "and why. "
                             "Written by `scripts/mutation.sh --readme` from `scripts/mutation_equivalents.txt`; the "
-                            "kill rates are in the README's Testing section.", 110)]
+                            "kill rates are in docs/testing.md.", 110)]
     by_module: dict[str, list[tuple[Mutant, str]]] = collections.defaultdict(list)
     for m, reason in equivalent:
         by_module[m.module].append((m, reason))
@@ -270,7 +275,7 @@ def main(argv: list[str]) -> int:
         return 1
     equivalent, unexplained, stale = classify(mutants, load_equivalents())
     if argv[:1] == ["--readme"]:
-        write_readme(Path(argv[1]), readme_section(mutants, equivalent, unexplained))
+        write_readme(Path(argv[1]), readme_section(mutants, equivalent, unexplained, Path(argv[1])))
         EQUIVALENTS_DOC.write_text(equivalents_page(mutants, equivalent))
     print_table(mutants)
     print(f"\n{len(equivalent)} survivor(s) listed as equivalent in scripts/{EQUIVALENTS.name}")

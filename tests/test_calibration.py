@@ -152,7 +152,7 @@ def test_extrinsics_from_noisy_poses_are_refused_when_the_file_is_wrong_and_the_
     path = save_calibration(CameraCalibration("widowx_main", TRUTH), tmp_path / "widowx_main.yaml")
     good = ladder("calibrate", "extrinsics", data["hand_eye"], "--poses", data["noisy_poses"], "--calibration", path)
     assert good.returncode == 0, good.stdout + good.stderr
-    # With a WidowX's pose noise the camera is still within 5 mm and 0.5 degrees (README, calibration accuracy).
+    # With a WidowX's pose noise the camera is still within 5 mm and 0.5 degrees (docs/calibration.md, accuracy).
     shift, angle = load_calibration(path).extrinsics.transform.distance_to(data["scene"].base_to_camera)
     assert shift < 0.005 and angle < 0.5, (shift, angle)
     before = path.read_bytes()

@@ -28,14 +28,14 @@ from ladder_ros.ros_conversions import joint_state_to_msg, pose_to_msg  # noqa: 
 
 pytestmark = pytest.mark.ros
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+TOPICS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "interfaces.md"
 RELIABLE, BEST_EFFORT = ReliabilityPolicy.RELIABLE, ReliabilityPolicy.BEST_EFFORT
 VOLATILE, TRANSIENT_LOCAL = DurabilityPolicy.VOLATILE, DurabilityPolicy.TRANSIENT_LOCAL
 
 
-def readme_topics():
-    """(topic, QoS text, rate) of every row of the README's topic table (services excluded)."""
-    graph = README.read_text().split("<!-- graph:begin -->")[1].split("<!-- graph:end -->")[0]
+def table_topics():
+    """(topic, QoS text, rate) of every row of docs/interfaces.md's topic table (services excluded)."""
+    graph = TOPICS_PAGE.read_text().split("<!-- graph:begin -->")[1].split("<!-- graph:end -->")[0]
     return re.findall(r"^\| `([^`]+)` \| [^|]+ \| ([^|]+) \| ([^|]+) \|", graph, re.M)
 
 
@@ -63,8 +63,8 @@ def test_each_kind_of_topic_has_the_qos_of_the_design():
         assert (profile.reliability, profile.durability, profile.depth) == (reliability, durability, depth), kind
 
 
-def test_the_readme_table_states_each_topics_qos():
-    rows = {name: (text, rate) for name, text, rate in readme_topics()}
+def test_the_topic_table_states_each_topics_qos():
+    rows = {name: (text, rate) for name, text, rate in table_topics()}
     assert set(rows) == {spec.name for spec in topics.TOPICS} and len(rows) == len(topics.TOPICS)
     reliability = {RELIABLE: "reliable", BEST_EFFORT: "best effort"}
     durability = {VOLATILE: "volatile", TRANSIENT_LOCAL: "transient local"}
@@ -79,16 +79,16 @@ def test_the_readme_table_states_each_topics_qos():
     assert {name for name in per_step if not rows[name][0].startswith("reliable")} == {"camera/image_raw"}
 
 
-def test_the_recorder_listens_to_every_topic_of_the_readme_with_its_qos(ros, tmp_path):
+def test_the_recorder_listens_to_every_topic_of_the_table_with_its_qos(ros, tmp_path):
     recorder = EpisodeRecorderNode(namespace="rec", parameter_overrides=[Parameter("output_dir", value=str(tmp_path))])
     try:
         heard = {s.topic_name: s.qos_profile for s in recorder.subscriptions}
-        for name, text, _ in readme_topics():
+        for name, text, _ in table_topics():
             profile = heard.get(name if name.startswith("/") else f"/rec/{name}")
             assert profile is not None, f"the recorder does not record {name}"
             assert (profile.reliability == RELIABLE) == text.startswith("reliable"), name
             assert (profile.durability == TRANSIENT_LOCAL) == ("transient local" in text), name
-        assert len(heard) == len(readme_topics())
+        assert len(heard) == len(table_topics())
     finally:
         recorder.close()
         recorder.destroy_node()

@@ -217,7 +217,7 @@ class FaultMatrix:
 
 
 def markdown_table(outcomes: list[FaultOutcome]) -> str:
-    """The fault-matrix table of README.md and docs/graph.md."""
+    """The fault-matrix table of docs/graph.md ("Faults")."""
     def seconds(value: float | None) -> str:
         return "-" if value is None else f"{value:.1f} s"
 

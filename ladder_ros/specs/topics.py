@@ -4,8 +4,8 @@ Names are relative, so a graph's namespace (``/widowx``) prefixes them all. The 
 (docs/graph.md, "QoS"): images and their camera info best-effort sensor data; commands, per-step
 streams and events reliable; latched state (episode status, current subgoal) reliable +
 transient-local depth 1, so a node that starts late or restarts gets it at once. The graph's own
-messages are those of ``ladder_ros_interfaces`` (:func:`interface`; docs/graph.md, "Interfaces"). The README's topic
-table is generated from this module (``python -m ladder_ros.specs.topics``). No rclpy here: QoS
+messages are those of ``ladder_ros_interfaces`` (:func:`interface`; docs/graph.md, "Interfaces"). The topic table of
+docs/interfaces.md is generated from this module (``python -m ladder_ros.specs.topics``). No rclpy here: QoS
 objects are built in :mod:`ladder_ros.runtime.endpoints`.
 """
 
@@ -209,7 +209,7 @@ SERVICES = (
 
 
 def markdown_table() -> str:
-    """The README's topic table."""
+    """The topic table of docs/interfaces.md."""
     rows = ["| topic | type | QoS | rate | publisher | subscribers | what |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     for t in TOPICS:

@@ -87,7 +87,7 @@ class EpisodeRecorderNode(Node):
     type is not installed (``tf2_msgs`` outside a ROS install, before ``scripts/setup.sh``) is not
     recorded, with one warning.
 
-    Topics: subscribes to all graph topics (see the README's table), ``/clock`` included; publishes its
+    Topics: subscribes to all graph topics (see the table in docs/interfaces.md), ``/clock`` included; publishes its
     health on ``/diagnostics`` at 1 Hz: the open episode, and the topics whose publishers it has not
     matched yet (warn: their messages would be missing from a bag), so a test or an operator can wait
     until it hears the whole graph before starting an episode.

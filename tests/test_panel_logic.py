@@ -138,7 +138,7 @@ def test_void_episodes_leave_their_entry_open():
     ({"schema_version": 1, "name": "x", "compare": ["proprio_verifier", "proprio_verifier"],
       "tasks": [{"task": "a"}]}, "the same"),
     ({"schema_version": 1, "name": "x", "compare": [{"policy": "bridge_pi0_server"}, "proprio_verifier"],
-      "tasks": [{"task": "a"}]}, "switches policy per episode"),
+      "tasks": [{"task": "a"}]}, "names the policy of both systems"),
     ({"schema_version": 1, "name": "x", "compare": ["proprio_verifier", "periodic_trigger"],
       "variants": ["proprio_verifier"], "tasks": [{"task": "a"}]}, "drop 'variants'"),
     ({"schema_version": 1, "name": "x", "order_seed": 3, "tasks": [{"task": "a"}]}, "add 'compare'"),

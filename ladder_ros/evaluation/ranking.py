@@ -24,12 +24,15 @@ pairs with replacement (1,000 resamples, seed 0 by default), each resample fitte
 
 **Which system.** A system is a (policy config, orchestrator variant): named
 ``<policy>@<config hash[:8]>/<variant>`` after the policy config's digest
-(:meth:`ladder_ros.policies.config.PolicyConfig.digest`, in each episode record's ``policy_report``), so
-the same checkpoint and config pools across sessions, and two configs of one name do not. An episode
-without a config hash is named by the policy name it recorded (``<policy>/<variant>``), and one with
-neither by its variant alone. The sealed key of a session (:mod:`ladder_ros.panel.ab_session`) says which
-system ran as A and as B in every pair; the episode records say which policy config ran. The episode
-records of a blind session name the policy as its arm ("A", "B"), so such a name is not taken for one.
+(:meth:`ladder_ros.policies.config.PolicyConfig.digest`), so the same checkpoint and config pools across
+sessions, and two configs of one name do not. The digest is the one the episode record names (its top-level
+``policy_config_hash``, else its ``policy_report``'s ``config_hash``: the config that ran), else the one the
+session's sealed key names for that arm (:mod:`ladder_ros.panel.ab_session`: a session that compares policies
+writes each arm's policy, config and digest there, and its records name none of them). The policy's name is
+the key's, else the record's (``policy``, else the report's). An episode without a config hash is named by its
+policy name (``<policy>/<variant>``), and one with neither by its variant alone. The sealed key says which
+system ran as A and as B in every pair. The episode records of a blind session name the policy, and in a
+session that compares policies also its digest, as the arm ("A", "B"), so such a value is not taken for one.
 
 Pure: numpy only; ``ladder-ros report`` (:mod:`ladder_ros.evaluation.report_statistics`) gathers the
 keys, pair files and scored records and renders the result.
@@ -82,14 +85,23 @@ def _policy_name(value: Any) -> str:
     return name
 
 
+def _config_hash(value: Any) -> str:
+    """A config digest as recorded; a masked one (the arm of a blind pair) is none."""
+    text = str(value or "").strip()
+    return "" if text in ARMS else text
+
+
 def identity_of(system: Mapping[str, Any], record: Mapping[str, Any] | None) -> SystemIdentity:
     """The identity of one arm: ``system`` is the key's entry for it (``{"variant", ...}``, and ``policy``,
     ``config_hash`` where the key names them), ``record`` the arm's episode record (None: not found).
-    The record's config hash (what ran) wins over the key's; the key's policy name over the record's."""
-    report = (record or {}).get("policy_report") or {}
-    config_hash = str(report.get("config_hash") or system.get("config_hash") or "")
-    policy = (_policy_name(system.get("policy")) or _policy_name(report.get("policy"))
-              or _policy_name((record or {}).get("policy")))
+    The record's config hash (what ran: its top-level ``policy_config_hash``, else its report's) wins over the
+    key's; the key's policy name over the record's (its top-level ``policy``, else its report's)."""
+    record = record or {}
+    report = record.get("policy_report") or {}
+    config_hash = (_config_hash(record.get("policy_config_hash")) or _config_hash(report.get("config_hash"))
+                   or _config_hash(system.get("config_hash")))
+    policy = (_policy_name(system.get("policy")) or _policy_name(record.get("policy"))
+              or _policy_name(report.get("policy")))
     return SystemIdentity(variant=str(system.get("variant", "")), config_hash=config_hash, policy=policy)
 
 

@@ -10,12 +10,17 @@ Files under ``<out>/ab/<plan name>/``, each written atomically like the episode 
 * ``pair-0003.json``: the pair's task, layout, seed, its two episode ids by arm, the preference, the
   reason and every change in its history — never the systems;
 * ``key.json``, the sealed key: which system was A and which was B in every pair, the order seed and
-  the two systems. The panel writes it once, when the session closes (every pair run and judged, or
+  the systems. The panel writes it once, when the session closes (every pair run and judged, or
   closed early by the operator); until then no file under ``<out>`` names a system of the session,
-  and ``ladder-ros report`` leaves the session's episodes out of its tables.
+  and ``ladder-ros report`` leaves the session's episodes out of its tables. A system is its
+  ``variant`` and, where the plan names one, its ``policy`` with that policy's ``config`` and
+  ``config_hash`` (the digest of the config the episode ran, so a ranking pools a checkpoint across
+  sessions: :mod:`ladder_ros.evaluation.ranking`).
 
 The episode records of a blind session keep the arm where the orchestrator's documents name the system
-(:func:`mask_system`). Pure: no Qt, no rclpy.
+(:func:`mask_system`); in a session that compares policies they also keep the arm where they name the
+policy's config or digest, and no text in them names a compared policy (:mod:`ladder_ros.panel.blind`).
+Pure: no Qt, no rclpy.
 """
 
 from __future__ import annotations
@@ -44,6 +49,12 @@ def mask_system(doc: Any, arm: str) -> Any:
     if isinstance(doc, list):
         return [mask_system(v, arm) for v in doc]
     return doc
+
+
+def system_label(system: dict) -> str:
+    """A system of a key in a few words: its variant, or ``policy/variant`` when it names a policy."""
+    variant = str(system.get("variant", ""))
+    return f"{system['policy']}/{variant}" if system.get("policy") else variant
 
 
 @dataclass

@@ -54,6 +54,12 @@ def build_panel(node, args: argparse.Namespace):
     return bridge, controller, OperatorPanelWidget(controller, bridge)
 
 
+def startup_line(args: argparse.Namespace, controller) -> str:
+    """What the standalone panel prints when it starts (a sealed blind session's secrets redacted)."""
+    return controller.shown_text(f"ladder-ros panel: graph {args.namespace}, records in {Path(args.out) / 'episodes'}"
+                                 + (f", plan {args.plan}" if args.plan else ""))
+
+
 def parse_plugin_args(argv: Sequence[str]) -> argparse.Namespace:
     """The rqt plugin's arguments (``rqt --standalone ... --args --namespace /franka --plan eval.yaml``)."""
     parser = argparse.ArgumentParser(prog="ladder_ros operator panel")
@@ -93,8 +99,7 @@ def run(args: argparse.Namespace) -> int:
         widget.take_keyboard()
         thread = threading.Thread(target=spin, name="panel-ros", daemon=True)
         thread.start()
-        print(f"ladder-ros panel: graph {args.namespace}, records in {Path(args.out) / 'episodes'}"
-              + (f", plan {args.plan}" if args.plan else ""), flush=True)
+        print(startup_line(args, controller), flush=True)
         code = app.exec_()
         widget.close_panel()
         bridge.close()

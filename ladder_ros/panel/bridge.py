@@ -34,6 +34,7 @@ from ladder_ros.messages import (
     SchemaError,
     VerificationResultDoc,
 )
+from ladder_ros.policies.status import PolicyStatusDoc
 from ladder_ros.specs import topics
 from ladder_ros.runtime.endpoints import message_class, publisher, subscription
 from ladder_ros.runtime.start_resends import StartResends
@@ -57,7 +58,8 @@ class PanelBridge:
 
     Subscribes ``episode/status``, ``orchestrator/events``, ``orchestrator/current_subgoal``,
     ``verifier/result``, ``operator/labels``, ``robot/safety_state``, ``episode/command_reply``,
-    ``camera/image_raw`` and the depth image; publishes ``episode/command`` and ``operator/labels``;
+    ``policy/status`` (the policies the graph serves), ``camera/image_raw`` and the depth image; publishes
+    ``episode/command`` and ``operator/labels``;
     calls ``episode/stop``, ``episode/abort``, ``robot/arm``, ``robot/estop``, ``robot/estop_release``.
     A start is sent again every second until the orchestrator answers it or its status names the
     episode running (:mod:`ladder_ros.runtime.start_resends`); a refused start's reason reaches the log.
@@ -87,6 +89,7 @@ class PanelBridge:
             subscription(node, *typed(topics.EVENTS_TOPIC), self._document(EpisodeEventDoc, "event")),
             subscription(node, *typed(topics.VERIFY_RESULT), self._document(VerificationResultDoc, "verdict")),
             subscription(node, *typed(topics.LABELS), self._document(EpisodeLabels, "labels")),
+            subscription(node, *typed(topics.POLICY_STATUS), self._document(PolicyStatusDoc, "policy_status")),
             subscription(node, *typed(topics.CURRENT_SUBGOAL),
                          lambda msg: self.inbox.put(("current_subgoal", msg.data))),
             subscription(node, DiagnosticStatus, spec(topics.SAFETY_STATE), self._on_safety),
@@ -233,5 +236,7 @@ def dispatch(controller, kind: str, payload: Any) -> None:
         controller.on_service_reply(*payload)
     elif kind == "reply":
         controller.on_command_reply(payload)
+    elif kind == "policy_status":
+        controller.on_policy_status(payload)
     elif kind == "error":
         controller.model.log.append(payload)

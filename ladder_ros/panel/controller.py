@@ -7,7 +7,10 @@ crash between the two loses nothing the operator did, and a restarted panel re-p
 labels it has on disk. A label names the episode the operator saw when pressing the key; one for an
 episode the panel has already left is refused, never moved to the next. In a blind A/B session
 (:mod:`ladder_ros.panel.ab_session`) the panel shows and writes the arm ("A"/"B") wherever the graph
-names the system, keeps a preference per pair, and writes the sealed key when the session closes.
+names the system, keeps a preference per pair, and writes the sealed key when the session closes. When
+the session compares policies, every status the panel shows or keeps is masked and every line of its log
+redacted (:mod:`ladder_ros.panel.blind`) until the key is written; the policies' configs and digests come
+from the graph's ``policy/status`` (and each episode's own status) and go into the key.
 No Qt, no rclpy.
 """
 
@@ -30,9 +33,18 @@ from ladder_ros.messages import (
     EpisodeStatus,
     VerificationResultDoc,
 )
+from ladder_ros.policies.status import PolicyEntry, PolicyStatusDoc
 from ladder_ros.specs import topics
 from ladder_ros.panel import labels as label_ops
-from ladder_ros.panel.ab_session import ABSessionStore, PairFile, check_preference, check_reason, mask_system
+from ladder_ros.panel.ab_session import (
+    ABSessionStore,
+    PairFile,
+    check_preference,
+    check_reason,
+    mask_system,
+    system_label,
+)
+from ladder_ros.panel.blind import SEALED, SessionSecrets
 from ladder_ros.panel.evaluation_plan import EvaluationPlan, PlanEntry
 from ladder_ros.panel.model import PanelModel, SafetyState
 from ladder_ros.panel.records import EpisodeFile, EpisodeRecordStore, check_episode_id
@@ -70,12 +82,23 @@ class PanelController:
         self.done_keys: set[str] = set()
         self._starting: dict[str, str] = {}  # episode id we asked for -> plan entry key
         self.ab = ABSessionStore(store.root, plan.name) if plan is not None and plan.blind else None
+        self.served: dict[str, PolicyEntry] = {}  # the policies the graph serves (policy/status), by name
+        self.ran: dict[str, dict[str, str]] = {}  # blind sessions: episode id -> the policy it ran (name, hash)
+        self.secrets: SessionSecrets | None = None
+        if self.ab is not None and plan.compares_policies and not self.ab.closed:
+            self.secrets = SessionSecrets(plan.compared_policies)
+            self.model.log.redact = self.secrets.redact
         self.refresh_progress()
+
+    def shown_text(self, text: str) -> str:
+        """``text`` as the operator may see it (a sealed session's secrets redacted): for lines printed."""
+        return self.secrets.redact(text) if self.secrets is not None else text
 
     # ------------------------------------------------------------------ from the graph
     def on_status(self, status: EpisodeStatus) -> None:
         if status.episode_id and status.episode_id != self.model.episode_id:
             self.model.shown_variant = self._blind_arm(status.episode_id)  # before the model logs the episode
+        status = self._as_shown(status)
         if self.model.apply_status(status):
             self._open_record(status.episode_id)
         if self.record is None or status.episode_id != self.record.episode_id:
@@ -100,6 +123,39 @@ class PanelController:
                 self.refresh_progress()
                 self._episode_over(self.record)
 
+    def _as_shown(self, status: EpisodeStatus) -> EpisodeStatus:
+        """What the panel may show and keep of ``status``: in a blind session, the policy it ran is noted (for the
+        key) and, while a session that compares policies is sealed, the status masked as its arm."""
+        if self.ab is None:
+            return status
+        if status.episode_id and status.policy:
+            ran = self.ran.setdefault(status.episode_id, {})
+            ran["policy"] = status.policy
+            ran["config_hash"] = status.policy_config_hash or ran.get("config_hash", "")
+        if self.secrets is None or not self.secrets.sealed:
+            return status
+        arm = self.model.shown_variant if status.episode_id else None  # on_status set it for this episode
+        return EpisodeStatus.from_dict(self.secrets.mask(status.to_dict(), arm or SEALED))
+
+    def on_policy_status(self, doc: PolicyStatusDoc) -> None:
+        """The graph's policies (their configs and digests: a sealed session's secrets, and its key's)."""
+        first = not self.served
+        self.served = doc.entries()
+        if doc.episode_id and doc.config_hash and doc.episode_id in self.ran:
+            self.ran[doc.episode_id].setdefault("config_hash", doc.config_hash)
+        if self.plan is None or not self.plan.blind:
+            return
+        if self.secrets is not None:
+            for name in self.plan.compared_policies:
+                entry = self.served.get(name)
+                if entry is not None:
+                    self.secrets.learn(name, entry.config, entry.config_hash)
+        missing = [p for p in self.plan.policies if p not in self.served]
+        if first and missing:  # names redacted while the session is sealed: the orchestrator's refusal says more
+            self.model.log.append(f"the graph does not serve {len(missing)} of the {len(self.plan.policies)} "
+                                  f"policies of this session ({', '.join(missing)}): their starts will be refused; "
+                                  "check the plan's compare against policy/status")
+
     def _blind_arm(self, episode_id: str) -> str | None:
         """The arm ("A"/"B") under which a blind session's episode is shown; None for any other episode."""
         if self.ab is None:
@@ -117,13 +173,20 @@ class PanelController:
         return str(ab["arm"]) if same_session and ab.get("arm") else None
 
     def on_event(self, doc: EpisodeEventDoc) -> None:
-        verdict = self.model.apply_event(doc)
+        verdict = self.model.apply_event(self._sealed(doc))
         if verdict is not None:
             self._keep_verdicts()
 
     def on_verification_result(self, doc: VerificationResultDoc) -> None:
-        if self.model.apply_verification_result(doc) is not None:
+        if self.model.apply_verification_result(self._sealed(doc)) is not None:
             self._keep_verdicts()
+
+    def _sealed(self, doc):
+        """An event or a verifier's answer as a sealed session may show it (unchanged otherwise)."""
+        if self.secrets is None or not self.secrets.sealed:
+            return doc
+        arm = self.model.shown_variant if doc.episode_id == self.model.episode_id else None
+        return type(doc).from_dict(self.secrets.mask(doc.to_dict(), arm or SEALED))
 
     def on_current_subgoal(self, text: str) -> None:
         self.model.current_subgoal = text
@@ -165,6 +228,8 @@ class PanelController:
             entry = None
             if key is not None and self.plan is not None:
                 entry = next((self.plan.entry_record(e) for e in self.plan.entries if e.key == key), None)
+                if entry is not None and self.secrets is not None:  # the plan file's path may name the policies
+                    entry = self.secrets.mask(entry, SEALED)
             record = EpisodeFile.new(episode_id, entry)
             self.store.save(record)
         else:
@@ -268,7 +333,8 @@ class PanelController:
         name = f"pair{entry.pair}{entry.arm}" if entry is not None and entry.blind else (shown or "default")
         episode_id = f"{prefix}-{task_id}-{name}-l{layout or 0}-s{seed or 0}-{stamp}"
         command = EpisodeCommand(command=START, episode_id=episode_id, task_id=str(task_id), layout=int(layout or 0),
-                                 seed=int(seed or 0), variant=str(variant or ""))
+                                 seed=int(seed or 0), variant=str(variant or ""),
+                                 policy=entry.policy if entry is not None else "")
         if entry is not None:
             self._starting[episode_id] = entry.key
         self.outbox.send_command(command)
@@ -378,22 +444,41 @@ class PanelController:
         pairs = {}
         for number, arms in sorted(self.plan.pairs.items()):
             pair = judged.get(number)
+            episodes = dict(pair.episodes) if pair else {}
             pairs[str(number)] = {
-                "A": {"variant": arms["A"].variant}, "B": {"variant": arms["B"].variant},
+                "A": self._system_of(arms["A"], episodes.get("A")), "B": self._system_of(arms["B"], episodes.get("B")),
                 "task_id": arms["A"].task_id, "layout": arms["A"].layout, "seed": arms["A"].seed,
-                "episodes": dict(pair.episodes) if pair else {}, "preference": pair.preference if pair else None,
+                "episodes": episodes, "preference": pair.preference if pair else None,
                 "complete": bool(pair and {"A", "B"} <= set(pair.episodes) and pair.preference)}
         complete = sum(1 for p in pairs.values() if p["complete"])
         path = self.ab.write_key({"session": self.plan.name, "plan_source": self.plan.source,
-                                  "systems": [dict(s) for s in self.plan.systems], "order_seed": self.plan.order_seed,
-                                  "closed_unix_s": float(self.clock()), "complete_pairs": complete,
-                                  "pairs": pairs})
+                                  "systems": [self._system_of(s) for s in self.plan.systems],
+                                  "order_seed": self.plan.order_seed, "closed_unix_s": float(self.clock()),
+                                  "complete_pairs": complete, "pairs": pairs})
+        if self.secrets is not None:
+            self.secrets.reveal()  # the key is written: the log may say which system ran as A and as B
         self.model.log.append(f"A/B session {self.plan.name} closed ({complete}/{len(pairs)} pairs complete); "
                               f"key: {path}")
         for number, p in pairs.items():
-            self.model.log.append(f"pair {number}: A = {p['A']['variant']}, B = {p['B']['variant']}, "
+            self.model.log.append(f"pair {number}: A = {system_label(p['A'])}, B = {system_label(p['B'])}, "
                                   f"preferred {p['preference'] or '—'}")
         return True
+
+    def _system_of(self, system, episode_id: str | None = None) -> dict:
+        """A system as the key names it: its variant and, when it names one, its policy with the policy's config
+        and digest (as the episode ``episode_id`` ran it, else as the graph serves it now)."""
+        if isinstance(system, PlanEntry):
+            system = {"variant": system.variant, **({"policy": system.policy} if system.policy else {})}
+        out = dict(system)
+        policy = out.get("policy")
+        if not policy:
+            return out
+        served = self.served.get(policy)
+        ran = self.ran.get(episode_id or "", {})
+        config_hash = ran.get("config_hash") if ran.get("policy") == policy else ""
+        out["config"] = served.config if served is not None else ""
+        out["config_hash"] = config_hash or (served.config_hash if served is not None else "")
+        return out
 
     def stop(self) -> None:
         self._end(topics.STOP_SERVICE, STOP)

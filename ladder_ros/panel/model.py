@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ladder_ros.core import events as ev
 from ladder_ros.messages import (
@@ -108,14 +108,16 @@ class SafetyState:
 
 
 class EventLog:
-    """The panel's log: the newest :data:`LOG_LINES` lines and how many were ever written."""
+    """The panel's log: the newest :data:`LOG_LINES` lines and how many were ever written. ``redact``, when set,
+    rewrites every line before it is kept (a sealed blind session's secrets: :mod:`ladder_ros.panel.blind`)."""
 
-    def __init__(self, maxlen: int = LOG_LINES):
+    def __init__(self, maxlen: int = LOG_LINES, redact: Callable[[str], str] | None = None):
         self.lines: deque[str] = deque(maxlen=maxlen)
         self.total = 0
+        self.redact = redact
 
     def append(self, line: str) -> None:
-        self.lines.append(line)
+        self.lines.append(line if self.redact is None else self.redact(line))
         self.total += 1
 
     def since(self, total: int) -> list[str]:

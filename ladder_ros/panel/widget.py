@@ -20,6 +20,7 @@ import numpy as np
 from python_qt_binding.QtCore import Qt, QTimer
 from python_qt_binding.QtGui import QColor, QFont, QImage, QKeySequence, QPixmap
 from python_qt_binding.QtWidgets import (
+    QAbstractButton,
     QAbstractItemView,
     QComboBox,
     QGridLayout,
@@ -377,6 +378,33 @@ class OperatorPanelWidget(QWidget):
         estop_pause.setContext(Qt.WidgetWithChildrenShortcut)
         estop_pause.activated.connect(self.controller.estop)
         self.shortcuts["estop_pause"] = estop_pause
+
+    def shown_texts(self, log: bool = True) -> list[str]:
+        """Every text the panel shows: the window title, its labels', buttons' and fields' texts and placeholders,
+        group titles, combo items, every tooltip, the plan table's headers, cells and their tooltips, and (``log``)
+        the event log; what a scan for a blind session's secrets reads."""
+        texts = [self.windowTitle()]
+        for widget in [self, *self.findChildren(QWidget)]:
+            texts.append(widget.toolTip())
+            if isinstance(widget, (QLabel, QAbstractButton)):
+                texts.append(widget.text())
+            elif isinstance(widget, QLineEdit):
+                texts += [widget.text(), widget.placeholderText()]
+            elif isinstance(widget, QGroupBox):
+                texts.append(widget.title())
+            elif isinstance(widget, QComboBox):
+                texts += [widget.itemText(i) for i in range(widget.count())]
+            elif isinstance(widget, QPlainTextEdit) and log:
+                texts.append(widget.toPlainText())
+        for col in range(self.table.columnCount()):
+            header = self.table.horizontalHeaderItem(col)
+            texts.append(header.text() if header is not None else "")
+        for row in range(self.table.rowCount()):
+            for col in range(self.table.columnCount()):
+                item = self.table.item(row, col)
+                if item is not None:
+                    texts += [item.text(), item.toolTip()]
+        return [t for t in texts if t]
 
     def take_keyboard(self) -> None:
         """Make the panel's window the active one with the plan table focused, so its keys work at once."""

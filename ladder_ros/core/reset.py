@@ -40,6 +40,7 @@ EPISODE_KINDS = (TASK_EPISODE, RESET_EPISODE)
 START_LAYOUT, START_AFTER_RESET, START_AFTER_TASK = "layout", "after_reset", "after_task"
 EPISODE_STARTS = (START_LAYOUT, START_AFTER_RESET, START_AFTER_TASK)
 RESET_SUFFIX = "/reset"  # the reset task of task ``T`` is ``T/reset``
+NOTHING_TO_MOVE = "nothing to move"  # the finish reason of a reset whose task left every object in a start region
 COUNT_ASKS = 3  # a count whose reply cannot be read is asked again, this many asks in all
 COUNT_REASON = "start_regions"  # the reason of the count queries a reset asks (not a subgoal's verification)
 

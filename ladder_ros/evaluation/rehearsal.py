@@ -37,6 +37,7 @@ from ladder_ros.core.errors import ConfigError, LadderError
 from ladder_ros.core.metrics import summarize_episodes
 from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.record import score_fields
+from ladder_ros.core.reset import RESET_EPISODE, reset_task_id
 from ladder_ros.evaluation.rehearsal_timing import episode_timing, pooled_timing
 from ladder_ros.messages import RUNNING
 from ladder_ros.policies.config import EXECUTION_MODES
@@ -427,19 +428,22 @@ class Rehearsal:
         raise LadderError(f"the arm did not get home in {attempts} attempts: {'; '.join(reasons)}")
 
     def episode(self, task_id: str, *, variant: str, layout: int, seed: int, timeout_s: float,
-                during: Callable[[str], None] | None = None) -> dict:
+                during: Callable[[str], None] | None = None, **start: str) -> dict:
         """One episode with its timing and the twin's score; an arm fault ends it with the driver's reason.
 
         ``during(episode_id)`` runs at every turn of the wait (a benchmark's e-stop, a test's fault), before
-        the fault check.
+        the fault check. ``start``: the episode's kind, start and start_after (a reset of ``task_id``'s scene, or
+        an episode that continues an earlier one's scene; :class:`~ladder_ros.messages.EpisodeCommand`).
         """
         client, observer, chaos = self.client, self.observer, self.chaos
-        episode_id = client.start_episode(task_id, variant=variant, layout=layout, seed=seed)
+        episode_id = client.start_episode(task_id, variant=variant, layout=layout, seed=seed, **start)
         aborted: list[str] = []
         if chaos is not None:
             from ladder_ros.evaluation.chaos import episode_key
 
-            chaos.begin(episode_id, episode_key(task_id, variant, layout, seed))
+            is_reset = start.get("kind") == RESET_EPISODE  # a reset draws its own faults, apart from its task's
+            chaos.begin(episode_id, episode_key(reset_task_id(task_id) if is_reset else task_id, variant, layout,
+                                                seed))
 
         def check() -> None:
             self.check_alive()
@@ -462,8 +466,10 @@ class Rehearsal:
         record = dict(outcome.result)
         if chaos is not None:
             chaos.end(episode_id, record)  # the faults undone (server back, e-stop released), each one's outcome
-        if self.robot.scored:
+        if self.robot.scored and (record.get("events") or record.get("kind") != RESET_EPISODE):
             self._score(record, episode_id)
+        elif self.robot.scored:  # a reset with nothing to move: it ended before its first step, nothing to score
+            record["score_source"] = UNSCORED
         else:
             record["score_source"] = UNSCORED
             record["twin"] = {"franky_sim": dict(observer.simulator)}  # its lag behind the wall clock

@@ -8,7 +8,10 @@ A time budget and a disk guard stop it cleanly between episodes. At the end: ``D
 table (successes with Wilson intervals per variant, interventions, faults, disk, each node's memory, threads
 and files over the day, sampled into ``DIR/resources.jsonl``). With ``--rehearsal --faults RATE`` the lab day's
 faults are injected at seeded random times (:mod:`ladder_ros.evaluation.chaos`, seeded by ``--seed``), each one
-recorded in ``DIR/chaos.jsonl`` and counted by kind and outcome in the summary. docs/evaluation_day.md.
+recorded in ``DIR/chaos.jsonl`` and counted by kind and outcome in the summary. With ``--auto-reset`` every task
+episode is followed by the reset of its scene and the next one starts from the scene the reset left; a reset
+that fails pauses the day (:mod:`ladder_ros.evaluation.day.resets`, docs/auto_reset.md).
+docs/evaluation_day.md.
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "that is more")
     p.add_argument("--max-restarts", type=int, default=3,
                    help="graph failures in a row (a node that died, an episode that never ended) before the day stops")
+    p.add_argument("--auto-reset", action="store_true",
+                   help="after each task episode, the reset of its scene (the same policy, triggers and verifier), "
+                        "and the next episode from the scene it left; a reset that fails pauses the day")
     from ladder_ros.evaluation.rehearsal import add_fault_arguments
 
     add_fault_arguments(p)
@@ -119,10 +125,13 @@ def run(args: argparse.Namespace) -> int:
     check_out_folder(out)
     choice = GraphChoice.check(mode, args.graph, args.overrides, args.params_file, args.namespace)
     choice.check_plan(plan)
+    if args.auto_reset:
+        choice.check_resets(plan)
     stored = _stored_day(out)
     seed = args.seed if args.seed is not None else int(stored.get("seed", 0)) if stored else 0
     if stored is not None:
-        check_same_day(stored, plan, seed, mode=mode, graph=choice.graph.name, folder=str(out))
+        check_same_day(stored, plan, seed, mode=mode, graph=choice.graph.name, folder=str(out),
+                       auto_reset=args.auto_reset)
         order = stored_order(stored, plan)
     else:
         order = day_order(plan, seed)
@@ -135,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         if stored is None:
             document = day_plan_document(plan, seed, order, mode=mode, graph=choice.graph.name,
-                                         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                                         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), auto_reset=args.auto_reset)
             write_atomic(out / DAY_PLAN_FILE, json.dumps(document, indent=2) + "\n")
         records = DayRecords(out).open()
     except OSError as exc:
@@ -143,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
     where = "the simulator graph" if mode == SIM else "the robot graph against the WidowX twin"
     say(f"ladder-ros day: plan {plan.name} ({len(order)} episodes in {len({d.block for d in order})} blocks, "
         f"order seed {seed}) on {where} ({choice.graph.name}, {mode}); folder {out}"
-        + (f"; budget {clock(budget.budget_s)}" if budget.budget_s else ""))
+        + (f"; budget {clock(budget.budget_s)}" if budget.budget_s else "")
+        + ("; every scene reset automatically" if args.auto_reset else ""))
     with _stop_on_sigterm():
         try:
             marked = records.begin_run(mode=mode, graph=choice.graph.name, seed=seed, overrides=list(args.overrides))
@@ -164,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
             meta = {"plan": {"name": plan.name, "source": plan.source}, "seed": seed, "mode": mode,
                     "graph": choice.graph.name}
             day = Day(out, order, records, graph, budget=budget, guard=guard, settings=settings, meta=meta, say=say,
-                      chaos_file=chaos.log.path if chaos is not None else None)
+                      chaos_file=chaos.log.path if chaos is not None else None, auto_reset=args.auto_reset)
             return day.run()
         finally:
             records.close()

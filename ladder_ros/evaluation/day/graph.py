@@ -69,6 +69,18 @@ class GraphChoice:
                                   f"for layout {entry.layout} (give the task 'layouts: {task.layouts}' in the plan)",
                                   source=plan.source)
 
+    def check_resets(self, plan: EvaluationPlan) -> None:
+        """Every task of the plan one whose scene can be reset automatically (its start regions); one line naming
+        the first that cannot."""
+        from ladder_ros.core.reset import auto_reset_refusal
+        from ladder_ros.nodes.orchestrator.resets import reset_scene_of
+
+        for task_id in dict.fromkeys(e.task_id for e in plan.entries):
+            task = self.suite.task(task_id)
+            refusal = auto_reset_refusal(task, reset_scene_of(self.suite, task))
+            if refusal:
+                raise ConfigError(f"plan {plan.name}: --auto-reset: {refusal}", source=plan.source)
+
 
 @dataclass(frozen=True)
 class EpisodeResult:
@@ -147,13 +159,17 @@ class DayGraph:
                 pids[name] = process.pid
         return pids
 
-    def episode(self, task_id: str, *, variant: str, layout: int, seed: int, timeout_s: float) -> EpisodeResult:
-        """One episode; a node that dies meanwhile raises NodeDied, one that never ends EpisodeTimeout."""
+    def episode(self, task_id: str, *, variant: str, layout: int, seed: int, timeout_s: float,
+                **start: str) -> EpisodeResult:
+        """One episode (``start``: its kind, start and start_after: a reset, or an episode that continues an
+        earlier one's scene); a node that dies meanwhile raises NodeDied, one that never ends EpisodeTimeout."""
         begun = time.monotonic()
         if self.operator is not None:
-            record = self.operator.episode(task_id, variant=variant, layout=layout, seed=seed, timeout_s=timeout_s)
+            record = self.operator.episode(task_id, variant=variant, layout=layout, seed=seed, timeout_s=timeout_s,
+                                           **start)
             return EpisodeResult(str(record.get("episode_id", "")), record, time.monotonic() - begun)
-        outcome = self.session.run_episode(task_id, variant=variant, layout=layout, seed=seed, timeout_s=timeout_s)
+        outcome = self.session.run_episode(task_id, variant=variant, layout=layout, seed=seed, timeout_s=timeout_s,
+                                           **start)
         return EpisodeResult(outcome.episode_id, dict(outcome.result), time.monotonic() - begun)
 
     def stop(self) -> None:

@@ -80,17 +80,17 @@ def plan_fingerprint(plan: EvaluationPlan) -> str:
 
 
 def day_plan_document(plan: EvaluationPlan, seed: int, order: list[DayEpisode], *, mode: str, graph: str,
-                      created: str) -> dict[str, Any]:
-    """``DIR/day_plan.json``: the plan, the seed, where the day runs, and the order."""
+                      created: str, auto_reset: bool = False) -> dict[str, Any]:
+    """``DIR/day_plan.json``: the plan, the seed, where the day runs, whether it resets its scenes, and the order."""
     return {"format": DAY_PLAN_FORMAT, "version": DAY_PLAN_VERSION, "created": created,
             "plan": {"name": plan.name, "source": plan.source, "fingerprint": plan_fingerprint(plan),
                      "episodes": len(plan.entries), "blind": plan.blind},
-            "seed": seed, "mode": mode, "graph": graph, "blocks": len({d.block for d in order}),
-            "order": [d.to_dict() for d in order]}
+            "seed": seed, "mode": mode, "graph": graph, "auto_reset": bool(auto_reset),
+            "blocks": len({d.block for d in order}), "order": [d.to_dict() for d in order]}
 
 
 def check_same_day(stored: Mapping[str, Any], plan: EvaluationPlan, seed: int, *, mode: str, graph: str,
-                   folder: str) -> None:
+                   folder: str, auto_reset: bool = False) -> None:
     """Refuse, in one line, to resume a day of another plan, seed, mode or graph in ``folder``."""
     if stored.get("format") != DAY_PLAN_FORMAT or stored.get("version") != DAY_PLAN_VERSION:
         raise ConfigError(f"--out {folder}: day_plan.json is not a day plan this version reads "
@@ -104,8 +104,8 @@ def check_same_day(stored: Mapping[str, Any], plan: EvaluationPlan, seed: int, *
     if stored.get("seed") != seed:
         raise ConfigError(f"--out {folder} holds a day ordered with --seed {stored.get('seed')}, not {seed}: "
                           "give the same seed to resume, or another --out")
-    for name, value in (("mode", mode), ("graph", graph)):
-        if stored.get(name) != value:
+    for name, value in (("mode", mode), ("graph", graph), ("auto_reset", bool(auto_reset))):
+        if stored.get(name, False if name == "auto_reset" else None) != value:
             raise ConfigError(f"--out {folder} holds a day run with {name} {stored.get(name)!r}, not {value!r}: "
                               "resume it the same way, or use another --out")
 

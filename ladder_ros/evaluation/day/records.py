@@ -9,7 +9,11 @@ was started on this folder, counting from 1):
 * ``finished``: it ended and counts (``episode_id``, ``wall_s``, ``success``, ``scored``, ``finish_reason``
   and ``record``: the orchestrator's episode record);
 * ``interrupted``: it ended without counting (``kind`` and ``reason``): a node died under it, the day was
-  stopped or killed during it, or it ended void (the operator's abort, the graph's ``interrupted``). It runs again.
+  stopped or killed during it, or it ended void (the operator's abort, the graph's ``interrupted``). It runs again;
+* with ``--auto-reset`` (:mod:`ladder_ros.evaluation.day.resets`): ``reset`` after each task episode (``key`` and
+  ``after``: the task episode; ``episode_id``, ``outcome``, ``reason``, ``wall_s`` and ``record``: the reset's own
+  episode record, ``kind: reset``); ``paused`` when a reset failed (``reason``: what is out of place); and
+  ``intervention`` when the day is started again after a pause (the operator put the scene right).
 
 A day started again on the folder reads the file back: an episode ``started`` with neither ``finished`` nor
 ``interrupted`` after it was under way when the day was killed; it is marked ``interrupted`` (an event
@@ -31,6 +35,7 @@ from ladder_ros.core.errors import ConfigError
 RECORDS_FILE = "day_records.jsonl"
 STARTED, FINISHED, INTERRUPTED = "started", "finished", "interrupted"
 RUN_STARTED, RUN_STOPPED = "run_started", "run_stopped"
+RESET, PAUSED, INTERVENTION = "reset", "paused", "intervention"
 KILLED_REASON = "the day stopped during the episode without its result (killed or crashed)"
 
 
@@ -65,6 +70,9 @@ class DayState:
     open_starts: dict[str, dict] = field(default_factory=dict)  # key -> a started event with no end yet
     attempts: dict[str, int] = field(default_factory=dict)  # key -> started events so far
     interrupted: list[dict] = field(default_factory=list)
+    resets: list[dict] = field(default_factory=list)  # the reset events, in order
+    paused: list[dict] = field(default_factory=list)
+    interventions: list[dict] = field(default_factory=list)
     runs: int = 0
 
     @classmethod
@@ -87,6 +95,12 @@ class DayState:
         elif kind == INTERRUPTED:
             self.open_starts.pop(key, None)
             self.interrupted.append(event)
+        elif kind == RESET:
+            self.resets.append(event)
+        elif kind == PAUSED:
+            self.paused.append(event)
+        elif kind == INTERVENTION:
+            self.interventions.append(event)
 
 
 class DayRecords:

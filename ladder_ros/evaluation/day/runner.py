@@ -9,7 +9,9 @@ what failed. Ctrl-C (or SIGTERM) during an episode marks it interrupted, writes 
 command as a Ctrl-C does. A fault the rehearsal's chaos runner cannot get the graph back from
 (:class:`~ladder_ros.evaluation.chaos.OperatorNeeded`) pauses the day: the episode is marked interrupted and the
 day stops, saying what the operator must do. Whatever stops the day, the next start on the same folder goes on
-from there.
+from there. With automatic resets (:mod:`ladder_ros.evaluation.day.resets`) each task episode is followed by
+the reset of its scene, the next one starts from the scene the reset left, and a reset that fails pauses the
+day, naming what is out of place.
 
 The graph is anything with ``start``, ``restart``, ``stop``, ``episode``, ``pids`` and ``recordings``
 (:class:`~ladder_ros.evaluation.day.graph.DayGraph` on ROS); this module imports no rclpy.
@@ -29,7 +31,16 @@ from ladder_ros.evaluation.chaos import OperatorNeeded, chaos_summary, read_chao
 from ladder_ros.evaluation.day.disk import DiskGuard, RecordingSizes, folder_bytes, free_bytes
 from ladder_ros.evaluation.day.order import DayEpisode
 from ladder_ros.evaluation.day.progress import DayProgress, TimeBudget
-from ladder_ros.evaluation.day.records import FINISHED, INTERRUPTED, RUN_STOPPED, STARTED, DayRecords
+from ladder_ros.evaluation.day.records import FINISHED, INTERRUPTED, RESET, RUN_STOPPED, STARTED, DayRecords
+from ladder_ros.evaluation.day.resets import (
+    INTERRUPTED as RESET_INTERRUPTED,
+    NOT_CONFIRMED,
+    NOT_PLANNED,
+    DayResets,
+    auto_reset_summary,
+    render_auto_reset,
+    reset_outcome,
+)
 from ladder_ros.evaluation.day.resources import RESOURCES_FILE, ResourceSampler, read_samples, resource_summary
 from ladder_ros.evaluation.day.summary import SUMMARY_FILE, build_summary, render_summary
 from ladder_ros.panel.evaluation_plan import is_void
@@ -52,7 +63,8 @@ class Day:
 
     def __init__(self, out: Path, order: list[DayEpisode], records: DayRecords, graph: Any, *, budget: TimeBudget,
                  guard: DiskGuard, settings: DaySettings, meta: dict, say: Callable[[str], None] = print,
-                 clock: Callable[[], float] = time.monotonic, chaos_file: Path | None = None):
+                 clock: Callable[[], float] = time.monotonic, chaos_file: Path | None = None,
+                 auto_reset: bool = False):
         self.out = Path(out)
         self.order = order
         self.records = records
@@ -74,6 +86,8 @@ class Day:
         self._gave_up = False
         self._paused: str | None = None  # what the operator must do (the chaos runner could not)
         self.chaos_file = chaos_file  # the rehearsal's fault records (--faults), summarised with the day
+        self.resets = DayResets(records, say) if auto_reset else None  # --auto-reset
+        self._last_failure = ""  # why the last attempt failed (a node died, a timeout, a reset the graph lost)
 
     def elapsed_s(self) -> float:
         return self.clock() - self._began
@@ -98,6 +112,8 @@ class Day:
         if not pending:
             self.say("every planned episode has finished already")
             return COMPLETE
+        if self.resets is not None:
+            self.resets.resume()
         up = self._start_graph()
         if up is None:
             return FAULTS
@@ -111,15 +127,14 @@ class Day:
                     return stop
                 if self._episode(pending[0]):
                     pending.popleft()
-                elif self._paused is not None:
+                if self._paused is not None:
                     self.say(f"paused: the operator is needed: {self._paused}; start the day again on the same "
                              f"--out once done (node logs in {self.out / 'logs'})")
                     return PAUSED
-                elif self._failures > self.settings.max_restarts:
+                if self._failures > self.settings.max_restarts:
                     if not self._gave_up:  # the graph did not come up again: said so already
-                        last = self.records.state.interrupted[-1].get("reason")
                         self.say(f"stopping: {self._failures} attempts in a row failed without an episode finished "
-                                 f"(last: {last}); node logs in {self.out / 'logs'}")
+                                 f"(last: {self._last_failure}); node logs in {self.out / 'logs'}")
                     return FAULTS
             return COMPLETE
         finally:
@@ -129,6 +144,8 @@ class Day:
 
     def _start_graph(self, restart: bool = False) -> str | None:
         """Bring the graph up (again); None once it failed more than ``max_restarts`` times in a row."""
+        if restart and self.resets is not None:
+            self.resets.scene_lost()  # a new simulator or twin: the scene is built anew
         while True:
             try:
                 return self.graph.restart() if restart else self.graph.start()
@@ -144,6 +161,8 @@ class Day:
 
     def _stop_before_next(self, remaining: int) -> str | None:
         mean = self.progress.mean_episode_s
+        if mean is not None and self.resets is not None:
+            mean += self.resets.mean_reset_s()  # each episode brings its reset
         if not self.budget.next_fits(self.elapsed_s(), mean):
             self.say(self.budget.stop_line(self.elapsed_s(), mean, remaining))
             return BUDGET
@@ -160,14 +179,16 @@ class Day:
         """Run one planned episode; True when it finished (it counts), False when it must run again."""
         e, state = planned.entry, self.records.state
         attempt = state.attempts.get(e.key, 0) + 1
+        start = self.resets.start_fields() if self.resets is not None else {}
         self.records.append(STARTED, key=e.key, position=planned.position, block=planned.block, attempt=attempt,
-                            task_id=e.task_id, variant=e.variant, layout=e.layout, seed=e.seed)
+                            task_id=e.task_id, variant=e.variant, layout=e.layout, seed=e.seed, **start)
         try:
             again = f", attempt {attempt}" if attempt > 1 else ""
-            self.say(f"  > {planned.position + 1}/{len(self.order)} {e.task_id} · {e.variant} · layout {e.layout} · "
+            scene = f"the scene {start['start_after']} left" if start else f"layout {e.layout}"
+            self.say(f"  > {planned.position + 1}/{len(self.order)} {e.task_id} · {e.variant} · {scene} · "
                      f"seed {e.seed} (block {planned.block + 1}{again})")
             result = self.graph.episode(e.task_id, variant=e.variant, layout=e.layout, seed=e.seed,
-                                        timeout_s=self.settings.episode_timeout_s)
+                                        timeout_s=self.settings.episode_timeout_s, **start)
         except KeyboardInterrupt:
             self.records.append(INTERRUPTED, key=e.key, position=planned.position, attempt=attempt, kind="stopped",
                                 reason="the day was stopped during the episode (Ctrl-C or SIGTERM)")
@@ -183,6 +204,7 @@ class Day:
             self.records.append(INTERRUPTED, key=e.key, position=planned.position, attempt=attempt, kind=kind,
                                 reason=str(exc))
             self._failures += 1
+            self._last_failure = str(exc)
             self.say(f"  ! {e.task_id}: interrupted ({exc})")
             if self._failures > self.settings.max_restarts:
                 return False
@@ -196,7 +218,10 @@ class Day:
                                 reason=str(record.get("finish_reason")), episode_id=result.episode_id)
             if not str(record.get("finish_reason")).startswith("aborted: operator"):
                 self._failures += 1  # the graph's own interruption, not the operator's choice
+                self._last_failure = str(record.get("finish_reason"))
             self.say(f"  ! {e.task_id}: {record.get('finish_reason')}; it runs again")
+            if self.resets is not None:  # what the episode moved goes back before it runs again
+                self._reset_after(planned, result.episode_id)
             return False
         self.records.append(FINISHED, key=e.key, position=planned.position, attempt=attempt,
                             episode_id=result.episode_id, wall_s=round(result.wall_s, 3),
@@ -208,14 +233,76 @@ class Day:
                    + f", {record.get('subgoals_done', 0)}/{record.get('horizon', 0)} subgoals"
                    if record.get("scored") else "unscored")
         self.say(f"    {result.episode_id}: {outcome}, {record.get('finish_reason')}, {result.wall_s:.1f} s")
+        if self.resets is not None:
+            self._reset_after(planned, result.episode_id)
         self.say(f"  {self.progress.line(self.elapsed_s())}")
         return True
+
+    def _reset_after(self, planned: DayEpisode, task_episode_id: str) -> None:
+        """The reset of the scene task episode ``task_episode_id`` left; a failure pauses the day (``_paused``).
+
+        A reset the graph did not finish is run again from the scene as it is (at most ``max_restarts`` more
+        times), or, after the graph was brought up again, given up: the next episode is built from its layout.
+        """
+        e, resets = planned.entry, self.resets
+        assert resets is not None
+        for attempt in range(1, self.settings.max_restarts + 2):
+            self.say(f"    reset after {task_episode_id}" + (f" (attempt {attempt})" if attempt > 1 else ""))
+            try:
+                result = self.graph.episode(e.task_id, variant=e.variant, layout=e.layout, seed=e.seed,
+                                            timeout_s=self.settings.episode_timeout_s,
+                                            **resets.reset_fields(task_episode_id))
+            except KeyboardInterrupt:
+                resets.write(e.key, task_episode_id, RESET_INTERRUPTED, reason="the day was stopped during the reset")
+                raise
+            except OperatorNeeded as exc:
+                resets.write(e.key, task_episode_id, RESET_INTERRUPTED, reason=str(exc))
+                resets.pause(e.key, task_episode_id, str(exc))
+                self._paused = str(exc)
+                return
+            except LadderError as exc:
+                if type(exc).__name__ in ("NodeDied", "EpisodeTimeout"):
+                    resets.write(e.key, task_episode_id, RESET_INTERRUPTED, reason=str(exc))
+                    self._failures += 1
+                    self._last_failure = str(exc)
+                    self.say(f"    ! the reset was interrupted ({exc}); the next episode is built from its layout")
+                    if self._failures <= self.settings.max_restarts:
+                        up = self._start_graph(restart=True)
+                        if up is not None:
+                            self.say(f"  graph up again: {up}")
+                    return
+                reason = str(exc)  # refused: the reset cannot be planned (a count unread, no region with room)
+                resets.write(e.key, task_episode_id, NOT_PLANNED, reason=reason)
+                resets.pause(e.key, task_episode_id, reason)
+                self._paused = reason
+                return
+            record = result.record
+            outcome, reason = reset_outcome(record)
+            if outcome == NOT_CONFIRMED and is_void(record.get("finish_reason")):
+                resets.write(e.key, task_episode_id, RESET_INTERRUPTED, reason=str(record.get("finish_reason")),
+                             episode_id=result.episode_id, wall_s=result.wall_s, record=record)
+                self.say(f"    ! the reset ended {record.get('finish_reason')}; it runs again")
+                continue
+            resets.write(e.key, task_episode_id, outcome, reason=reason, episode_id=result.episode_id,
+                         wall_s=result.wall_s, record=record)
+            moves = len((record.get("reset") or {}).get("moves") or [])
+            self.say(f"    {result.episode_id}: reset {outcome}, {moves} objects moved, {result.wall_s:.1f} s")
+            if outcome == NOT_CONFIRMED:
+                resets.pause(e.key, task_episode_id, reason)
+                self._paused = reason
+            return
+        reason = f"the reset after episode {task_episode_id} was interrupted {self.settings.max_restarts + 1} times"
+        resets.pause(e.key, task_episode_id, reason)
+        self._paused = reason
 
     def write_summary(self, stopped: str) -> dict:
         """``day_summary.json``, ``episodes.jsonl`` (the finished records, as ``ladder-ros run`` writes them) and
         the table on the terminal."""
         state = self.records.state
         finished = sorted(state.finished.values(), key=lambda ev: ev.get("t", 0))
+        # The records in the order they were made: each counted task episode and each reset that ran.
+        recorded = [e for e in self.records.events if (e.get("event") == FINISHED and state.finished.get(
+            e.get("key")) is e) or (e.get("event") == RESET and e.get("record"))]
         summary = build_summary(meta={**self.meta, "runs": self.records.run, "stopped": stopped,
                                       "elapsed_s": round(self.elapsed_s(), 1)},
                                 planned=len(self.order), finished=finished, interrupted=state.interrupted,
@@ -223,9 +310,13 @@ class Day:
                                 disk_bytes=folder_bytes(self.out))
         if self.chaos_file is not None:
             summary["chaos"] = chaos_summary(read_chaos(self.chaos_file))
-        write_atomic(self.out / "episodes.jsonl", "".join(json.dumps(ev.get("record") or {}) + "\n" for ev in finished))
+        if self.resets is not None or state.resets:
+            summary["auto_reset"] = auto_reset_summary(finished, state.resets, state.paused, state.interventions)
+        write_atomic(self.out / "episodes.jsonl", "".join(json.dumps(ev.get("record") or {}) + "\n" for ev in recorded))
         write_atomic(self.out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
         self.say(render_summary(summary))
         if "chaos" in summary:
             self.say(f"  {render_chaos(summary['chaos'])}")
+        if "auto_reset" in summary:
+            self.say(f"  {render_auto_reset(summary['auto_reset'])}")
         return summary

@@ -27,7 +27,7 @@ from ladder_ros.core.errors import LadderError
 from ladder_ros.core.orchestrator import Variant, make_orchestrator
 from ladder_ros.core.presets import EmbodimentPreset
 from ladder_ros.core.record import PLANNER, REFERENCE, graph_record
-from ladder_ros.core.reset import RESET_SUFFIX, ResetPlan
+from ladder_ros.core.reset import NOTHING_TO_MOVE, RESET_SUFFIX, ResetPlan
 from ladder_ros.core.suite import TaskSuite
 from ladder_ros.messages import (
     ABORT,
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
     from ladder_ros.nodes.orchestrator.outbox import Outbox
     from ladder_ros.nodes.orchestrator.policy_gate import PolicyGate
     from ladder_ros.nodes.orchestrator.resets import ResetEpisodes
-
-NOTHING_TO_MOVE = "nothing to move"  # the finish reason of a reset whose task left every object in a start region
 
 NS_PER_S = 1_000_000_000
 # Accepted starts remembered to answer a repeat of one: a client sends its start again until it hears back, as a

@@ -2,7 +2,7 @@
 
 Brings the graph up as processes (the same configuration as tests/test_fault_matrix.py), kills each
 of the six nodes in turn in the middle of its own episode (SIGKILL), starts it again, and prints the
-table of docs/graph.md ("Faults"): the outcome, the time from the kill until the graph reports
+table of docs/graph_faults.md: the outcome, the time from the kill until the graph reports
 the fault and until the episode moves again or has its final status, and the bound the configured
 timers give. ``--repeat N`` runs the matrix N times and prints the median and the worst of each.
 

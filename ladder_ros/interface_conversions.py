@@ -1,7 +1,7 @@
 """Where the graph's documents meet their typed messages (``ladder_ros_interfaces``): the only module that does both.
 
 Every exchange of the graph that no standard type carries is a message of the project's own interface
-package (``interfaces/ladder_ros_interfaces``; docs/graph.md, "Interfaces"). Inside the Python code the
+package (``interfaces/ladder_ros_interfaces``; docs/interfaces.md, "The messages"). Inside the Python code the
 same exchanges are the documents of :mod:`ladder_ros.messages` (typed, validated dataclasses the core, the
 panel and the evaluation use without ROS). :func:`document_to_msg` turns a document into its message and
 :func:`document_from_msg` reads one back; both are exact (floats travel as float64, optional values as the

@@ -4,7 +4,7 @@ Standard message types carry everything they can (images, joint states, poses, a
 standard type carries — episode commands and status, gripper events, privileged simulator state,
 verification and planning requests and answers, orchestrator decisions and events, scores, safety
 interventions, operator labels, action tags — travels as a message of the graph's own interface
-package ``ladder_ros_interfaces`` (docs/graph.md, "Interfaces"). Here each of those exchanges is a
+package ``ladder_ros_interfaces`` (docs/interfaces.md, "The messages"). Here each of those exchanges is a
 dataclass with a ``doc`` name and its checks (a bad value raises :class:`SchemaError` naming the
 document and the field), so the core, the panel and the evaluation handle them without ROS;
 :mod:`ladder_ros.interface_conversions` turns them into their messages and back. The payloads reuse

@@ -1,6 +1,6 @@
 """The fault matrix: each of the six nodes killed in turn mid-episode (nodes as processes, loopback only).
 
-For each node one documented outcome (docs/graph.md, "Faults"), within a bound derived from the
+For each node one documented outcome (docs/graph_faults.md), within a bound derived from the
 configured timers: the episode resumes and is identical to the in-process reference loop's, or it
 ends at once with a reason naming the node and its record in the final status and on disk. Never
 "still running". One graph is brought up for all six cases. Run with ``-s`` to see the measured

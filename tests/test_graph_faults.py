@@ -3,7 +3,7 @@
 (Every node in turn, with measured times: tests/test_fault_matrix.py.)
 
 Bounded: every wait has a timeout, and the graph is stopped at the end whatever happens. Loopback
-only (tests/conftest.py). The behaviour tested here is documented in docs/graph.md ("Faults").
+only (tests/conftest.py). The behaviour tested here is documented in docs/graph_faults.md.
 """
 
 import os

@@ -254,7 +254,7 @@ def test_killing_the_panel_mid_episode_loses_no_label(graph, panel_factory, qtbo
 
 
 class StandInDriver:
-    """The drivers' safety interface, as docs/graph.md defines it, with nothing behind it."""
+    """The drivers' safety interface, as docs/drivers.md defines it, with nothing behind it."""
 
     def __init__(self, node):
         self.node, self.armed, self.estop, self.calls = node, False, False, []

@@ -93,7 +93,7 @@ def test_default_episodes_cover_three_horizons():
 
 # One graph episode may take this long before `parity` gives up on it and stops its graph itself.
 # The longest episode here has a budget of 200 steps (sorting_split_2: 100 per subgoal, Section 3)
-# and a graph step costs ~20 ms on an idle machine (docs/graph.md): 120 s leaves a loaded machine 30x.
+# and a graph step costs ~20 ms on an idle machine (docs/lockstep.md): 120 s leaves a loaded machine 30x.
 EPISODE_TIMEOUT_S = 120
 STARTUP_S, STOP_S = 60, 10  # GraphSession's startup bound; `up`'s stop bound before SIGKILL
 

@@ -223,9 +223,9 @@ def messages_page(interface_dir: Path) -> str:
                     used_in[base].append(f.name)
     lines = _header(f"Messages of {topics.INTERFACES}",
                     f"the interface files under `interfaces/{topics.INTERFACES}/`")
-    lines += ["The graph's own messages ([the graph's design, \"Interfaces\"](../graph.md#interfaces)); the topics "
-              "that carry them are in [topics.md](topics.md). A type in brackets `[<=1]` is an optional value "
-              "(empty: none), `[]` a list.", ""]
+    lines += ["The graph's own messages ([how they are built and recorded]"
+              "(../interfaces.md#the-messages-ladder_ros_interfaces)); the topics that carry them are in "
+              "[topics.md](topics.md). A type in brackets `[<=1]` is an optional value (empty: none), `[]` a list.", ""]
     for kind, title in (("msg", "Messages"), ("srv", "Services")):
         chosen = [f for f in files if f.kind == kind]
         if chosen:

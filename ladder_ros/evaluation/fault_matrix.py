@@ -2,7 +2,7 @@
 
 Every node of the WidowX simulation graph is killed (SIGKILL) once, in the middle of its own
 episode, and started again the way a supervisor (``ros2 launch`` with respawn, an operator) would.
-Each node has one documented outcome (docs/graph.md, "Faults"):
+Each node has one documented outcome (docs/graph_faults.md):
 
 * **resumes identically**: the node keeps no state of the episode that the graph cannot give it
   back (the verifier answers a query about a step the simulator holds; the recorder only listens),
@@ -17,7 +17,7 @@ in which no step advanced for ``stall_abort_s``, so every case is bounded by the
 The harness measures, per node, the time from the kill until the graph reports the fault (a
 status naming it, or the episode's end) and until the episode moves again or has ended.
 ``tests/test_fault_matrix.py`` asserts the outcomes; ``benchmarks/bench_fault_matrix.py`` prints
-the table of docs/graph.md.
+the table of docs/graph_faults.md.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ class FaultMatrix:
 
 
 def markdown_table(outcomes: list[FaultOutcome]) -> str:
-    """The fault-matrix table of docs/graph.md ("Faults")."""
+    """The fault-matrix table of docs/graph_faults.md."""
     def seconds(value: float | None) -> str:
         return "-" if value is None else f"{value:.1f} s"
 

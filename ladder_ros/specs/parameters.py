@@ -1,7 +1,7 @@
 """Every ROS parameter of every ladder_ros node, declared once, as plain data.
 
 Nodes declare these with descriptors (description, range, read-only) at startup, so a bad value
-fails with its name before the node does anything (docs/graph.md). ``ladder-ros up`` and the
+fails with its name before the node does anything (docs/launch.md). ``ladder-ros up`` and the
 launch files check a params file against the same specs before any process starts, so a typo or an
 out-of-range value is one error line naming the node and the parameter, and nothing is left running.
 This module does not import rclpy.

@@ -4,9 +4,9 @@ Names are relative, so a graph's namespace (``/widowx``) prefixes them all. The 
 (docs/graph.md, "QoS"): images and their camera info best-effort sensor data; commands, per-step
 streams and events reliable; latched state (episode status, current subgoal) reliable +
 transient-local depth 1, so a node that starts late or restarts gets it at once. The graph's own
-messages are those of ``ladder_ros_interfaces`` (:func:`interface`; docs/graph.md, "Interfaces"). The topic table of
-docs/interfaces.md is generated from this module (``python -m ladder_ros.specs.topics``). No rclpy here: QoS
-objects are built in :mod:`ladder_ros.runtime.endpoints`.
+messages are those of ``ladder_ros_interfaces`` (:func:`interface`; docs/interfaces.md, "The messages"). The
+topic table of docs/interfaces.md is generated from this module (``python -m ladder_ros.specs.topics``). No
+rclpy here: QoS objects are built in :mod:`ladder_ros.runtime.endpoints`.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ LABELS = TopicSpec("operator/labels", interface("EpisodeLabels"), LATCHED, "on e
 # The robot driver's safety state. Standard type, so a driver of another package can publish it: level
 # OK (armed), WARN (disarmed: dry run) or ERROR (e-stop latched); values (key: value strings) `armed`
 # and `estop` ("true"/"false"), `interventions` (safety-filter interventions so far, an integer) and
-# `detail` (free text). See docs/graph.md, "Robot safety interface".
+# `detail` (free text). See docs/drivers.md, "Robot safety interface".
 SAFETY_STATE = TopicSpec("robot/safety_state", "diagnostic_msgs/msg/DiagnosticStatus", LATCHED, "on change",
                          "robot driver", ("operator panel", "episode_recorder"),
                          "Armed or dry run, e-stop latched, safety interventions so far (values `armed`, "

@@ -214,3 +214,18 @@ def test_a_day_on_the_simulator_graph_resets_after_every_episode(tmp_path):
     auto = json.loads((out / "day_summary.json").read_text())["auto_reset"]
     assert (auto["resets_attempted"], auto["resets_succeeded"], auto["operator_interventions"]) == (2, 2, 0)
     assert "auto-reset: 2/2 resets succeeded" in done.stdout
+
+
+def test_the_operator_panel_says_what_an_unconfirmed_reset_left_out_of_place(tmp_path):
+    from ladder_ros.messages import EpisodeStatus
+    from ladder_ros.panel.controller import PanelController
+    from ladder_ros.panel.records import EpisodeRecordStore
+    from tests.test_panel_logic import FakeOutbox
+
+    ctl = PanelController(FakeOutbox(), EpisodeRecordStore(tmp_path))
+    line = f"the reset after episode e1 left objects out of place: {OUT_OF_PLACE}"
+    reset = {"kind": "reset", "reset": {"confirmed": False, "out_of_place": [OUT_OF_PLACE]}, "events": []}
+    for state, result in (("running", None), ("finished", reset)):
+        ctl.on_status(EpisodeStatus(episode_id="r1", state=state, kind="reset", start="after_task", start_after="e1",
+                                    result=result, message=line if result else ""))
+    assert ctl.model.log.lines[-1] == f"RESET NOT CONFIRMED (r1): {line}; put the scene right before the next episode"

@@ -117,6 +117,10 @@ class PanelController:
         if status.result is not None and self.record.result is None:
             self.record.result = mask_system(status.result, arm) if arm else status.result
             changed = True
+            reset = status.result.get("reset") or {}
+            if reset and not reset.get("confirmed"):  # the graph's automatic reset left the scene wrong
+                self.model.log.append(f"RESET NOT CONFIRMED ({status.episode_id}): {status.message or 'no counts'}; "
+                                      "put the scene right before the next episode")
         if changed:
             self.store.save(self.record)
             if self.record.over:

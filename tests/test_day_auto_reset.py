@@ -88,14 +88,14 @@ class ResettingGraph:
         return EpisodeResult(episode_id, record, 5.0)
 
 
-def make_auto_day(out: Path, graph, said: list[str]):
+def make_auto_day(out: Path, graph, said: list[str], p: EvaluationPlan | None = None, scene_of=lambda t: None):
     out.mkdir(parents=True, exist_ok=True)
-    p = two_episodes()
+    p = p or two_episodes()
     records = DayRecords(out).open()
     records.begin_run()
     day = Day(out, day_order(p, 0), records, graph, budget=TimeBudget(None), guard=DiskGuard(0),
               settings=DaySettings(episode_timeout_s=60.0, max_restarts=2, sample_period_s=60.0),
-              meta={"plan": {"name": p.name}}, say=said.append, auto_reset=True)
+              meta={"plan": {"name": p.name}}, say=said.append, auto_reset=True, scene_of=scene_of)
     return day, records
 
 
@@ -229,3 +229,18 @@ def test_the_operator_panel_says_what_an_unconfirmed_reset_left_out_of_place(tmp
         ctl.on_status(EpisodeStatus(episode_id="r1", state=state, kind="reset", start="after_task", start_after="e1",
                                     result=result, message=line if result else ""))
     assert ctl.model.log.lines[-1] == f"RESET NOT CONFIRMED (r1): {line}; put the scene right before the next episode"
+
+
+def test_a_task_set_in_another_scene_is_built_from_its_layout(tmp_path):
+    p = EvaluationPlan.parse({"schema_version": 1, "name": "two_scenes", "variants": ["proprio_verifier"],
+                              "episodes": 2, "tasks": [{"task": "kitchen_single_2"}, {"task": "duplicates_2"}]})
+    graph = ResettingGraph(tmp_path / "recordings")
+    said: list[str] = []
+    day, records = make_auto_day(tmp_path, graph, said, p, scene_of=lambda task_id: task_id.split("_")[0])
+    assert day.run() == 0
+    records.close()
+    tasks = [(c["task_id"], c.get("start", "layout")) for c in graph.calls if c.get("kind") != "reset"]
+    assert len(tasks) == 4
+    for (previous, _), (task, start) in zip(tasks, tasks[1:]):
+        assert start == ("after_reset" if task == previous else "layout"), tasks
+    assert any("is set in another scene" in line for line in said)

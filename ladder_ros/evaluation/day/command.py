@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ladder_ros.bringup.run import check_out_folder
 from ladder_ros.core.errors import ConfigError
-from ladder_ros.evaluation.day.disk import DEFAULT_FLOOR_MB, MB, DiskGuard, free_bytes
+from ladder_ros.evaluation.day.disk import DEFAULT_FLOOR_MB, MB, NOT_ENOUGH_DISK, DiskGuard, free_bytes
 from ladder_ros.evaluation.day.graph import SIM, TWIN, DayGraph, GraphChoice
 from ladder_ros.evaluation.day.order import check_same_day, day_order, day_plan_document, stored_order
 from ladder_ros.evaluation.day.progress import TimeBudget, clock
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     guard = DiskGuard(floor_bytes=args.min_free_mb * MB)
     short = guard.shortfall(free_bytes(out))
     if short is not None:
-        raise ConfigError(f"--out {out}: its disk is full for a day: {short}")
+        raise ConfigError(f"--out {out}: its disk is full for a day: {short} (see {NOT_ENOUGH_DISK})")
     budget = TimeBudget(args.budget_min * 60.0 if args.budget_min is not None else None)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -174,7 +174,8 @@ def run(args: argparse.Namespace) -> int:
             meta = {"plan": {"name": plan.name, "source": plan.source}, "seed": seed, "mode": mode,
                     "graph": choice.graph.name}
             day = Day(out, order, records, graph, budget=budget, guard=guard, settings=settings, meta=meta, say=say,
-                      chaos_file=chaos.log.path if chaos is not None else None, auto_reset=args.auto_reset)
+                      chaos_file=chaos.log.path if chaos is not None else None, auto_reset=args.auto_reset,
+                      scene_of=choice.scene_of)
             return day.run()
         finally:
             records.close()

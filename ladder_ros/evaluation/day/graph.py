@@ -69,6 +69,15 @@ class GraphChoice:
                                   f"for layout {entry.layout} (give the task 'layouts: {task.layouts}' in the plan)",
                                   source=plan.source)
 
+    def scene_of(self, task_id: str) -> tuple:
+        """What a task's scene holds: its name and the objects its layouts place (a task continues the scene another
+        one's reset left only when they hold the same)."""
+        from ladder_ros.nodes.orchestrator.resets import reset_scene_of
+
+        task = self.suite.task(task_id)
+        scene = reset_scene_of(self.suite, task)
+        return task.scene, tuple(sorted((scene.object_counts if scene is not None else {}).items()))
+
     def check_resets(self, plan: EvaluationPlan) -> None:
         """Every task of the plan one whose scene can be reset automatically (its start regions); one line naming
         the first that cannot."""

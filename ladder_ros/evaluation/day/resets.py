@@ -13,7 +13,9 @@ is written down as a ``reset`` event with its own episode record (``kind: reset`
   and goes on, the next episode built from its layout as the operator set it;
 * a reset the graph did not finish (a node died, it never ended, it ended void): run again from the scene as
   it is when the graph is still up, or, once the graph was brought up again (a new simulator, a new twin: the
-  scene is gone), the next episode starts from its layout.
+  scene is gone), the next episode starts from its layout;
+* a next task set in another scene, or with other objects (the blocks of a plan of several tasks come in a drawn
+  order), starts from its layout: its scene is set up anew, as a person changing the table would.
 
 Pure: no rclpy; the day's runner (:mod:`ladder_ros.evaluation.day.runner`) drives the graph.
 """
@@ -47,10 +49,15 @@ def reset_outcome(record: Mapping[str, Any]) -> tuple[str, str]:
 class DayResets:
     """What the next task episode starts from, and the ``reset``, ``paused`` and ``intervention`` events."""
 
-    def __init__(self, records: DayRecords, say: Callable[[str], None] = print):
+    def __init__(self, records: DayRecords, say: Callable[[str], None] = print,
+                 scene_of: Callable[[str], Any] = lambda task_id: None):
+        """``scene_of(task_id)``: what a task's scene holds (its name and objects); a task continues the scene the
+        last reset left only when it holds the same."""
         self.records = records
         self.say = say
+        self.scene_of = scene_of
         self.after: str | None = None  # the reset episode whose scene the next task episode continues
+        self._scene: Any = None  # what the scene the last reset left holds
 
     def resume(self) -> None:
         """A start of the day on its folder: the graph comes up fresh, so the next episode is built from its layout;
@@ -64,9 +71,15 @@ class DayResets:
             self.say(f"the day was paused for the operator ({pause.get('reason')}); {SCENE_FIXED}, recorded as an "
                      "intervention; the next episode is built from its layout")
 
-    def start_fields(self) -> dict[str, str]:
-        """The next task episode's start: after the last confirmed reset, or (empty) from its layout."""
-        return {"start": START_AFTER_RESET, "start_after": self.after} if self.after else {}
+    def start_fields(self, task_id: str) -> dict[str, str]:
+        """The next task episode's start: after the last confirmed reset, or (empty) from its layout (none yet, or
+        ``task_id`` is set in another scene)."""
+        if not self.after:
+            return {}
+        if self.scene_of(task_id) != self._scene:
+            self.say(f"    {task_id} is set in another scene than the one the last reset left: built from its layout")
+            return {}
+        return {"start": START_AFTER_RESET, "start_after": self.after}
 
     @staticmethod
     def reset_fields(task_episode_id: str) -> dict[str, str]:
@@ -77,11 +90,13 @@ class DayResets:
         self.after = None
 
     def write(self, key: str, after: str, outcome: str, *, reason: str = "", episode_id: str = "",
-              wall_s: float = 0.0, record: dict | None = None) -> dict:
-        """Write one ``reset`` event; a confirmed reset (or nothing to move) is what the next episode continues."""
+              wall_s: float = 0.0, record: dict | None = None, task_id: str = "") -> dict:
+        """Write one ``reset`` event (of a task ``task_id``); a confirmed reset (or nothing to move) is what the next
+        episode continues."""
         event = self.records.append(RESET, key=key, after=after, outcome=outcome, reason=reason,
                                     episode_id=episode_id, wall_s=round(wall_s, 3), record=record or {})
         self.after = episode_id if outcome in (CONFIRMED, NOTHING_TO_MOVE) else None
+        self._scene = self.scene_of(task_id) if self.after else None
         return event
 
     def pause(self, key: str, after: str, reason: str) -> None:

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from ladder_ros.core.errors import LadderError
 from ladder_ros.evaluation.chaos import OperatorNeeded, chaos_summary, read_chaos, render_chaos
-from ladder_ros.evaluation.day.disk import DiskGuard, RecordingSizes, folder_bytes, free_bytes
+from ladder_ros.evaluation.day.disk import NOT_ENOUGH_DISK, DiskGuard, RecordingSizes, folder_bytes, free_bytes
 from ladder_ros.evaluation.day.order import DayEpisode
 from ladder_ros.evaluation.day.progress import DayProgress, TimeBudget
 from ladder_ros.evaluation.day.records import FINISHED, INTERRUPTED, RESET, RUN_STOPPED, STARTED, DayRecords
@@ -64,7 +64,7 @@ class Day:
     def __init__(self, out: Path, order: list[DayEpisode], records: DayRecords, graph: Any, *, budget: TimeBudget,
                  guard: DiskGuard, settings: DaySettings, meta: dict, say: Callable[[str], None] = print,
                  clock: Callable[[], float] = time.monotonic, chaos_file: Path | None = None,
-                 auto_reset: bool = False):
+                 auto_reset: bool = False, scene_of: Callable[[str], Any] = lambda task_id: None):
         self.out = Path(out)
         self.order = order
         self.records = records
@@ -86,7 +86,7 @@ class Day:
         self._gave_up = False
         self._paused: str | None = None  # what the operator must do (the chaos runner could not)
         self.chaos_file = chaos_file  # the rehearsal's fault records (--faults), summarised with the day
-        self.resets = DayResets(records, say) if auto_reset else None  # --auto-reset
+        self.resets = DayResets(records, say, scene_of) if auto_reset else None  # --auto-reset
         self._last_failure = ""  # why the last attempt failed (a node died, a timeout, a reset the graph lost)
 
     def elapsed_s(self) -> float:
@@ -171,7 +171,8 @@ class Day:
         short = self.guard.shortfall(free_bytes(self.out))
         if short is not None:
             self.say(f"stopping: not enough disk for the next episode on {self.out}'s filesystem: {short}; "
-                     f"{remaining} episodes not run (free some space and start the day again on the same --out)")
+                     f"{remaining} episodes not run (free some space and start the day again on the same --out) "
+                     f"(see {NOT_ENOUGH_DISK})")
             return DISK
         return None
 
@@ -179,7 +180,7 @@ class Day:
         """Run one planned episode; True when it finished (it counts), False when it must run again."""
         e, state = planned.entry, self.records.state
         attempt = state.attempts.get(e.key, 0) + 1
-        start = self.resets.start_fields() if self.resets is not None else {}
+        start = self.resets.start_fields(e.task_id) if self.resets is not None else {}
         self.records.append(STARTED, key=e.key, position=planned.position, block=planned.block, attempt=attempt,
                             task_id=e.task_id, variant=e.variant, layout=e.layout, seed=e.seed, **start)
         try:
@@ -284,7 +285,7 @@ class Day:
                 self.say(f"    ! the reset ended {record.get('finish_reason')}; it runs again")
                 continue
             resets.write(e.key, task_episode_id, outcome, reason=reason, episode_id=result.episode_id,
-                         wall_s=result.wall_s, record=record)
+                         wall_s=result.wall_s, record=record, task_id=e.task_id)
             moves = len((record.get("reset") or {}).get("moves") or [])
             self.say(f"    {result.episode_id}: reset {outcome}, {moves} objects moved, {result.wall_s:.1f} s")
             if outcome == NOT_CONFIRMED:

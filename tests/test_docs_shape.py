@@ -126,3 +126,41 @@ def test_every_docs_page_the_code_cites_leads_somewhere():
                 if problem:
                     problems.append(f"{path.relative_to(REPO)}:{number}: {problem}")
     assert not problems, "citations that lead nowhere:\n" + "\n".join(problems)
+
+
+def test_the_errors_a_newcomer_meets_say_which_guide_section_explains_them(tmp_path):
+    import socket
+
+    import pytest
+
+    from ladder_ros.camera.base import CameraError
+    from ladder_ros.core.errors import ConfigError
+    from ladder_ros.core.orchestrator import Variant
+    from ladder_ros.core.suite import load_suite
+    from ladder_ros.policies.config import ServerSettings
+    from ladder_ros.policies.openpi_remote import OpenPIClient, PolicyUnavailable
+    from ladder_ros.robots.franky_arm import MISSING_FRANKY
+    from ladder_ros.robots.interbotix_arm import MISSING_INTERBOTIX
+
+    assert MISSING_INTERBOTIX.endswith("(see docs/robot_bringup.md#no-interbotix-workspace)")
+    assert MISSING_FRANKY.endswith("(see docs/robot_bringup.md#no-franky)")
+    unknown = "(see docs/operator.md#an-unknown-task-or-variant)"
+    with pytest.raises(ConfigError) as variant:
+        Variant.parse("magic")
+    with pytest.raises(ConfigError) as task:
+        load_suite(REPO / "config" / "suites" / "tabletop.yaml").task("kitchen_singel_1")
+    assert str(variant.value).endswith(unknown) and str(task.value).endswith(unknown)
+    opencv = pytest.importorskip("ladder_ros.camera.opencv_camera")
+    pytest.importorskip("cv2")
+    with pytest.raises(CameraError, match=r"OpenCV cannot open camera .* \(see docs/robot_bringup\.md#no-camera\)$"):
+        opencv.OpenCVCamera(str(tmp_path / "no_such_video.mp4")).open()
+    with socket.socket() as sock:  # a loopback port nothing listens on: the connection is refused
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(PolicyUnavailable, match=r"\(see docs/robot_bringup\.md#a-policy-server-that-does-not-answer\); "
+                                                r"retrying in"):
+        OpenPIClient(ServerSettings(port=port)).ensure_connected()
+    for cited in ("robot_bringup.md#no-interbotix-workspace", "robot_bringup.md#no-franky",
+                  "robot_bringup.md#no-camera", "robot_bringup.md#a-policy-server-that-does-not-answer",
+                  "operator.md#not-enough-disk", "operator.md#an-unknown-task-or-variant"):
+        assert citation_problem(*cited.split("#"), None) is None, cited

@@ -550,4 +550,5 @@ def test_an_unknown_variant_names_every_valid_one():
     with pytest.raises(ConfigError) as error:
         Variant.parse("magic")
     assert str(error.value) == ("unknown variant 'magic'; valid: low_level_policy, periodic_trigger, "
-                                "privileged_verifier, proprio_trigger, proprio_verifier")
+                                "privileged_verifier, proprio_trigger, proprio_verifier "
+                                "(see docs/operator.md#an-unknown-task-or-variant)")

@@ -195,7 +195,8 @@ def test_a_policy_whose_server_is_killed_between_episodes_is_refused_or_waited_f
     port = graph.ports["brisk"]
     graph.servers["brisk"].stop()
     graph.wait_for("brisk", UNAVAILABLE, cap_s=30)
-    why = f"unavailable: the policy server at ws://127.0.0.1:{port} does not answer (GET /healthz)"
+    why = (f"unavailable: the policy server at ws://127.0.0.1:{port} does not answer (GET /healthz) "
+           "(see docs/robot_bringup.md#a-policy-server-that-does-not-answer)")
     status, requests, actions = graph.client.status, graph.requests(), len(graph.probe.actions)
     reply = graph.refused("brisk")
     assert reply.reason == f"start refused: the policy 'brisk' is not ready: {why}"

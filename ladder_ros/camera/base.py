@@ -21,6 +21,10 @@ from ladder_ros.core.errors import LadderError
 T = TypeVar("T")
 
 
+# Where a newcomer whose camera does not open reads what to check (tests/test_docs_shape.py checks it resolves).
+NO_CAMERA = "docs/robot_bringup.md#no-camera"
+
+
 class CameraError(LadderError):
     """The camera cannot be opened or stopped delivering (unplugged, busy, bad settings)."""
 

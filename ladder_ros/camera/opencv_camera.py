@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from ladder_ros.camera.base import CameraError, EndOfStream
+from ladder_ros.camera.base import NO_CAMERA, CameraError, EndOfStream
 from ladder_ros.camera.model import Frame
 from ladder_ros.core.errors import ConfigError
 
@@ -67,7 +67,7 @@ class OpenCVCamera:
         source: int | str = int(self.device) if self.device.isdigit() else self.device
         capture = cv2.VideoCapture(source)
         if not capture.isOpened():
-            raise CameraError(f"OpenCV cannot open camera {self.device!r}")
+            raise CameraError(f"OpenCV cannot open camera {self.device!r} (see {NO_CAMERA})")
         if not self.is_file:
             capture.set(cv2.CAP_PROP_BUFFERSIZE, 1)
             if self.width:

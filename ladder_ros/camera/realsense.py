@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ladder_ros.camera.base import CameraError, DeviceClock, EndOfStream
+from ladder_ros.camera.base import NO_CAMERA, CameraError, DeviceClock, EndOfStream
 from ladder_ros.camera.model import EQUIDISTANT, PLUMB_BOB, CameraIntrinsics, Frame
 from ladder_ros.core.errors import ConfigError
 
@@ -102,10 +102,10 @@ class RealSenseCamera:
             serials = [d["serial"] for d in connected_devices()]
             if self.serial and self.serial not in serials:
                 raise CameraError(f"no RealSense camera with serial {self.serial!r}; connected: "
-                                  f"{', '.join(serials) or 'none'}")
+                                  f"{', '.join(serials) or 'none'} (see {NO_CAMERA})")
             if not self.serial and len(serials) != 1:
                 raise CameraError(f"{len(serials)} RealSense cameras connected ({', '.join(serials) or 'none'}): "
-                                  f"name one by its serial number")
+                                  f"name one by its serial number (see {NO_CAMERA})")
             config.enable_device(self.serial or serials[0])
         config.enable_stream(rs.stream.color, self.width, self.height, rs.format.rgb8 if not self.recording
                              else rs.format.any, self.fps)

@@ -31,9 +31,15 @@ class InvalidInputError(LadderError, ValueError):
     """A run-time input (sensor value, action, reply) is out of range or not a number."""
 
 
-def unknown_name(kind: str, name: str, valid: "list[str] | tuple[str, ...]") -> ConfigError:
-    """The error for a name that is not one of a fixed set: it lists the valid names."""
-    return ConfigError(f"unknown {kind} {name!r}; valid: {', '.join(sorted(valid))}")
+# Where tasks, variants and the other names a plan or a command gives are explained (tests/test_docs_shape.py checks
+# that it resolves).
+UNKNOWN_NAME_GUIDE = "docs/operator.md#an-unknown-task-or-variant"
+
+
+def unknown_name(kind: str, name: str, valid: "list[str] | tuple[str, ...]", see: str = "") -> ConfigError:
+    """The error for a name that is not one of a fixed set: it lists the valid names, and ``see`` (a docs section,
+    empty: none) says where the names are explained."""
+    return ConfigError(f"unknown {kind} {name!r}; valid: {', '.join(sorted(valid))}" + (f" (see {see})" if see else ""))
 
 
 def did_you_mean(name: str, valid: "Iterable[str]") -> str:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ladder_ros.core import events as ev
-from ladder_ros.core.errors import InvalidInputError, unknown_name
+from ladder_ros.core.errors import UNKNOWN_NAME_GUIDE, InvalidInputError, unknown_name
 from ladder_ros.core.events import Event
 from ladder_ros.core.presets import END, RESTART, EmbodimentPreset
 from ladder_ros.core.queue import SubgoalQueue
@@ -66,7 +66,7 @@ class Variant(str, enum.Enum):
         try:
             return cls(name)
         except ValueError:
-            raise unknown_name("variant", str(name), [v.value for v in cls]) from None
+            raise unknown_name("variant", str(name), [v.value for v in cls], see=UNKNOWN_NAME_GUIDE) from None
 
     @property
     def needs_verifier(self) -> bool:

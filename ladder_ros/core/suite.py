@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 
-from ladder_ros.core.errors import ConfigError, check_keys, read_yaml, unknown_name
+from ladder_ros.core.errors import UNKNOWN_NAME_GUIDE, ConfigError, check_keys, read_yaml, unknown_name
 from ladder_ros.core.presets import PRESETS
 from ladder_ros.core.task import LADDER_RULE, SUCCESS_RULES, Subgoal, Task, TaskCategory
 
@@ -57,7 +57,7 @@ class TaskSuite:
         for t in self.tasks:
             if t.task_id == task_id:
                 return t
-        raise unknown_name("task", task_id, [t.task_id for t in self.tasks])
+        raise unknown_name("task", task_id, [t.task_id for t in self.tasks], see=UNKNOWN_NAME_GUIDE)
 
     def select(self, task_ids: list[str] | None = None, max_horizon: int | None = None) -> list[Task]:
         """Tasks by id (in the given order) or all, optionally up to a horizon."""

@@ -46,6 +46,7 @@ from ladder_ros.policies.chunked import RawChunk
 from ladder_ros.policies.config import PolicyConfig, ServerSettings
 from ladder_ros.policies.observation import ObservationBundle, ObservationEncoder
 from ladder_ros.policies.openpi_wire import WireFormatError, packb, unpackb
+from ladder_ros.policies.status import SERVER_NOT_ANSWERING
 
 LOG = logging.getLogger(__name__)
 
@@ -143,7 +144,8 @@ class OpenPIClient:
         try:
             conn = connect(self.settings.uri, **options)
         except (OSError, TimeoutError, websockets.exceptions.WebSocketException) as exc:
-            raise self._failed(f"cannot connect to the policy server at {self.settings.uri}: {_describe(exc)}")
+            raise self._failed(f"cannot connect to the policy server at {self.settings.uri}: {_describe(exc)} "
+                               f"(see {SERVER_NOT_ANSWERING})")
         try:
             first = conn.recv(timeout=self.settings.connect_timeout_s)
             metadata = unpackb(first) if isinstance(first, bytes) else None

@@ -23,6 +23,8 @@ from typing import ClassVar
 from ladder_ros.messages import Document, SchemaError
 
 WARMING_UP, READY, SERVER_ERROR, UNAVAILABLE = "warming up", "ready", "server error", "unavailable"
+# Where a reader whose policy server does not answer finds what to check (tests/test_docs_shape.py checks it).
+SERVER_NOT_ANSWERING = "docs/robot_bringup.md#a-policy-server-that-does-not-answer"
 STATES = (WARMING_UP, READY, SERVER_ERROR, UNAVAILABLE)
 CANNOT_ACT = (SERVER_ERROR, UNAVAILABLE)  # neither ready nor on its way to it: the server failed or is gone
 

@@ -37,7 +37,7 @@ from typing import Callable
 import numpy as np
 
 from ladder_ros.core.errors import LadderError
-from ladder_ros.policies.status import READY, SERVER_ERROR, UNAVAILABLE, WARMING_UP
+from ladder_ros.policies.status import READY, SERVER_ERROR, SERVER_NOT_ANSWERING, UNAVAILABLE, WARMING_UP
 
 LOG = logging.getLogger(__name__)
 
@@ -116,7 +116,8 @@ class WarmUp:
             return
         healthy = client.healthy()
         if state == READY and not healthy:
-            reason = f"the policy server at {client.settings.uri} does not answer (GET /healthz)"
+            reason = (f"the policy server at {client.settings.uri} does not answer (GET /healthz) "
+                      f"(see {SERVER_NOT_ANSWERING})")
             self._set(UNAVAILABLE, reason)
             self._log(f"{reason}: unavailable until it answers again")
         elif state == UNAVAILABLE and healthy:

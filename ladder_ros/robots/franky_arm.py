@@ -42,7 +42,8 @@ from ladder_ros.robots.interbotix_arm import BackendUnavailable
 CONNECT_RETRY_S = 0.5  # project choice: how often a refused connection is tried again while connect_timeout_s lasts
 CANNOT_CONNECT = "cannot connect to the Franka at"
 MISSING_FRANKY = ("the Franka driver needs franky (pip install franky-control==2.0.0, requirements/robots.txt; its "
-                  "wheels bundle libfranka, which must match the robot's system version)")
+                  "wheels bundle libfranka, which must match the robot's system version) "
+                  "(see docs/robot_bringup.md#no-franky)")
 
 
 def import_franky():

@@ -72,7 +72,8 @@ MISSING_INTERBOTIX = (
     "the WidowX driver needs Interbotix's Python API (interbotix_xs_modules from interbotix_ros_toolboxes; it is "
     "installed with the robot's Interbotix ROS 2 workspace and is not on PyPI): source that workspace "
     "(install/setup.bash) before starting the driver, and start the arm's xs_sdk node first; without an arm, "
-    "interbotix_api: twin runs the driver against the simulated WidowX")
+    "interbotix_api: twin runs the driver against the simulated WidowX "
+    "(see docs/robot_bringup.md#no-interbotix-workspace)")
 
 
 @dataclass(frozen=True)

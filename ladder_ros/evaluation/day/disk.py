@@ -15,6 +15,8 @@ from pathlib import Path
 
 MB = 1024 * 1024
 DEFAULT_FLOOR_MB = 500
+# What to do when the disk is short, for the day's lines (tests/test_docs_shape.py checks it resolves).
+NOT_ENOUGH_DISK = "docs/operator.md#not-enough-disk"
 
 
 def folder_bytes(path: Path) -> int:

@@ -228,7 +228,8 @@ class EpisodeRecorderNode(Node):
         try:
             self.bag = EpisodeBag(path, custom)
         except Exception as exc:  # rosbags raises its own errors (path exists, disk); keep the node up
-            self.get_logger().error(f"cannot record episode {status.episode_id} at {path}: {exc}")
+            self.get_logger().error(f"cannot record episode {status.episode_id} at {path}: {exc} "
+                                    "(see docs/operator.md#not-enough-disk)")
             self.bag = None
             return
         self.episode_id, self.status, self._events, self._final = status.episode_id, status, [], False

@@ -48,7 +48,7 @@ from ladder_ros.messages import DONE, FAILURE, NOT_DONE, PARTIAL, SUCCESS
 from ladder_ros.panel.bridge import dispatch
 from ladder_ros.panel.controller import PanelController
 
-# action -> key sequence; shown on the buttons' tooltips and in the README
+# action -> key sequence; shown on the buttons' tooltips and in docs/operator.md
 SHORTCUTS = {
     "start": "F5", "stop": "F6", "abort": "F7", "arm": "F9", "disarm": "F10", "estop": "F12",
     "release": "Shift+F12", "done": "Ctrl+D", "not_done": "Ctrl+N", "success": "Ctrl+1", "failure": "Ctrl+2",

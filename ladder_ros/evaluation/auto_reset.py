@@ -24,6 +24,8 @@ from ladder_ros.core.orchestrator import Decision, Variant
 from ladder_ros.core.presets import EmbodimentPreset
 from ladder_ros.core.record import EpisodeRecord
 from ladder_ros.core.reset import (
+    COUNT_ASKS,
+    COUNT_REASON,
     START_AFTER_RESET,
     START_AFTER_TASK,
     ResetPlan,
@@ -32,18 +34,17 @@ from ladder_ros.core.reset import (
     Shortfall,
     auto_reset_refusal,
     count_queries,
+    count_subgoal,
     out_of_place,
     plan_reset,
 )
 from ladder_ros.core.suite import TaskSuite
-from ladder_ros.core.task import Subgoal, Task
+from ladder_ros.core.task import Task
 from ladder_ros.core.verification import CountVerifier, VerificationRequest
 from ladder_ros.evaluation.reference_loop import EpisodeStart, run_episode
 from ladder_ros.policies.base import LowLevelPolicy
 from ladder_ros.sim.base import SimulatorBackend
 
-COUNT_ASKS = 3  # a count whose reply cannot be read is asked again, this many asks in all
-COUNT_REASON = "start_regions"  # the reason of the count queries a reset asks (not a subgoal's verification)
 # Simulators that start an episode from the scene the last one left (``keeps_scene``) and know start regions.
 SCENE_KEEPING_SIMULATORS = ("mujoco_tabletop",)
 
@@ -81,12 +82,10 @@ def ask_counts(verifier: CountVerifier, pairs: Iterable[tuple[str, str]], scene:
                observation: Observation, expected: Mapping[tuple[str, str], int] | None = None
                ) -> dict[tuple[str, str], int | None]:
     """The verifier's count of each (kind, region) now; None where no reply could be read in :data:`COUNT_ASKS`."""
-    texts = {r.name: (r.preposition, r.text) for r in scene.regions}
+    regions = {r.name: r for r in scene.regions}
     counts: dict[tuple[str, str], int | None] = {}
     for index, (kind, region) in enumerate(pairs):
-        preposition, text = texts[region]
-        noun = kind.replace("_", " ")
-        subgoal = Subgoal(object=kind, destination=region, text=f"put the {noun} {preposition} {text}")
+        subgoal = count_subgoal(kind, regions[region])
         request = VerificationRequest(request_id=index, step=observation.step, plan_index=index, subgoal=subgoal,
                                       required=(expected or {}).get((kind, region), 1), reason=COUNT_REASON)
         count = None

@@ -72,7 +72,7 @@ def test_noise_probabilities_are_validated(kwargs, message):
 def test_named_noise_models(suite):
     assert expert_noise("off") == ExpertNoise()
     assert expert_noise("bridge_like").missed_grasp > 0
-    with pytest.raises(ConfigError, match="unknown expert noise model 'loud'; valid: bridge_like, off"):
+    with pytest.raises(ConfigError, match="unknown expert noise model 'loud'; valid: bridge_like, clumsy, off"):
         expert_noise("loud")
     with pytest.raises(ConfigError, match="seed must be an integer"):
         ScriptedExpert(suite.task("kitchen_single_1"), seed="1")

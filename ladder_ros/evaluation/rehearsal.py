@@ -25,7 +25,7 @@ import json
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import yaml
@@ -38,6 +38,7 @@ from ladder_ros.core.metrics import summarize_episodes
 from ladder_ros.core.orchestrator import Variant
 from ladder_ros.core.record import score_fields
 from ladder_ros.core.reset import RESET_EPISODE, reset_task_id
+from ladder_ros.evaluation.rehearsal_ab import RehearsalArm, add_ab_arguments, serve_arms, with_rehearsal_servers
 from ladder_ros.evaluation.rehearsal_timing import episode_timing, pooled_timing
 from ladder_ros.messages import RUNNING
 from ladder_ros.policies.config import EXECUTION_MODES
@@ -89,7 +90,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", default=None,
                    help=f"comma-separated task ids of the twin's suite (default: {DEFAULT_TASKS}; a twin without a "
                         f"scene: {UNSCORED_TASKS})")
-    p.add_argument("--variant", default="", help="orchestrator variant (default: the orchestrator's parameter)")
+    p.add_argument("--variant", default="", help="orchestrator variant (default: the orchestrator's parameter; with "
+                                                 "--ab-pairs a comma-separated list: the cells of the session)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first episode; episode k uses seed + k, "
                                                        "layout seed mod the task's layouts (as ladder-ros run)")
     p.add_argument("--inference-delay-ms", type=float, default=None,
@@ -105,6 +107,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "chunk anchored at its observation) or synchronous (the paper's rule); default: the policy "
                         "config's")
     add_fault_arguments(p)
+    add_ab_arguments(p)
     p.add_argument("--out", default="runs/rehearsal", help="folder for records, summary, recordings and node logs")
     p.add_argument("--episode-timeout", type=float, default=600.0, help="seconds one episode may take")
     p.add_argument("--startup-timeout", type=float, default=240.0, help="seconds the graph may take to come up")
@@ -167,7 +170,10 @@ def _check(args: argparse.Namespace) -> None:
     if args.jitter_ms is not None and not 0 <= args.jitter_ms <= 10000:
         raise ConfigError(f"--jitter-ms must be in [0, 10000] ms, got {args.jitter_ms}")
     if args.variant:
-        Variant.parse(args.variant)
+        for variant in args.variant.split(","):
+            Variant.parse(variant.strip())
+        if "," in args.variant and not args.ab_pairs:
+            raise ConfigError("--variant names one variant (a list names the cells of an --ab-pairs session)")
     if args.faults:
         from ladder_ros.evaluation.chaos import ChaosSchedule, parse_kinds
 
@@ -192,15 +198,19 @@ class RehearsalPlan:
 def plan_rehearsal(graph_name: str, out: Path, *, overrides: list[str] = (), params_file: str | None = None,
                    namespace: str | None = None, inference_delay_ms: float | None = None,
                    latency_model: str | None = None, jitter_ms: float | None = None,
-                   execution: str | None = None) -> RehearsalPlan:
+                   execution: str | None = None, arms: Sequence[RehearsalArm] = ()) -> RehearsalPlan:
     """The rehearsal of ``graph_name`` writing into ``out``; ConfigError naming a bad value before anything starts.
 
     The policy and the rehearsal server get one copy of the policy config whose server is on a free
-    loopback port, so two rehearsals on one machine never answer each other's requests.
+    loopback port, so two rehearsals on one machine never answer each other's requests. With ``arms`` (a
+    blind A/B session, :mod:`ladder_ros.evaluation.rehearsal_ab`) the policy node serves each arm by name, from
+    a copy of its config in ``OUT/policies``, answered by a rehearsal server of its own on a port of its own.
     """
     graph = load_graph(graph_name)
     if MODE not in graph.modes:
         raise ConfigError(f"graph {graph.name} has no {MODE} mode to rehearse on (it has: {', '.join(graph.modes)})")
+    if arms:
+        graph = with_rehearsal_servers(graph, MODE, len(arms))
     params_path = Path(params_file) if params_file else None
     if params_path is not None and not params_path.is_file():
         raise ConfigError("params file not found", source=str(params_path))
@@ -210,16 +220,20 @@ def plan_rehearsal(graph_name: str, out: Path, *, overrides: list[str] = (), par
         (out / "logs").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"--out {out}: cannot create it: {exc.strerror}") from None
-    policy = str(policy_on_free_port(params["policy"]["policy"], out / "logs"))
-    parsed.setdefault("policy", {})["policy"] = policy
-    server = parsed.setdefault("rehearsal_server", {})
-    server["policy"] = policy
-    if inference_delay_ms is not None:
-        server["inference_delay_ms"] = float(inference_delay_ms)
-    if latency_model is not None:
-        server["latency_model"] = latency_model
-    if jitter_ms is not None:
-        server["jitter_ms"] = float(jitter_ms)
+    if arms:
+        serve_arms(parsed, arms, params, out, free_port)
+    else:
+        policy = str(policy_on_free_port(params["policy"]["policy"], out / "logs"))
+        parsed.setdefault("policy", {})["policy"] = policy
+        parsed.setdefault("rehearsal_server", {})["policy"] = policy
+    for arm in arms or [RehearsalArm("", "", None, None)]:
+        server = parsed.setdefault(arm.server, {})
+        if inference_delay_ms is not None and arm.delay_ms is None:
+            server["inference_delay_ms"] = float(inference_delay_ms)
+        if latency_model is not None:
+            server["latency_model"] = latency_model
+        if jitter_ms is not None:
+            server["jitter_ms"] = float(jitter_ms)
     if execution is not None:
         parsed["policy"]["execution"] = execution
     recorder = parsed.setdefault("episode_recorder", {})
@@ -238,6 +252,8 @@ def run(args: argparse.Namespace) -> int:
     from ladder_ros.paths import resolve_share_file
 
     _check(args)
+    if args.ab_pairs or args.policies:
+        return run_ab(args)
     out = Path(args.out)
     check_out_folder(out)
     overrides = chaos_overrides(args.overrides, out) if args.faults else args.overrides
@@ -303,6 +319,64 @@ def run(args: argparse.Namespace) -> int:
               f"{t['obs_to_action_age_ms']['p99']} ms, inference p50/p95 {t['inference_ms']['p50']}/"
               f"{t['inference_ms']['p95']} ms")
     print(f"records: {out / 'episodes.jsonl'}, summary: {out / 'summary.json'}")
+    return 0
+
+
+def run_ab(args: argparse.Namespace) -> int:
+    """``--ab-pairs N --policies NAME=SPEC,NAME=SPEC``: a blind policy A/B session with the panel's scripted operator,
+    then the report (:mod:`ladder_ros.evaluation.rehearsal_ab`)."""
+    from ladder_ros.bringup.graph import parse_overrides
+    from ladder_ros.bringup.session import GraphSession
+    from ladder_ros.core.suite import load_suite
+    from ladder_ros.evaluation import rehearsal_ab as ab
+    from ladder_ros.paths import resolve_share_file
+
+    ab.check_ab_arguments(args)
+    out = Path(args.out)
+    check_out_folder(out)
+    arms = ab.parse_arms(args.policies)
+    plan = plan_rehearsal(args.graph, out, overrides=args.overrides, params_file=args.params_file,
+                          namespace=args.namespace, inference_delay_ms=args.inference_delay_ms,
+                          latency_model=args.latency_model, jitter_ms=args.jitter_ms, execution=args.execution,
+                          arms=arms)
+    params = plan.params
+    made_of = load_graph(args.graph).node_parameters(  # the twin mode's own policy: what a preset is served as
+        MODE, plan.params_file, parse_overrides(list(args.overrides)), args.namespace)["policy"]["policy"]
+    robot = rehearsed_robot(params)
+    if not robot.scored:
+        raise ConfigError(f"a rehearsed blind A/B session needs a twin with a scene (its operator judges the "
+                          f"outcomes); {robot.twin} has none")
+    suite = load_suite(resolve_share_file(params[robot.twin].get("suite") or params["orchestrator"]["suite"]))
+    tasks = [suite.task(t.strip()) for t in (args.tasks or DEFAULT_TASKS).split(",") if t.strip()]
+    variants = [v.strip() for v in (args.variant or params["orchestrator"]["variant"]).split(",") if v.strip()]
+    session_plan = ab.write_session_plan(out, arms, tasks, args.ab_pairs, seed=args.seed, order_seed=args.order_seed,
+                                         variants=variants)
+    execution = execution_mode(params["policy"])
+    print(f"ladder-ros rehearse: graph {plan.graph.name} ({MODE}): a blind A/B session of {len(session_plan.pairs)} "
+          f"pairs between {len(arms)} policies on {robot.what}, each served by its own rehearsal server ({execution} "
+          f"execution); which policy runs as A or B stays sealed until the session closes; plan "
+          f"{out / ab.PLAN_FILE}; loopback only; node logs in {out / 'logs'}", flush=True)
+    secrets = ab.arm_secrets(arms, params)
+    extra = {"rehearsal": {"latency_model": params[ab.SERVER]["latency_model"],
+                           "jitter_ms": params[ab.SERVER]["jitter_ms"], "execution": execution,
+                           "camera": camera_line(params, robot)}}
+    session = GraphSession(plan.graph, plan.launches, out / "logs", startup_timeout_s=args.startup_timeout)
+    with session, open(out / "episodes.jsonl", "a") as jsonl:
+        rehearsal = Rehearsal(session, params, plan.namespace)
+        node, operator = ab.open_panel(session, plan.namespace, out, session_plan)
+        rehearsal.client = ab.PanelStarts(session.client, operator)  # each start is the operator's, on the panel
+        try:
+            operator.say(f"graph up: {len(plan.launches)} nodes; {rehearsal.prepare()}; the operator at "
+                         f"{operator.shows}")
+            records = ab.run_session(rehearsal, operator, session_plan, timeout_s=args.episode_timeout, jsonl=jsonl,
+                                     extra=extra, secrets=secrets)
+        finally:
+            ab.close_panel(session, node, operator)
+    counted = [{**r, "variant": f"{r.get('policy')}/{r.get('variant')}"} for r in records if not r["ab"]["void"]]
+    found = ab.conclude(out, session_plan, arms, params, records, operator, secrets, summarize(counted), made_of)
+    if found:
+        raise LadderError(f"the operator could see {', '.join(found)} while the session was open "
+                          f"({out / ab.TRANSCRIPT_FILE})")
     return 0
 
 

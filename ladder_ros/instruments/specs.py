@@ -6,9 +6,10 @@ does not hold them, so nothing in the product knows an instrument's parameters.
 
 from __future__ import annotations
 
+from ladder_ros.instruments.expert.noise import NOISE_PRESETS
 from ladder_ros.robots.franka import READY_JOINTS as FRANKA_READY
 from ladder_ros.robots.wx250s import SLEEP_JOINTS as WX250S_SLEEP
-from ladder_ros.specs.param_spec import BOOL, COMMON, EXPERT_NOISE, FLOAT, FLOAT_LIST, INT, STR, ParamSpec
+from ladder_ros.specs.param_spec import BOOL, COMMON, FLOAT, FLOAT_LIST, INT, STR, ParamSpec
 
 # The dress rehearsal (docs/rehearsal.md): the WidowX twin that owns the arm's motors and the scene on the wall
 # clock, and the openpi-protocol server that answers as the configured policy with the scripted expert's chunks.
@@ -69,7 +70,9 @@ REHEARSAL_SERVER = COMMON + (
               choices=("fixed", "normal", "heavy_tail")),
     ParamSpec("jitter_ms", FLOAT, 15.0, "Standard deviation of the inference time (ms; latency_model normal, never "
               "below 0)", min=0.0, max=10000.0),
-    EXPERT_NOISE,
+    ParamSpec("noise", STR, "bridge_like", "The scripted expert's execution noise preset "
+              "(ladder_ros/instruments/expert/noise.py): off, bridge_like (as in simulation) or clumsy (a clearly "
+              "worse policy, the weaker arm of a rehearsed blind A/B session)", choices=tuple(NOISE_PRESETS)),
     ParamSpec("privileged_wait_s", FLOAT, 2.0, "A request that comes before the twin's privileged state of the "
               "current episode waits this long for it (s), then is answered with a hold chunk", min=0.0,
               max=60.0),

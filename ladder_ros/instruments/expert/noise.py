@@ -1,7 +1,8 @@
 """The scripted expert's seeded execution noise: how often it misses, drops, knocks, wanders and misreads.
 
-Probabilities per attempt, validated on construction; ``off`` gives the noise-free layout validator
-and ``bridge_like`` the full-instruction baseline that fails as a Bridge policy does.
+Probabilities per attempt, validated on construction; ``off`` gives the noise-free layout validator,
+``bridge_like`` the full-instruction baseline that fails as a Bridge policy does, and ``clumsy`` a policy
+clearly worse than that one, the weaker arm of a rehearsed blind A/B session (docs/rehearsal.md).
 """
 
 from __future__ import annotations
@@ -73,10 +74,32 @@ class ExpertNoise:
                    destination_confusion=0.25, regrasp_done=0.05, take_out_placed=0.3,
                    drift_per_extra_object=0.15)
 
+    @classmethod
+    def clumsy(cls) -> "ExpertNoise":
+        """A checkpoint that is clearly worse than :meth:`bridge_like`: the weaker policy of a rehearsed blind A/B
+        session, which a dozen pairs must tell apart from the better one.
+
+        Chosen by hand, from the arithmetic of one attempt: a pick and place succeeds unless the grasp misses
+        or the object is dropped in transit, ``(1 - missed_grasp) * (1 - early_release)``: 0.51 under
+        ``bridge_like``, 0.125 here. A subgoal's 100-step budget holds two or three attempts (25-35 steps each
+        in simulation, 40-50 on the twin, whose fingers take 7 steps to close), fewer once aimless moves
+        (``wander``, the expert's steering gone astray, for 12-30 steps before 60 % of the attempts) eat into
+        it, so a subgoal is done within its budget about a third of the time and a two-subgoal task, with the
+        knocks and take-outs that undo a placed object, in roughly one episode of five. Measured with the
+        oracle-verified proprioceptive verifier on ``kitchen_single_2``, ``sorting_split_2`` and ``relay_2``
+        (8 layouts each): 6 of 24 in the lockstep loop (``ladder-ros sim-eval --noise clumsy``), against 20 of
+        24 under ``bridge_like`` (docs/rehearsal.md); on the twin, docs/rehearsal.md ("Blind policy A/B").
+        """
+        return cls(missed_grasp=0.75, early_release=0.5, knock_placed=0.3, wander=0.6,
+                   destination_confusion=0.4, regrasp_done=0.1, take_out_placed=0.4,
+                   drift_per_extra_object=0.3, wander_steps=(12, 30))
+
+
+NOISE_PRESETS = {"off": ExpertNoise.off, "bridge_like": ExpertNoise.bridge_like, "clumsy": ExpertNoise.clumsy}
+
 
 def expert_noise(name: str) -> ExpertNoise:
-    """A named noise model (``off`` or ``bridge_like``), for command lines and configs."""
-    presets = {"off": ExpertNoise.off, "bridge_like": ExpertNoise.bridge_like}
-    if name not in presets:
-        raise unknown_name("expert noise model", name, list(presets))
-    return presets[name]()
+    """A named noise model (``off``, ``bridge_like`` or ``clumsy``), for command lines and configs."""
+    if name not in NOISE_PRESETS:
+        raise unknown_name("expert noise model", name, list(NOISE_PRESETS))
+    return NOISE_PRESETS[name]()

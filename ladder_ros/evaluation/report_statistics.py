@@ -46,6 +46,7 @@ from ladder_ros.evaluation.agreement import agreement, agreement_by_session
 from ladder_ros.evaluation.ranking import RESAMPLES, rank_sessions
 from ladder_ros.evaluation.recorded_episodes import RecordedEpisode, with_records
 from ladder_ros.messages import DONE, SUCCESS
+from ladder_ros.panel.ab_session import system_label
 
 UNLABELLED = "unlabelled"
 
@@ -149,7 +150,7 @@ def ab_session_report(session: str, key: dict, episodes: list[RecordedEpisode],
                       pairs: dict[int, dict]) -> dict[str, Any]:
     """Both systems of a closed blind session: success with Wilson intervals over its complete pairs, the
     difference paired over tasks (Appendix F), the preferences per system and every pair revealed."""
-    systems = [s["variant"] for s in key["systems"]]
+    systems = list(dict.fromkeys(system_label(s) for s in key["systems"]))  # policy/variant when it names a policy
     by_id = {e.episode_id: e for e in episodes}
     records: list[dict] = []
     revealed = []
@@ -164,14 +165,14 @@ def ab_session_report(session: str, key: dict, episodes: list[RecordedEpisode],
         preference = p.get("preference")
         if complete:
             for arm in ("A", "B"):
-                records.append({**outcome[arm], "variant": p[arm]["variant"], "task_id": p["task_id"]})
-            preferences["tie" if preference == "tie" else p[preference]["variant"]] += 1
+                records.append({**outcome[arm], "variant": system_label(p[arm]), "task_id": p["task_id"]})
+            preferences["tie" if preference == "tie" else system_label(p[preference])] += 1
         revealed.append({"pair": int(number), "task_id": p["task_id"], "layout": p["layout"], "seed": p["seed"],
-                         "A": p["A"]["variant"], "B": p["B"]["variant"], "complete": complete,
+                         "A": system_label(p["A"]), "B": system_label(p["B"]), "complete": complete,
                          "A_success": outcome["A"]["success"] if outcome["A"] else None,
                          "B_success": outcome["B"]["success"] if outcome["B"] else None,
                          "preference": preference, "preferred": (
-                             None if not preference else "tie" if preference == "tie" else p[preference]["variant"]),
+                             None if not preference else "tie" if preference == "tie" else system_label(p[preference])),
                          "reason": judged.get("reason", ""), "episodes": p.get("episodes", {})})
     rates = {}
     for system in systems:

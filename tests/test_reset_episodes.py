@@ -214,13 +214,14 @@ def test_an_unconfirmed_reset_names_what_is_out_of_place(tmp_path):
     graph = Graph(tmp_path)
     graph.run_task_to_its_end()
     graph.command(episode_id="r1", kind="reset", start="after_task", start_after="e1")
-    graph.answer_all({})  # nothing in any region: both go back
-    assert len(graph.episode.status.plan) == 2
+    graph.answer_all({})  # nothing in any region: both go back, spread over the regions (no count of the start)
+    assert [(s["object"], s["destination"]) for s in graph.episode.status.plan] == [
+        ("spoon", "right_far"), ("carrot", "right_near")]
     graph.step(0)
     graph.control.end_episode("done here")
     graph.ender.score("r1", {"success": False, "subgoals_done": 0, "subgoals": [], "violations": [],
                              "final_goal": {}, "steps_used": 1})
-    graph.answer_all({("spoon", "right_near"): 1})
+    graph.answer_all({("spoon", "right_far"): 1})
     status = graph.episode.status
     assert not status.result["reset"]["confirmed"]
     assert status.message == ("the reset after episode e1 left objects out of place: carrot on the right side of "

@@ -124,7 +124,7 @@ def test_a_reset_puts_the_scene_back_and_the_next_episode_starts_from_it(graph):
     start, doc = graph.probe.positions(after.episode_id, 0)
     layout_start, _ = graph.probe.positions(task.episode_id, 0)
     assert all(np.linalg.norm(reset_end[n] - start[n]) < 0.005 for n in start)
-    assert any(np.linalg.norm(layout_start[n] - start[n]) > 0.05 for n in start)
+    assert any(np.linalg.norm(layout_start[n] - start[n]) > 0.01 for n in start)  # layout 0 again: not rebuilt
     goal = doc.goal_state()
     assert {(m["object"], m["destination"]) for m in moved} <= {
         (k, r) for k, r, _ in record["reset"]["expected"] if goal.count(k, r) >= 1}

@@ -8,10 +8,12 @@ task episode it follows (``start_after``). Nothing moves until the plan is known
    stepped since, and the verifier still holds that observation); on the wall clock the scene as it is now. A
    reply that cannot be read is asked again (``COUNT_ASKS`` asks in all), a query nobody answers is resent every
    ``verifier_retry_s`` and counted unreadable after ``verifier_abort_after_s``: the verifier's usual retries;
-2. :func:`~ladder_ros.core.reset.plan_reset` turns the counts into the reset task (the regions where each kind
-   started come first when the counts after the reset that preceded that episode are known). A plan that cannot
-   be made (an unreadable count, no region with room) refuses the start with the reason; a task whose scene has
-   no start regions is refused before anything is asked;
+2. :func:`~ladder_ros.core.reset.plan_reset` turns the counts into the reset task, the regions where each kind
+   started first: the counts that confirmed the reset before that episode, when it followed one; else, for an
+   episode built from its layout, the kinds spread over the regions in turn (:func:`spread_start`), as layouts
+   spread them, rather than all sent to the scene's first region. A plan that cannot be made (an unreadable
+   count, no region with room) refuses the start with the reason; a task whose scene has no start regions is
+   refused before anything is asked;
 3. the reset task runs as an episode of its own, with the same policy, triggers and verifier and its own budget
    (``kind: reset``, ``start: after_task``), on the scene as it is;
 4. once it is over, the verifier counts every start region the plan expects to hold something, on the episode's
@@ -72,6 +74,20 @@ def reset_scene_of(suite: TaskSuite, task: Task) -> ResetScene | None:
         return reset_scene(parse_scene(task.scene, raw, embodiment_for(suite.embodiment)), task)
     except LadderError:
         return None
+
+
+def spread_start(task: Task, scene: ResetScene) -> Counts:
+    """Where each kind the task moves is taken to have started when no count says (an episode built from its
+    layout): the kinds, in the order the task first names them, each in the next start region that takes it, in
+    turn. So a reset spreads the objects over the regions as a layout does, instead of crowding them all into the
+    scene's first region, where each lies beside the others for the next episode's grasps."""
+    kinds = list(dict.fromkeys(s.object for s in task.subgoals))
+    before: Counts = {}
+    for index, kind in enumerate(kinds):
+        regions = scene.regions_for(kind)
+        if regions:
+            before[(kind, regions[index % len(regions)].name)] = 1
+    return before
 
 
 def _table(counts: Counts) -> list:
@@ -234,6 +250,8 @@ class ResetEpisodes:
         else:
             step, stamp = max(last.step, 0) if follows_last else 0, self._now_ns()
         before = self._confirmed_counts.get(last.start_after) if follows_last and last.start_after else None
+        if before is None:
+            before = spread_start(task, scene)
         counts = RegionCounts(count_queries(task, scene), scene, episode_id=command.start_after, step=step,
                               stamp_ns=stamp, next_id=self._next_id)
         self._preparing = _Preparation(command, task, scene, counts, before)

@@ -47,9 +47,10 @@ class ResettingGraph:
     """A scripted graph that runs resets too: ``unconfirmed``/``refused``/``dies`` name the resets (1-based) that
     are not confirmed, refused by the orchestrator, or interrupted by a node that died."""
 
-    def __init__(self, recordings: Path, unconfirmed=(), refused=(), dies=()):
+    def __init__(self, recordings: Path, unconfirmed=(), refused=(), dies=(), aborted=()):
         self.recordings = recordings
         self.unconfirmed, self.refused, self.dies = set(unconfirmed), set(refused), set(dies)
+        self.aborted = set(aborted)  # resets a node restart ends before their own rules (not confirmed)
         self.calls: list[dict] = []
         self.resets = self.starts = self.restarts = self.stops = 0
 
@@ -81,7 +82,9 @@ class ResettingGraph:
             if self.resets in self.refused:
                 raise LadderError(f"episode {episode_id}: start refused: the reset after episode "
                                   f"{start['start_after']} cannot be planned: the count could not be read")
-            confirmed = self.resets not in self.unconfirmed
+            confirmed = self.resets not in self.unconfirmed | self.aborted
+            if self.resets in self.aborted:
+                record["finish_reason"] = "aborted: policy restarted mid-episode: the policy's state is lost"
             record.update(task_id=f"{task_id}/reset", kind="reset", reset={
                 "moves": [{"object": "spoon", "destination": "right_far", "text": "put the spoon on ..."}],
                 "confirmed": confirmed, "out_of_place": [] if confirmed else [OUT_OF_PLACE]})
@@ -244,3 +247,14 @@ def test_a_task_set_in_another_scene_is_built_from_its_layout(tmp_path):
     for (previous, _), (task, start) in zip(tasks, tasks[1:]):
         assert start == ("after_reset" if task == previous else "layout"), tasks
     assert any("is set in another scene" in line for line in said)
+
+
+def test_a_reset_a_node_restart_ended_runs_again_from_the_scene_as_it_is(tmp_path):
+    graph = ResettingGraph(tmp_path / "recordings", aborted={1})
+    said: list[str] = []
+    day, records = make_auto_day(tmp_path, graph, said)
+    assert day.run() == 0
+    records.close()
+    assert [e["outcome"] for e in events_of(tmp_path, RESET)] == ["interrupted", "confirmed", "confirmed"]
+    assert [c.get("start_after") for c in graph.calls[1:3]] == ["ep001", "ep001"]  # the same reset again
+    assert graph.calls[3].get("start_after") == "ep003" and events_of(tmp_path, PAUSED) == []

@@ -11,9 +11,11 @@ is written down as a ``reset`` event with its own episode record (``kind: reset`
   with room): the day **pauses**, saying what is out of place, and writes ``paused`` with it. Started again on
   its folder (the operator has put the scene right), the day writes the operator's fix as an ``intervention``
   and goes on, the next episode built from its layout as the operator set it;
-* a reset the graph did not finish (a node died, it never ended, it ended void): run again from the scene as
-  it is when the graph is still up, or, once the graph was brought up again (a new simulator, a new twin: the
-  scene is gone), the next episode starts from its layout;
+* a reset the graph ended before its own rules did (``aborted: ...``: a robot fault, a node restarted under it,
+  an operator's abort) and that the counts do not confirm: run again from the scene as it is (a reset that ends by
+  its own rules, its plan done or its budget spent, and is not confirmed pauses the day); one the graph lost
+  altogether (a node died, it never ended): once the graph is up again (a new simulator, a new twin: the scene is
+  gone), the next episode starts from its layout;
 * a next task set in another scene, or with other objects (the blocks of a plan of several tasks come in a drawn
   order), starts from its layout: its scene is set up anew, as a person changing the table would.
 
@@ -32,6 +34,12 @@ CONFIRMED, NOT_CONFIRMED = "confirmed", "not confirmed"
 NOT_PLANNED, INTERRUPTED = "not planned", "interrupted"
 RESET_OUTCOMES = (CONFIRMED, NOTHING_TO_MOVE, NOT_CONFIRMED, NOT_PLANNED, INTERRUPTED)
 SCENE_FIXED = "the operator put the scene right"
+
+
+def ended_from_outside(record: Mapping[str, Any]) -> bool:
+    """The reset ended before its own rules did (``aborted: ...``: an operator's abort, a robot fault, a node
+    restarted under it, a stall): it did not fail at its task, the graph stopped it."""
+    return str(record.get("finish_reason") or "").startswith("aborted: ")
 
 
 def reset_outcome(record: Mapping[str, Any]) -> tuple[str, str]:

@@ -38,6 +38,7 @@ from ladder_ros.evaluation.day.resets import (
     NOT_PLANNED,
     DayResets,
     auto_reset_summary,
+    ended_from_outside,
     render_auto_reset,
     reset_outcome,
 )
@@ -242,8 +243,9 @@ class Day:
     def _reset_after(self, planned: DayEpisode, task_episode_id: str) -> None:
         """The reset of the scene task episode ``task_episode_id`` left; a failure pauses the day (``_paused``).
 
-        A reset the graph did not finish is run again from the scene as it is (at most ``max_restarts`` more
-        times), or, after the graph was brought up again, given up: the next episode is built from its layout.
+        A reset the graph ended before its own rules did (a void one, a robot fault, a node restarted under it) and
+        that the counts do not confirm runs again from the scene as it is (at most ``max_restarts`` more times); one
+        the graph lost altogether is given up once the graph is up again: the next episode is built from its layout.
         """
         e, resets = planned.entry, self.resets
         assert resets is not None
@@ -279,7 +281,7 @@ class Day:
                 return
             record = result.record
             outcome, reason = reset_outcome(record)
-            if outcome == NOT_CONFIRMED and is_void(record.get("finish_reason")):
+            if outcome == NOT_CONFIRMED and ended_from_outside(record):
                 resets.write(e.key, task_episode_id, RESET_INTERRUPTED, reason=str(record.get("finish_reason")),
                              episode_id=result.episode_id, wall_s=result.wall_s, record=record)
                 self.say(f"    ! the reset ended {record.get('finish_reason')}; it runs again")

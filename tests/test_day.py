@@ -113,17 +113,10 @@ def test_a_day_of_another_plan_or_seed_is_refused():
 # --- records, resume, the runner with a scripted graph ---------------------------------------------------------
 
 
-class ScriptedGraph:
-    """A graph whose episodes are scripted: ``faults`` maps a call number to an exception to raise there."""
+class ScriptedLifecycle:
+    """The graph's start, restart and stop, counted; the scripted graphs of the day's tests share it."""
 
-    def __init__(self, recordings: Path, clock=None, episode_s: float = 10.0, faults=None, void=()):
-        self.recordings = recordings
-        self.clock = clock
-        self.episode_s = episode_s
-        self.faults = dict(faults or {})
-        self.void = set(void)
-        self.calls: list[tuple] = []
-        self.starts = self.restarts = self.stops = 0
+    starts = restarts = stops = 0
 
     def start(self):
         self.starts += 1
@@ -135,6 +128,21 @@ class ScriptedGraph:
 
     def stop(self):
         self.stops += 1
+
+    def pids(self):
+        return {}
+
+
+class ScriptedGraph(ScriptedLifecycle):
+    """A graph whose episodes are scripted: ``faults`` maps a call number to an exception to raise there."""
+
+    def __init__(self, recordings: Path, clock=None, episode_s: float = 10.0, faults=None, void=()):
+        self.recordings = recordings
+        self.clock = clock
+        self.episode_s = episode_s
+        self.faults = dict(faults or {})
+        self.void = set(void)
+        self.calls: list[tuple] = []
 
     def pids(self):
         return {"day": os.getpid()}

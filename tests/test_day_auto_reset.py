@@ -31,7 +31,7 @@ from ladder_ros.evaluation.day.records import (
 )
 from ladder_ros.evaluation.day.runner import Day, DaySettings
 from ladder_ros.panel.evaluation_plan import EvaluationPlan
-from tests.test_day import write_plan
+from tests.test_day import ScriptedLifecycle, write_plan
 
 REPO = Path(__file__).resolve().parent.parent
 LADDER = [sys.executable, "-m", "ladder_ros.cli"]
@@ -43,7 +43,7 @@ def two_episodes() -> EvaluationPlan:
                                  "episodes": 2, "tasks": [{"task": "kitchen_single_2"}]})
 
 
-class ResettingGraph:
+class ResettingGraph(ScriptedLifecycle):
     """A scripted graph that runs resets too: ``unconfirmed``/``refused``/``dies`` name the resets (1-based) that
     are not confirmed, refused by the orchestrator, or interrupted by a node that died."""
 
@@ -52,21 +52,7 @@ class ResettingGraph:
         self.unconfirmed, self.refused, self.dies = set(unconfirmed), set(refused), set(dies)
         self.aborted = set(aborted)  # resets a node restart ends before their own rules (not confirmed)
         self.calls: list[dict] = []
-        self.resets = self.starts = self.restarts = self.stops = 0
-
-    def start(self):
-        self.starts += 1
-        return "scripted"
-
-    def restart(self):
-        self.restarts += 1
-        return "scripted again"
-
-    def stop(self):
-        self.stops += 1
-
-    def pids(self):
-        return {}
+        self.resets = 0
 
     def episode(self, task_id, *, variant, layout, seed, timeout_s, **start):
         self.calls.append({"task_id": task_id, "seed": seed, **start})

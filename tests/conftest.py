@@ -26,6 +26,16 @@ if os.environ.get("LADDER_ROS_NETWORK_SAFE") != "1":
 apply_network_safe_environment(os.environ)
 
 
+@pytest.fixture(scope="module")
+def ros():
+    """rclpy initialised for the tests of one module (in the session's loopback-only environment, set above)."""
+    import rclpy
+
+    rclpy.init()
+    yield
+    rclpy.shutdown()
+
+
 @pytest.fixture(scope="session")
 def tiny_pi0_model(tmp_path_factory):
     """A tiny random transformers PI0 checkpoint (tests/policy_models.py), built once per test session."""

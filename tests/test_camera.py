@@ -305,13 +305,6 @@ from ladder_ros.runtime.endpoints import message_class, subscription  # noqa: E4
 from ladder_ros.ros_conversions import depth_from_msg, image_from_msg, stamp_to_ns  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def ros():
-    rclpy.init()
-    yield
-    rclpy.shutdown()
-
-
 class Probe(rclpy.node.Node):
     """Collects what a graph's camera publishes, as the policy, verifier and depth node would get it."""
 

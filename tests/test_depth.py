@@ -133,13 +133,6 @@ from ladder_ros.ros_conversions import (  # noqa: E402
     camera_info_to_msg, depth_from_msg, depth_to_msg, image_to_msg, stamp_to_ns)
 
 
-@pytest.fixture(scope="module")
-def ros():
-    rclpy.init()
-    yield
-    rclpy.shutdown()
-
-
 class Camera(rclpy.node.Node):
     """Publishes what a camera (or the sim bridge) publishes, and collects the depth node's output."""
 

@@ -13,7 +13,6 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
-import rclpy  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
@@ -74,13 +73,6 @@ class Graph:
             getattr(node, "close", lambda: None)()
             self.executor.remove_node(node)
             node.destroy_node()
-
-
-@pytest.fixture(scope="module")
-def ros():
-    rclpy.init()
-    yield
-    rclpy.shutdown()
 
 
 @pytest.fixture(scope="module")

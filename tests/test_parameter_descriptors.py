@@ -84,13 +84,6 @@ def test_a_one_sided_bound_leaves_the_other_end_open():
     assert high_only.to_value == 2.5 and high_only.from_value < -1e300
 
 
-@pytest.fixture(scope="module")
-def ros():
-    rclpy.init()
-    yield
-    rclpy.shutdown()
-
-
 def test_a_running_node_describes_every_parameter_over_its_service(ros):
     namespace = "describe_params"
     node = DepthNode(namespace=namespace, parameter_overrides=[Parameter("backend", value="sensor")])

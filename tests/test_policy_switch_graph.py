@@ -21,7 +21,6 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
-import rclpy  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
@@ -143,13 +142,6 @@ class TwoPolicyGraph:
             node.destroy_node()
         for server in self.servers.values():
             server.stop()
-
-
-@pytest.fixture(scope="module")
-def ros():
-    rclpy.init()
-    yield
-    rclpy.shutdown()
 
 
 @pytest.fixture(scope="module")

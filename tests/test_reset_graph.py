@@ -12,7 +12,6 @@ import pytest
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 pytest.importorskip("mujoco", reason="the built-in tabletop needs MuJoCo (requirements/core.txt)")
 
-import rclpy  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
@@ -63,13 +62,6 @@ class SceneProbe(Node):
     def positions(self, episode_id, index):
         doc = sorted(self.states[episode_id], key=lambda d: d.step)[index]
         return {name: np.array(o["position"]) for name, o in doc.objects.items()}, doc
-
-
-@pytest.fixture(scope="module")
-def ros():
-    rclpy.init()
-    yield
-    rclpy.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
-import rclpy  # noqa: E402
 from geometry_msgs.msg import PoseStamped  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
@@ -37,13 +36,6 @@ def table_topics():
     """(topic, QoS text, rate) of every row of docs/interfaces.md's topic table (services excluded)."""
     graph = TOPICS_PAGE.read_text().split("<!-- graph:begin -->")[1].split("<!-- graph:end -->")[0]
     return re.findall(r"^\| `([^`]+)` \| [^|]+ \| ([^|]+) \| ([^|]+) \|", graph, re.M)
-
-
-@pytest.fixture(scope="module")
-def ros():
-    rclpy.init()
-    yield
-    rclpy.shutdown()
 
 
 def spin_until(executor, condition, timeout_s, what):

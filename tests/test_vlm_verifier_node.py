@@ -10,7 +10,6 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
-import rclpy  # noqa: E402
 
 from ladder_ros.core.task import Subgoal  # noqa: E402
 from ladder_ros.core.verification import VerificationRequest, VerificationResult  # noqa: E402
@@ -22,13 +21,6 @@ from ladder_ros.interface_conversions import document_from_msg, document_to_msg 
 STAMP = 1_000_000
 REQUEST = VerificationRequest(request_id=4, step=12, plan_index=0, subgoal=Subgoal("carrot", "plate", "put the "
                               "carrot on the plate"), required=1, reason="after_release")
-
-
-@pytest.fixture(scope="module")
-def ros():
-    rclpy.init()
-    yield
-    rclpy.shutdown()
 
 
 class Recorder:

@@ -37,12 +37,10 @@ apply_network_safe_environment(os.environ)
 
 import rclpy  # noqa: E402
 from geometry_msgs.msg import PoseStamped  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import Image, JointState  # noqa: E402
 
-from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
 from ladder_ros.instruments.openpi_fake_server import FakePolicyServer  # noqa: E402
 from ladder_ros.interface_conversions import document_from_msg  # noqa: E402
 from ladder_ros.messages import RUNNING, ActionTagDoc, EpisodeStatus  # noqa: E402
@@ -53,6 +51,7 @@ from ladder_ros.policies.factory import load_policy  # noqa: E402
 from ladder_ros.ros_conversions import image_to_msg, joint_state_to_msg, pose_to_msg  # noqa: E402
 from ladder_ros.runtime.endpoints import message_class, qos  # noqa: E402
 from ladder_ros.specs import topics  # noqa: E402
+from tests.inprocess_graph import InProcessGraph  # noqa: E402
 
 NS = "switch_bench"
 TASK = "kitchen_single_2"
@@ -134,17 +133,11 @@ def main() -> int:
     policy = PolicyNode(namespace=NS, parameter_overrides=wall + [
         Parameter("control_priority", value=0), Parameter("policies", value=entries)])
     nodes = [robot, GripperTriggerNode(namespace=NS, parameter_overrides=wall), orchestrator, policy]
-    client = EpisodeClient(namespace=NS)
-    executor = SingleThreadedExecutor()
-    for node in [*nodes, client]:
-        executor.add_node(node)
+    graph = InProcessGraph(NS, nodes, wait_s=30)
+    client, executor, gate = graph.client, graph.executor, orchestrator.policy_gate
     rows = []
     try:
-        client.wait_for_graph(executor, timeout_s=30)
-        gate = orchestrator.policy_gate
-        client.spin_until(executor, lambda: gate.status is not None and all(
-            e.ready for e in gate.status.entries().values()) and len(gate.status.entries()) == 2, 120,
-            "both policies ready")
+        graph.wait_for_policies(orchestrator, 2, cap_s=120)
         print(f"{len(sequence)} episodes on the wall clock at {1 / PERIOD_S:g} Hz, stand-in servers answering after "
               f"{args.latency * 1000:.0f} ms; policies warmed up: " + ", ".join(
                   f"{e.name} {e.warm_up_s:.2f} s" for e in gate.status.entries().values()), flush=True)
@@ -171,9 +164,7 @@ def main() -> int:
                   f"{row['from_origin_ms']:7.1f} ms after step 0, {row['from_status_ms']:7.1f} ms after the status "
                   f"arrived; record {row['record']}, tags {', '.join(row['tags'])}", flush=True)
     finally:
-        for node in [*nodes, client]:
-            getattr(node, "close", lambda: None)()
-            node.destroy_node()
+        graph.close()
         rclpy.shutdown()
         for server in servers.values():
             server.stop()

@@ -13,12 +13,10 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
 from ladder_ros.interface_conversions import recorded_document  # noqa: E402
 
-from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
 from ladder_ros.bringup.graph import load_graph  # noqa: E402
 from ladder_ros.recording.bag import read_bag  # noqa: E402
 from ladder_ros.core.presets import WIDOWX  # noqa: E402
@@ -34,6 +32,7 @@ from ladder_ros.nodes.sim_bridge.node import SimBridgeNode  # noqa: E402
 from ladder_ros.nodes.vlm_verifier import VerifierNode  # noqa: E402
 from ladder_ros.vlm.components import PlanResult  # noqa: E402
 from tests.fakes import OracleCounter, ToyPolicy, ToyWorld  # noqa: E402
+from tests.inprocess_graph import InProcessGraph as Graph  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -51,28 +50,6 @@ TOY_SUITE = parse_suite({
                       {"object": "spoon", "destination": "bowl", "text": "put the spoon in the bowl"}]},
     ]})
 MISS_RATE = 0.3
-
-
-class Graph:
-    """All six nodes and a client in one executor."""
-
-    def __init__(self, namespace, nodes):
-        self.nodes = nodes
-        self.client = EpisodeClient(namespace=namespace)
-        self.executor = SingleThreadedExecutor()
-        for node in [*nodes, self.client]:
-            self.executor.add_node(node)
-        self.client.wait_for_graph(self.executor, timeout_s=20)
-
-    def run(self, task_id, variant, seed, layout=0):
-        return self.client.run_episode(self.executor, task_id, variant=variant, layout=layout, seed=seed,
-                                       timeout_s=120)
-
-    def close(self):
-        for node in [*self.nodes, self.client]:
-            getattr(node, "close", lambda: None)()
-            self.executor.remove_node(node)
-            node.destroy_node()
 
 
 @pytest.fixture(scope="module")

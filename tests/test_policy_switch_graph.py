@@ -21,12 +21,10 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (requirements/ros.txt)")
 
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
-from ladder_ros.bringup.client import EpisodeClient  # noqa: E402
 from ladder_ros.core.presets import WIDOWX  # noqa: E402
 from ladder_ros.core.suite import parse_suite  # noqa: E402
 from ladder_ros.evaluation.ranking import identity_of, system_name  # noqa: E402
@@ -44,6 +42,7 @@ from ladder_ros.policies.status import READY, UNAVAILABLE  # noqa: E402
 from ladder_ros.runtime.endpoints import message_class, qos  # noqa: E402
 from ladder_ros.specs import topics  # noqa: E402
 from tests.fakes import ToyWorld  # noqa: E402
+from tests.inprocess_graph import InProcessGraph  # noqa: E402
 from tests.policy_fixtures import config_data, write_config  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -83,7 +82,7 @@ class Probe(Node):
         self.actions[stamp] = msg.points[0].positions[list(msg.joint_names).index("ee_dz")]
 
 
-class TwoPolicyGraph:
+class TwoPolicyGraph(InProcessGraph):
     def __init__(self, tmp_path, namespace: str = NS, warm_up: str = "at_start"):
         self.servers = {name: FakePolicyServer(responder(dz)).start() for name, dz in DZ.items()}
         self.ports = {name: server.port for name, server in self.servers.items()}
@@ -99,13 +98,9 @@ class TwoPolicyGraph:
             Parameter("policies", value=self.entries), Parameter("warm_up_timeout_s", value=30.0),
             Parameter("warm_up", value=warm_up)])
         self.probe = Probe(namespace)
-        self.nodes = [SimBridgeNode(simulator=ToyWorld(), suite=SUITE, namespace=namespace),
-                      GripperTriggerNode(namespace=namespace), self.orchestrator, self.policy, self.probe]
-        self.client = EpisodeClient(namespace=namespace)
-        self.executor = SingleThreadedExecutor()
-        for node in [*self.nodes, self.client]:
-            self.executor.add_node(node)
-        self.client.wait_for_graph(self.executor, timeout_s=30)
+        super().__init__(namespace, [SimBridgeNode(simulator=ToyWorld(), suite=SUITE, namespace=namespace),
+                                     GripperTriggerNode(namespace=namespace), self.orchestrator, self.policy,
+                                     self.probe], wait_s=30)
         self.wait_for("calm", READY)
         if warm_up == "at_start":
             self.wait_for("brisk", READY)
@@ -122,7 +117,7 @@ class TwoPolicyGraph:
         self.client.spin_until(self.executor, lambda: self.state(name) == state, cap_s, f"policy {name} {state}")
 
     def run(self, policy: str = ""):
-        return self.client.run_episode(self.executor, TASK, variant="low_level_policy", policy=policy, timeout_s=120)
+        return super().run(TASK, "low_level_policy", policy=policy)
 
     def refused(self, policy: str, cap_s: float = 30.0):
         """Send a start naming ``policy`` and spin until it is answered; the reply, which must be a refusal."""
@@ -136,10 +131,7 @@ class TwoPolicyGraph:
         return {name: server.requests for name, server in self.servers.items()}
 
     def close(self):
-        for node in [*self.nodes, self.client]:
-            getattr(node, "close", lambda: None)()
-            self.executor.remove_node(node)
-            node.destroy_node()
+        super().close()
         for server in self.servers.values():
             server.stop()
 
@@ -278,16 +270,11 @@ def test_on_the_wall_clock_each_policy_acts_only_in_the_episodes_that_name_it(ro
              PolicyNode(namespace=ns, parameter_overrides=wall + [Parameter("control_priority", value=0),
                                                                   Parameter("policies", value=entries)]),
              probe]
-    client = EpisodeClient(namespace=ns)
-    executor = SingleThreadedExecutor()
-    for node in [*nodes, client]:
-        executor.add_node(node)
+    graph = InProcessGraph(ns, nodes, wait_s=30)
+    client, executor = graph.client, graph.executor
     outcomes = []
     try:
-        client.wait_for_graph(executor, timeout_s=30)
-        gate = orchestrator.policy_gate
-        client.spin_until(executor, lambda: gate.status is not None and len(gate.status.entries()) == 2 and all(
-            e.ready for e in gate.status.entries().values()), 60, "both policies ready")
+        graph.wait_for_policies(orchestrator, 2)
         for name in ("brisk", "calm", "brisk"):
             before = {n: s.requests for n, s in servers.items()}
             episode = client.start_episode(TASK, variant="low_level_policy", policy=name)
@@ -297,9 +284,7 @@ def test_on_the_wall_clock_each_policy_acts_only_in_the_episodes_that_name_it(ro
             outcomes.append((name, client.wait_until_over(executor, episode, timeout_s=30), before,
                              {n: s.requests for n, s in servers.items()}))
     finally:
-        for node in [*nodes, client]:
-            getattr(node, "close", lambda: None)()
-            node.destroy_node()
+        graph.close()
         for server in servers.values():
             server.stop()
     for name, outcome, before, after in outcomes:

@@ -29,7 +29,8 @@ from ladder_ros.nodes.vlm_verifier import VerifierNode  # noqa: E402
 from ladder_ros.runtime.endpoints import message_class, subscription  # noqa: E402
 from ladder_ros.specs import topics  # noqa: E402
 from tests.fakes import OracleCounter  # noqa: E402
-from tests.test_graph_inprocess import TOY_SUITE, Graph  # noqa: E402
+from tests.inprocess_graph import InProcessGraph as Graph  # noqa: E402
+from tests.test_graph_inprocess import TOY_SUITE  # noqa: E402
 
 pytestmark = pytest.mark.ros
 

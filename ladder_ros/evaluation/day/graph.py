@@ -41,13 +41,9 @@ class GraphChoice:
     def check(cls, mode: str, graph_name: str, overrides: list[str], params_file: str | None,
               namespace: str | None) -> "GraphChoice":
         graph = load_graph(graph_name)
-        if mode not in graph.modes:
-            raise ConfigError(f"graph {graph.name} has no {mode} mode (it has: {', '.join(graph.modes)})")
         path = Path(params_file) if params_file else None
-        if path is not None and not path.is_file():
-            raise ConfigError("params file not found", source=str(path))
         parsed = parse_overrides(list(overrides))
-        params = graph.node_parameters(mode, path, parsed, namespace)
+        params = graph.node_parameters(mode, path, parsed, namespace)  # a missing mode or params file: one line
         check_referenced_files(params)
         if mode == TWIN and "widowx_twin" not in params:
             raise ConfigError(f"--rehearsal runs the WidowX twin; the twin mode of graph {graph.name} has no "

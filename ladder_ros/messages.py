@@ -113,7 +113,8 @@ class Document:
             raise SchemaError(f"{cls.DOC}: {exc}") from None
 
 
-def _check(doc: str, name: str, value: Any, kind: type | tuple, *, optional: bool = False) -> None:
+def check_field(doc: str, name: str, value: Any, kind: type | tuple, *, optional: bool = False) -> None:
+    """Refuse a document field of another type than ``kind`` (a bool is never an int), naming document and field."""
     if value is None and optional:
         return
     kinds = kind if isinstance(kind, tuple) else (kind,)
@@ -123,7 +124,7 @@ def _check(doc: str, name: str, value: Any, kind: type | tuple, *, optional: boo
 
 
 def _check_step(doc: str, step: Any) -> None:
-    _check(doc, "step", step, int)
+    check_field(doc, "step", step, int)
     if step < 0:
         raise SchemaError(f"{doc}: field 'step' must be >= 0, got {step}")
 
@@ -191,9 +192,9 @@ class EpisodeCommand(Document):
         if self.command not in EPISODE_COMMANDS:
             raise SchemaError(f"{self.DOC}: unknown command {self.command!r}; valid: {', '.join(EPISODE_COMMANDS)}")
         for name in ("episode_id", "task_id", "variant", "reason", "policy", "kind", "start", "start_after"):
-            _check(self.DOC, name, getattr(self, name), str)
+            check_field(self.DOC, name, getattr(self, name), str)
         for name in ("layout", "seed"):
-            _check(self.DOC, name, getattr(self, name), int)
+            check_field(self.DOC, name, getattr(self, name), int)
         if self.layout < 0:
             raise SchemaError(f"{self.DOC}: layout must be >= 0, got {self.layout}")
         if self.command == START and not self.task_id:
@@ -268,13 +269,13 @@ class EpisodeStatus(Document):
         if self.clock not in CLOCK_MODES:
             raise SchemaError(f"{self.DOC}: unknown clock {self.clock!r}; valid: {', '.join(CLOCK_MODES)}")
         for name in ("episode_id", "policy", "policy_config_hash", "kind", "start", "start_after"):
-            _check(self.DOC, name, getattr(self, name), str)
+            check_field(self.DOC, name, getattr(self, name), str)
         _check_start(self.DOC, self.kind, self.start, self.start_after)
-        _check(self.DOC, "task", self.task, dict, optional=True)
-        _check(self.DOC, "plan", self.plan, list)
-        _check(self.DOC, "origin_ns", self.origin_ns, int)
-        _check(self.DOC, "rate_hz", self.rate_hz, (int, float))
-        _check(self.DOC, "result", self.result, dict, optional=True)
+        check_field(self.DOC, "task", self.task, dict, optional=True)
+        check_field(self.DOC, "plan", self.plan, list)
+        check_field(self.DOC, "origin_ns", self.origin_ns, int)
+        check_field(self.DOC, "rate_hz", self.rate_hz, (int, float))
+        check_field(self.DOC, "result", self.result, dict, optional=True)
 
     @property
     def keeps_scene(self) -> bool:
@@ -315,7 +316,7 @@ class GripperEventsDoc(Document):
 
     def __post_init__(self) -> None:
         _check_step(self.DOC, self.step)
-        _check(self.DOC, "events", self.events, dict)
+        check_field(self.DOC, "events", self.events, dict)
         if self.events.get("step") != self.step:
             raise SchemaError(f"{self.DOC}: events are of step {self.events.get('step')!r}, not {self.step}")
         self.gripper_events()  # a malformed payload fails at decode, with the document's name
@@ -380,9 +381,9 @@ class PrivilegedStateDoc(Document):
 
     def __post_init__(self) -> None:
         _check_step(self.DOC, self.step)
-        _check(self.DOC, "goal", self.goal, dict)
-        _check(self.DOC, "regions", self.regions, dict)
-        _check(self.DOC, "goal_states", self.goal_states, list)
+        check_field(self.DOC, "goal", self.goal, dict)
+        check_field(self.DOC, "regions", self.regions, dict)
+        check_field(self.DOC, "goal_states", self.goal_states, list)
         if not all(isinstance(g, bool) for g in self.goal_states):
             raise SchemaError(f"{self.DOC}: goal_states must be booleans, got {self.goal_states!r}")
 
@@ -462,8 +463,8 @@ class DecisionDoc(Document):
 
     def __post_init__(self) -> None:
         _check_step(self.DOC, self.step)
-        _check(self.DOC, "instruction", self.instruction, str, optional=True)
-        _check(self.DOC, "finished", self.finished, bool)
+        check_field(self.DOC, "instruction", self.instruction, str, optional=True)
+        check_field(self.DOC, "finished", self.finished, bool)
         if not self.finished and self.instruction is None:
             raise SchemaError(f"{self.DOC}: a decision that is not finished names an instruction")
 
@@ -480,7 +481,7 @@ class VerificationRequestDoc(Document):
 
     def __post_init__(self) -> None:
         _check_step(self.DOC, self.step)
-        _check(self.DOC, "request", self.request, dict)
+        check_field(self.DOC, "request", self.request, dict)
         self.verification_request()  # a malformed payload fails at decode, with the document's name
 
     @classmethod
@@ -505,7 +506,7 @@ class VerificationResultDoc(Document):
 
     def __post_init__(self) -> None:
         _check_step(self.DOC, self.step)
-        _check(self.DOC, "result", self.result, dict)
+        check_field(self.DOC, "result", self.result, dict)
         self.verification_result()  # a malformed payload fails at decode, with the document's name
 
     @classmethod
@@ -531,8 +532,8 @@ class PlanRequestDoc(Document):
 
     def __post_init__(self) -> None:
         _check_step(self.DOC, self.step)
-        _check(self.DOC, "stamp_ns", self.stamp_ns, int)
-        _check(self.DOC, "instruction", self.instruction, str)
+        check_field(self.DOC, "stamp_ns", self.stamp_ns, int)
+        check_field(self.DOC, "instruction", self.instruction, str)
         if not self.instruction.strip():
             raise SchemaError(f"{self.DOC}: field 'instruction' must not be empty")
 
@@ -551,11 +552,11 @@ class PlanResultDoc(Document):
     usage: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _check(self.DOC, "subgoals", self.subgoals, list, optional=True)
-        _check(self.DOC, "error", self.error, str, optional=True)
-        _check(self.DOC, "raw_reply", self.raw_reply, str, optional=True)
-        _check(self.DOC, "latency_ms", self.latency_ms, (int, float))
-        _check(self.DOC, "usage", self.usage, dict)
+        check_field(self.DOC, "subgoals", self.subgoals, list, optional=True)
+        check_field(self.DOC, "error", self.error, str, optional=True)
+        check_field(self.DOC, "raw_reply", self.raw_reply, str, optional=True)
+        check_field(self.DOC, "latency_ms", self.latency_ms, (int, float))
+        check_field(self.DOC, "usage", self.usage, dict)
 
     def plan(self) -> list[Subgoal]:
         """The subgoals as core objects; an empty or missing plan raises naming why."""
@@ -579,8 +580,8 @@ class EpisodeEventDoc(Document):
     event: dict
 
     def __post_init__(self) -> None:
-        _check(self.DOC, "index", self.index, int)
-        _check(self.DOC, "event", self.event, dict)
+        check_field(self.DOC, "index", self.index, int)
+        check_field(self.DOC, "event", self.event, dict)
 
 
 @dataclass(frozen=True)
@@ -598,7 +599,7 @@ class EpisodeScoreDoc(Document):
 
     def __post_init__(self) -> None:
         _check_step(self.DOC, self.step)
-        _check(self.DOC, "score", self.score, dict)
+        check_field(self.DOC, "score", self.score, dict)
 
 
 # ------------------------------------------------------------------------------ operator labels
@@ -636,13 +637,13 @@ class EpisodeLabels(Document):
     history: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        _check(self.DOC, "episode_id", self.episode_id, str)
+        check_field(self.DOC, "episode_id", self.episode_id, str)
         if not self.episode_id:
             raise SchemaError(f"{self.DOC}: field 'episode_id' must not be empty")
-        _check(self.DOC, "revision", self.revision, int)
+        check_field(self.DOC, "revision", self.revision, int)
         if self.revision < 0:
             raise SchemaError(f"{self.DOC}: field 'revision' must be >= 0, got {self.revision}")
-        _check(self.DOC, "subgoals", self.subgoals, dict)
+        check_field(self.DOC, "subgoals", self.subgoals, dict)
         for key, value in self.subgoals.items():
             if not isinstance(key, str) or not key.isdigit():
                 raise SchemaError(f"{self.DOC}: subgoal keys are plan indices as decimal strings, got {key!r}")
@@ -652,11 +653,11 @@ class EpisodeLabels(Document):
         if self.episode is not None and self.episode not in EPISODE_LABELS:
             raise SchemaError(f"{self.DOC}: episode label must be one of {', '.join(EPISODE_LABELS)} or null, "
                               f"got {self.episode!r}")
-        _check(self.DOC, "note", self.note, str)
-        _check(self.DOC, "operator", self.operator, str)
-        _check(self.DOC, "final", self.final, bool)
-        _check(self.DOC, "updated_unix_s", self.updated_unix_s, (int, float))
-        _check(self.DOC, "history", self.history, list)
+        check_field(self.DOC, "note", self.note, str)
+        check_field(self.DOC, "operator", self.operator, str)
+        check_field(self.DOC, "final", self.final, bool)
+        check_field(self.DOC, "updated_unix_s", self.updated_unix_s, (int, float))
+        check_field(self.DOC, "history", self.history, list)
 
     def subgoal_label(self, plan_index: int) -> str | None:
         """``done``, ``not_done`` or None (not labelled) for the subgoal at ``plan_index``."""
@@ -681,8 +682,8 @@ class EpisodeCommandReply(Document):
 
     def __post_init__(self) -> None:
         for name in ("command", "episode_id", "reason", "assigned_id"):
-            _check(self.DOC, name, getattr(self, name), str)
-        _check(self.DOC, "accepted", self.accepted, bool)
+            check_field(self.DOC, name, getattr(self, name), str)
+        check_field(self.DOC, "accepted", self.accepted, bool)
 
 
 @dataclass(frozen=True)
@@ -708,8 +709,8 @@ class SafetyInterventionDoc(Document):
     def __post_init__(self) -> None:
         _check_step(self.DOC, self.step)
         for name in ("episode_id", "source", "kind", "reason"):
-            _check(self.DOC, name, getattr(self, name), str)
-        _check(self.DOC, "counts", self.counts, dict)
+            check_field(self.DOC, name, getattr(self, name), str)
+        check_field(self.DOC, "counts", self.counts, dict)
         for name in ("value", "limit"):
             # JSON has no NaN or infinity: a non-finite offending value is named in the reason instead.
             number = getattr(self, name)
@@ -740,13 +741,13 @@ class ActionTagDoc(Document):
     held: str = ""
 
     def __post_init__(self) -> None:
-        _check(self.DOC, "stamp_ns", self.stamp_ns, int)
-        _check(self.DOC, "observation_stamp_ns", self.observation_stamp_ns, int)
-        _check(self.DOC, "subgoal", self.subgoal, str)
-        _check(self.DOC, "chunk_id", self.chunk_id, int)
-        _check(self.DOC, "index", self.index, int)
-        _check(self.DOC, "inference_ms", self.inference_ms, (int, float))
-        _check(self.DOC, "held", self.held, str)
+        check_field(self.DOC, "stamp_ns", self.stamp_ns, int)
+        check_field(self.DOC, "observation_stamp_ns", self.observation_stamp_ns, int)
+        check_field(self.DOC, "subgoal", self.subgoal, str)
+        check_field(self.DOC, "chunk_id", self.chunk_id, int)
+        check_field(self.DOC, "index", self.index, int)
+        check_field(self.DOC, "inference_ms", self.inference_ms, (int, float))
+        check_field(self.DOC, "held", self.held, str)
         if self.chunk_id < 0 or self.index < 0:
             raise SchemaError(f"{self.DOC}: chunk_id and index must be >= 0, got {self.chunk_id}, {self.index}")
 

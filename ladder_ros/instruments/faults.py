@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
-from ladder_ros.messages import Document, SchemaError
+from ladder_ros.messages import Document, SchemaError, check_field
 
 FAULT_TOPIC = "instruments/fault"
 APPLIED_TOPIC = "instruments/fault_applied"
@@ -37,11 +37,6 @@ SERVER_ERROR, SERVER_STALL = "server_error", "server_stall"
 CAMERA_STALL, ORACLE_HOLD, MOTOR_STALL = "camera_stall", "oracle_hold", "motor_stall"
 KINDS = (SERVER_ERROR, SERVER_STALL, CAMERA_STALL, ORACLE_HOLD, MOTOR_STALL)
 MAX_DURATION_S = 600.0  # no fault an instrument plays lasts longer than an episode may
-
-
-def _field(doc: str, name: str, value, kind: type) -> None:
-    if isinstance(value, bool) or not isinstance(value, kind):
-        raise SchemaError(f"{doc}: field {name!r} must be {kind.__name__}, got {type(value).__name__} {value!r}")
 
 
 @dataclass(frozen=True)
@@ -55,14 +50,14 @@ class InstrumentFault(Document):
     joint: str = ""
 
     def __post_init__(self) -> None:
-        _field(self.DOC, "fault_id", self.fault_id, int)
-        _field(self.DOC, "fault", self.fault, str)
+        check_field(self.DOC, "fault_id", self.fault_id, int)
+        check_field(self.DOC, "fault", self.fault, str)
         if self.fault not in KINDS:
             raise SchemaError(f"{self.DOC}: unknown fault {self.fault!r} (faults: {', '.join(KINDS)})")
         if isinstance(self.duration_s, bool) or not isinstance(self.duration_s, (int, float)) \
                 or not math.isfinite(self.duration_s) or not 0 < self.duration_s <= MAX_DURATION_S:
             raise SchemaError(f"{self.DOC}: duration_s must be in (0, {MAX_DURATION_S:g}] s, got {self.duration_s!r}")
-        _field(self.DOC, "joint", self.joint, str)
+        check_field(self.DOC, "joint", self.joint, str)
         if self.fault == MOTOR_STALL and not self.joint:
             raise SchemaError(f"{self.DOC}: a {MOTOR_STALL} names the joint")
 
@@ -79,9 +74,9 @@ class FaultApplied(Document):
     error: str = ""
 
     def __post_init__(self) -> None:
-        _field(self.DOC, "fault_id", self.fault_id, int)
+        check_field(self.DOC, "fault_id", self.fault_id, int)
         for name in ("fault", "instrument", "detail", "error"):
-            _field(self.DOC, name, getattr(self, name), str)
+            check_field(self.DOC, name, getattr(self, name), str)
 
 
 class FaultWindow:

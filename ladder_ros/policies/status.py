@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ladder_ros.messages import Document, SchemaError
+from ladder_ros.messages import Document, SchemaError, check_field
 
 WARMING_UP, READY, SERVER_ERROR, UNAVAILABLE = "warming up", "ready", "server error", "unavailable"
 # Where a reader whose policy server does not answer finds what to check (tests/test_docs_shape.py checks it).
@@ -32,6 +32,11 @@ CANNOT_ACT = (SERVER_ERROR, UNAVAILABLE)  # neither ready nor on its way to it: 
 def _check_state(doc: str, state: object) -> None:
     if state not in STATES:
         raise SchemaError(f"{doc}: field 'state' must be one of {', '.join(STATES)}, got {state!r}")
+
+
+def state_line(state: str, detail: str) -> str:
+    """A policy's state for an operator: ``ready``, or the state with its detail (``server error: …``)."""
+    return f"{state}: {detail}" if detail and state != READY else state
 
 
 @dataclass(frozen=True)
@@ -50,8 +55,7 @@ class PolicyEntry:
     def __post_init__(self) -> None:
         _check_state("policy_status.policies", self.state)
         for name in ("name", "config", "config_hash", "detail"):
-            if not isinstance(getattr(self, name), str):
-                raise SchemaError(f"policy_status.policies: field {name!r} must be str, got {getattr(self, name)!r}")
+            check_field("policy_status.policies", name, getattr(self, name), str)
         if not self.name:
             raise SchemaError("policy_status.policies: every policy has a name")
 
@@ -62,7 +66,7 @@ class PolicyEntry:
     @property
     def line(self) -> str:
         """``ready``, ``warming up: …``, ``server error: …`` or ``unavailable: …``."""
-        return f"{self.state}: {self.detail}" if self.detail and self.state != READY else self.state
+        return state_line(self.state, self.detail)
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.KEYS}
@@ -98,8 +102,7 @@ class PolicyStatusDoc(Document):
     def __post_init__(self) -> None:
         _check_state(self.DOC, self.state)
         for name in ("policy", "detail", "config_hash", "episode_id", "default_policy"):
-            if not isinstance(getattr(self, name), str):
-                raise SchemaError(f"{self.DOC}: field {name!r} must be str, got {getattr(self, name)!r}")
+            check_field(self.DOC, name, getattr(self, name), str)
         for name in ("elapsed_s", "deadline_s") + (("warm_up_s",) if self.warm_up_s is not None else ()):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -121,7 +124,7 @@ class PolicyStatusDoc(Document):
     @property
     def line(self) -> str:
         """One line for an operator: ``ready``, ``warming up: …``, ``server error: …`` or ``unavailable: …``."""
-        return f"{self.state}: {self.detail}" if self.detail and self.state != READY else self.state
+        return state_line(self.state, self.detail)
 
     def entries(self) -> dict[str, PolicyEntry]:
         """Every policy the node serves, by name; a status from a node that serves one policy without naming it

@@ -15,12 +15,12 @@ applied it, over the episode.
 from __future__ import annotations
 
 import argparse
-import bisect
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from ladder_ros.evaluation.rehearsal_timing import TaggedAction, observation_ages
 from ladder_ros.recording.bag import read_bag
 
 
@@ -33,22 +33,17 @@ def episode_series(bag: Path, period_ms: float) -> tuple[np.ndarray, np.ndarray,
     from the episode's first tagged action to one period after its last (not the homing after it)."""
     summary, _ = read_bag(bag)
     _, decoded = read_bag(bag, [t for t in summary.topics if t.endswith(("robot/joint_command", "policy/action_tag"))])
-    tags = sorted(((_ns(m.stamp), _ns(m.observation_stamp)) for topic, msgs in decoded.items()
-                   if topic.endswith("policy/action_tag") for m in msgs if not m.held))
+    tags = sorted((TaggedAction(_ns(m.stamp), _ns(m.observation_stamp), 0, 0, 0.0) for topic, msgs in decoded.items()
+                   if topic.endswith("policy/action_tag") for m in msgs if not m.held), key=lambda t: t.stamp_ns)
     if not tags:
         return np.zeros(0), np.zeros(0), np.zeros(0)
-    stamps = [t for t, _ in tags]
-    last = stamps[-1] + int(period_ms * 1e6)
+    last = tags[-1].stamp_ns + int(period_ms * 1e6)
     commands = sorted(s for topic, msgs in decoded.items() if topic.endswith("robot/joint_command")
-                      for s in (_ns(m.header.stamp) for m in msgs) if stamps[0] <= s <= last)
-    times, ages = [], []
-    for command in commands:
-        i = bisect.bisect_right(stamps, command) - 1
-        if i >= 0:
-            times.append((command - commands[0]) / 1e9)
-            ages.append((command - tags[i][1]) / 1e6)
+                      for s in (_ns(m.header.stamp) for m in msgs) if tags[0].stamp_ns <= s <= last)
+    matched = observation_ages(commands, tags)
+    times = np.asarray([(command - commands[0]) / 1e9 for command, _ in matched])
     periods = np.diff(commands) / 1e6 if len(commands) > 1 else np.zeros(0)
-    return periods, np.asarray(times), np.asarray(ages)
+    return periods, times, np.asarray([age for _, age in matched])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -67,6 +67,18 @@ def _percentiles(values: Sequence[float], qs: Sequence[int]) -> dict[str, float 
     return {f"p{q}": round(float(np.percentile(arr, q)), 2) for q in qs}
 
 
+def observation_ages(commands_ns: Sequence[int], ordered: Sequence[TaggedAction]) -> list[tuple[int, float]]:
+    """(command stamp, ms since the observation behind it) of each applied command that has a tag at or before
+    it; ``commands_ns`` and ``ordered`` sorted by stamp."""
+    stamps = [t.stamp_ns for t in ordered]
+    matched = []
+    for command in commands_ns:
+        i = bisect.bisect_right(stamps, command) - 1
+        if i >= 0:
+            matched.append((command, (command - ordered[i].observation_stamp_ns) / 1e6))
+    return matched
+
+
 def episode_timing(command_stamps_ns: Sequence[int], tags: Sequence[TaggedAction], period_s: float) -> dict:
     """The ``timing`` object of one episode (see the module docstring); None where there is nothing to measure."""
     commands = sorted(int(s) for s in command_stamps_ns)
@@ -77,11 +89,7 @@ def episode_timing(command_stamps_ns: Sequence[int], tags: Sequence[TaggedAction
     errors_pct = np.abs(consecutive - nominal_ms) / nominal_ms * 100.0
     ordered = sorted(tags, key=lambda t: t.stamp_ns)
     stamps = [t.stamp_ns for t in ordered]
-    ages_ms = []
-    for command in commands:
-        i = bisect.bisect_right(stamps, command) - 1
-        if i >= 0:
-            ages_ms.append((command - ordered[i].observation_stamp_ns) / 1e6)
+    ages_ms = [age for _, age in observation_ages(commands, ordered)]
     inference = [t.inference_ms for t in ordered if t.index == 0 and not t.held and t.inference_ms > 0]
     gaps = {SUBGOAL_START: 0, DRIVER_HOLD: 0, POLICY_IDLE: 0}
     outside_starts = []

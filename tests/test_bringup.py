@@ -236,3 +236,13 @@ def test_skip_leaves_out_the_named_nodes_and_refuses_an_unknown_one(tmp_path):
         skip_nodes(graph, "real", launches, ["widowx_drivr"])
     with pytest.raises(ConfigError, match="--skip leaves no node of graph widowx to start"):
         skip_nodes(graph, "real", launches, list(graph.mode("real").nodes))
+
+
+def test_every_policy_a_graph_serves_is_checked_before_start():
+    from ladder_ros.bringup.graph import check_referenced_files
+
+    graph = load_graph("widowx")
+    named = {"policy": {"policies": ["calm=scripted_expert", "brisk=no_such_config"]}}
+    with pytest.raises(ConfigError, match=r"parameter policy.policies\[1\]: unknown policy 'no_such_config'"):
+        check_referenced_files(graph.node_parameters("sim", overrides=named))
+    check_referenced_files(graph.node_parameters("sim", overrides={"policy": {"policies": ["calm=scripted_expert"]}}))

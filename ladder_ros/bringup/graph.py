@@ -429,11 +429,13 @@ def check_referenced_files(params: Mapping[str, Mapping[str, Any]]) -> None:
         from ladder_ros.policies.factory import load_policy
         from ladder_ros.sim.registry import check_action_kind
 
-        try:
-            config = load_policy(policy["policy"])
-            check_action_kind(bridge["simulator"], suites["sim_bridge"], config.action.kind, config.name)
-        except ConfigError as exc:
-            raise ConfigError(f"parameter policy.policy: {exc}") from None
+        entries = [(f"policy.policies[{i}]", entry) for i, entry in enumerate(policy.get("policies") or [])]
+        for name, entry in entries or [("policy.policy", policy["policy"])]:  # every policy the node serves
+            try:
+                config = load_policy(entry)
+                check_action_kind(bridge["simulator"], suites["sim_bridge"], config.action.kind, config.name)
+            except ConfigError as exc:
+                raise ConfigError(f"parameter {name}: {exc}") from None
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:

@@ -246,3 +246,43 @@ def test_every_policy_a_graph_serves_is_checked_before_start():
     with pytest.raises(ConfigError, match=r"parameter policy.policies\[1\]: unknown policy 'no_such_config'"):
         check_referenced_files(graph.node_parameters("sim", overrides=named))
     check_referenced_files(graph.node_parameters("sim", overrides={"policy": {"policies": ["calm=scripted_expert"]}}))
+
+
+class _SleeperLaunch:
+    """A node stand-in: a process that waits to be killed (GraphProcesses needs name, executable, command)."""
+
+    name = "sleeper"
+    executable = "sleeper"
+
+    def command(self):
+        return [sys.executable, "-c", "import sys, time; print('up', flush=True); time.sleep(60)"]
+
+
+def test_restarting_a_node_keeps_one_log_open_for_it(tmp_path):
+    """A day restarts killed nodes many times: each restart must close the dead process's log."""
+    from ladder_ros.bringup.up import GraphProcesses
+
+    def open_files():
+        return len(os.listdir("/proc/self/fd"))
+
+    log = tmp_path / "sleeper.log"
+
+    def wait_for_starts(count):
+        deadline = time.monotonic() + 20
+        while log.read_text().count("up") < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert log.read_text().count("up") == count  # every start writes to the node's one log
+
+    processes = GraphProcesses([_SleeperLaunch()], dict(os.environ), tmp_path)
+    processes.start()
+    try:
+        wait_for_starts(1)
+        after_start = open_files()
+        for restart in range(5):
+            processes.signal("sleeper", signal.SIGKILL)
+            processes.processes["sleeper"].wait(timeout=10)
+            processes.start_node("sleeper")
+            wait_for_starts(restart + 2)
+        assert open_files() == after_start
+    finally:
+        processes.stop(timeout_s=10)

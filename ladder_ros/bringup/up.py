@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import BinaryIO, Mapping, Sequence
 
 from ladder_ros.bringup.graph import (
     GraphDescription,
@@ -59,7 +59,7 @@ class GraphProcesses:
         self.env = {**env, SUPERVISOR_PID_ENV: str(os.getpid())}
         self.log_dir = log_dir
         self.processes: dict[str, subprocess.Popen] = {}
-        self._logs: list = []
+        self._logs: dict[str, BinaryIO] = {}  # one open log per node: a restart closes the dead process's
 
     def start(self) -> None:
         for launch in self.launches:
@@ -73,8 +73,10 @@ class GraphProcesses:
         stdout = stderr = None
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            log = open(self.log_dir / f"{launch.name}.log", "ab")
-            self._logs.append(log)
+            previous = self._logs.pop(name, None)
+            if previous is not None:
+                previous.close()
+            log = self._logs[name] = open(self.log_dir / f"{launch.name}.log", "ab")
             stdout, stderr = log, subprocess.STDOUT
         # Own process group: a terminal's Ctrl-C reaches only `up`, which forwards it in order.
         self.processes[name] = subprocess.Popen(launch.command(), env=self.env, stdout=stdout, stderr=stderr,
@@ -125,9 +127,9 @@ class GraphProcesses:
                 except subprocess.TimeoutExpired:
                     self.processes[name].kill()
                     self.processes[name].wait()
-        for log in self._logs:
+        for log in self._logs.values():
             log.close()
-        self._logs = []
+        self._logs = {}
         return {name: p.returncode for name, p in self.processes.items()}
 
     def __enter__(self) -> "GraphProcesses":

@@ -255,3 +255,41 @@ def test_compound_instructions_fail_more_often_as_the_horizon_grows(suite, backe
                 for k in range(8)]
         rates[task.horizon] = sum(wins) / len(wins)
     assert rates[1] > rates[4]
+
+
+def test_a_grasp_that_came_up_empty_is_tried_again_at_another_angle(suite, backend):
+    """A carrot beside a plate's rim can hold one open finger on the rim, grasp after grasp: like a learned
+    policy's next try, the expert's next grasp comes in turned (REGRASP_TURNS_RAD), and a new instruction
+    starts square again. Here the carrot is slid out from between the closing fingers every time."""
+    import mujoco
+
+    from ladder_ros.instruments.expert.motions import REGRASP_TURNS_RAD
+    from ladder_ros.instruments.expert.placement import wrap_half_turn, yaw_of
+
+    task = suite.task("kitchen_single_1")
+    carrot = next(s.object for s in task.subgoals)
+    instruction = task.subgoals[0].text
+    expert = ScriptedExpert(task, seed=0)
+    obs = backend.reset(task, 0, 0)
+    expert.reset(instruction)
+    name = next(n for n, p in obs.privileged.objects.items() if p.kind == carrot)
+    address = backend.model.jnt_qposadr[backend.model.joint(name).id]
+    closes, was_open = [], True
+    for _ in range(400):
+        action = expert.act(obs, instruction)
+        closing = was_open and action[6] < 0
+        was_open = action[6] > 0
+        if closing and obs.ee_position[2] < 0.05:  # the fingers start to close down at the carrot
+            pose = obs.privileged.objects[name]
+            closes.append(wrap_half_turn(float(obs.ee_euler[2]) - yaw_of(pose.quaternion)))
+            backend.data.qpos[address:address + 2] += (0.0, 0.06)  # slid out: they close on nothing
+            mujoco.mj_forward(backend.model, backend.data)
+        obs = backend.step(action)
+        if len(closes) == len(REGRASP_TURNS_RAD) + 1:
+            break
+    expected = [wrap_half_turn(REGRASP_TURNS_RAD[k % len(REGRASP_TURNS_RAD)]) for k in range(len(closes))]
+    assert len(closes) == len(REGRASP_TURNS_RAD) + 1
+    assert np.allclose(closes, expected, atol=0.1), (closes, expected)
+    assert expert._motions.fumbles == {name: len(closes) - 1}  # the last close is still lifting
+    expert.reset("put the carrot somewhere else")
+    assert expert._motions.fumbles == {}

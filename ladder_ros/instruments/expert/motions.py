@@ -27,6 +27,11 @@ BLOCKED_LAG_M = 0.015  # the gripper trails its target by this much: it is press
 KNOCK_LEAD_IN_M = 0.07
 KNOCK_FOLLOW_THROUGH_M = 0.12
 OPEN_BEFORE_DESCENT = 0.95  # the aperture a hand with slow fingers waits for before a grasp descent
+# After a grasp of an object came up empty (the descent was blocked, or the fingers closed on nothing), the next
+# one turns the fingers this far off the object's short side, in turn: an open finger that landed on a neighbour
+# (a plate's rim beside a carrot) clears it, and a 2.6 cm wide carrot or spoon still fits between the pads
+# (2.6 cm / cos 0.9 = 4.2 cm, the open pads 7 cm apart), as a learned policy's next try comes in at another angle.
+REGRASP_TURNS_RAD = (0.0, 0.9, -0.9)
 
 Motion = Generator[np.ndarray, Observation, Observation]
 
@@ -46,6 +51,11 @@ class ArmMotions:
         self.steering = steering
         self.table_z = table_z
         self._rng = rng
+        self.fumbles: dict[str, int] = {}  # grasps of each object that came up empty since forget_fumbles
+
+    def forget_fumbles(self) -> None:
+        """A new instruction: grasps start again square to each object."""
+        self.fumbles.clear()
 
     @property
     def travel_z(self) -> float:
@@ -128,11 +138,13 @@ class ArmMotions:
         return obs
 
     def grasp_yaw(self, obs: Observation, instance: str) -> float | None:
-        """The wrist heading that closes the fingers across ``instance``, nearest the current one."""
+        """The wrist heading that closes the fingers across ``instance``, nearest the current one; after
+        grasps of it came up empty, turned by the next of :data:`REGRASP_TURNS_RAD`."""
         pose = obs.privileged.objects.get(instance)
         if pose is None:
             return None
-        yaw = yaw_of(pose.quaternion)  # fingers close across the object's x axis (its long side)
+        turn = REGRASP_TURNS_RAD[self.fumbles.get(instance, 0) % len(REGRASP_TURNS_RAD)]
+        yaw = yaw_of(pose.quaternion) + turn  # fingers close across the object's x axis (its long side)
         current = float(obs.ee_euler[2])
         options = [yaw + k * math.pi for k in (-2, -1, 0, 1, 2) if abs(yaw + k * math.pi) < math.pi - 0.2]
         return min(options, key=lambda a: abs(a - current)) if options else wrap_angle(yaw)
@@ -179,12 +191,20 @@ class ArmMotions:
 
         obs, ok = yield from self.move(obs, grasp_point, True, heading)
         if not ok:
+            self._fumbled(instance)
             return obs, None
         obs = yield from self.hold_for(obs, self.steering.close_steps, gripper_open=False)
         lift = target_of(obs).copy()
         lift[2] = travel
         obs, _ = yield from self.move(obs, lambda o: lift, False)
-        return obs, (rest_height if instance in obs.privileged.grasped else None)
+        if instance in obs.privileged.grasped:
+            return obs, rest_height
+        if not missed:  # a premature close was meant to miss: only a real grasp that failed turns the next one
+            self._fumbled(instance)
+        return obs, None
+
+    def _fumbled(self, instance: str) -> None:
+        self.fumbles[instance] = self.fumbles.get(instance, 0) + 1
 
     def _place(self, obs: Observation, instance: str, destination: str, rest_height: float,
                release_at: float | None, table_spot: np.ndarray | None) -> Generator:

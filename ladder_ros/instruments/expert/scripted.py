@@ -133,6 +133,7 @@ class ScriptedExpert(LowLevelPolicy):
         self._instruction = instruction
         self._reading = None
         self._plan = None
+        self._motions.forget_fumbles()
 
     def act(self, observation: Observation, instruction: str) -> np.ndarray:
         """The next 7-D action in ``action_convention`` (by default the contract: translation delta,

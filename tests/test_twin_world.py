@@ -102,3 +102,18 @@ def test_the_gripper_follows_the_arm_and_carries_what_the_finger_motor_closes_on
     run(clock, world, 1.0)
     assert motors.gripper.object_width_m is None and world.privileged().grasped == ()
     assert world.skipped_s == 0.0
+
+
+def test_a_gripper_stand_in_turned_away_from_the_arm_is_counted(scene):
+    """The scene's gripper must sit where the arm holds it; time it is turned away (a hinge pushed and held) is
+    counted, so a recording shows when the twin, not the policy, made a grasp fail."""
+    clock, motors, world = scene
+    run(clock, world, 0.5)
+    assert world.turned_off_arm_s == 0.0 and world.turned_off_arm_max_rad < 0.05
+    tabletop = world.tabletop
+    model, data = tabletop.model, tabletop.data
+    model.actuator_forcerange[model.actuator("act_yaw").id] = (-1e-6, 1e-6)  # the yaw hinge cannot turn back
+    data.qpos[model.jnt_qposadr[model.joint("gantry_yaw").id]] += 1.0
+    run(clock, world, 0.5)
+    assert world.turned_off_arm_s == pytest.approx(0.5, abs=0.05)
+    assert world.turned_off_arm_max_rad == pytest.approx(1.0, abs=0.05)

@@ -173,6 +173,8 @@ class WidowXTwinNode(Node):
                                       if self.world.skipped_s > 1.0 else "")
         values = {**{f"camera_{k}": v for k, v in camera.items()}, "physics_skipped_s": self.world.skipped_s,
                   "physics_substeps": self.world.substeps, "fingers_blocked": self.world.blocked_fingers,
+                  "gripper_turned_off_arm_s": round(self.world.turned_off_arm_s, 3),
+                  "gripper_turned_off_arm_max_rad": round(self.world.turned_off_arm_max_rad, 3),
                   "xs_sdk_calls": self.xs.calls, "faults_injected": len(self.xs.faults),
                   "instrument_faults": len(self.fault_inbox.played), "motor_overloads": self.sdk.motors.overloads,
                   "privileged_held": self.faults.held_privileged, "camera_stalled_frames": self.camera.stalled_frames,

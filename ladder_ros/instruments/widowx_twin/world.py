@@ -39,7 +39,7 @@ import numpy as np
 
 from ladder_ros.core.errors import ConfigError, InvalidInputError
 from ladder_ros.core.observation import PrivilegedState
-from ladder_ros.core.rotations import matrix_to_euler_xyz
+from ladder_ros.core.rotations import euler_xyz_to_matrix, matrix_to_euler_xyz
 from ladder_ros.core.suite import TaskSuite
 from ladder_ros.core.task import Task
 from ladder_ros.robots import wx250s
@@ -56,6 +56,10 @@ WIDOWX_TOP_DOWN = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])
 SQUEEZE_M = 0.008  # pads driven this far past a closing finger: 600 N/m x 8 mm = 4.8 N per pad (tabletop servo)
 BLOCKED_M = 0.002  # pads this far short of where they are driven: an object stops them (free, they lag < 0.5 mm)
 MAX_CATCH_UP_S = 0.1  # physics further behind the wall clock than this skips the rest (counted)
+# The gripper stand-in turned further than this from the arm's pose (its hinges pushed or stuck): counted as time,
+# so a recording shows when the scene's gripper was not where the arm holds it (a pad pressed on the table only
+# shifts it).
+TURNED_OFF_ARM_RAD = 0.2
 
 
 def pad_from_finger(finger_m: float) -> float:
@@ -158,6 +162,8 @@ class TwinWorld:
         self.skipped_s = 0.0
         self.substeps = 0
         self.blocked_fingers = 0  # times an object stopped the closing fingers
+        self.turned_off_arm_s = 0.0  # time the gripper stand-in was turned > TURNED_OFF_ARM_RAD from the arm's pose
+        self.turned_off_arm_max_rad = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -231,8 +237,17 @@ class TwinWorld:
             self.tabletop.drive(position, euler, arm.pad_target_m, substeps)
             self._sim_t = end
             self.substeps += substeps
+            self._check_turn(euler, substeps)
             self._couple_fingers(arm)
             return substeps
+
+    def _check_turn(self, euler: np.ndarray, substeps: int) -> None:
+        """Count the time the gripper stand-in is turned away from where the arm holds it."""
+        relative = euler_xyz_to_matrix(self.tabletop.gripper_euler()).T @ euler_xyz_to_matrix(euler)
+        angle = math.acos(max(-1.0, min(1.0, (float(np.trace(relative)) - 1.0) / 2.0)))
+        self.turned_off_arm_max_rad = max(self.turned_off_arm_max_rad, angle)
+        if angle > TURNED_OFF_ARM_RAD:
+            self.turned_off_arm_s += substeps * PHYSICS_TIMESTEP_S
 
     def _couple_fingers(self, arm: ArmNow) -> None:
         """Tell the finger motor where an object stops the pads, and forget it when it no longer does."""

@@ -247,3 +247,37 @@ def test_the_recording_holds_every_topic_of_the_episode(planned_toy_graph):
     assert {recorded_document(m, EpisodeCommand).episode_id for m in decoded["/planned/episode/command"]} == {
         before.episode_id} and "/planned/planner/request" not in previous.topics
     assert previous.topics["/planned/joint_states"] == before.result["steps_used"] + 1
+
+
+def test_an_episode_seen_only_in_its_final_status_is_still_recorded(ros, tmp_path):
+    """The latched status keeps one message: a sub-second episode's running status can be overwritten before the
+    recorder reads it. Its final status opens the bag; a restarted recorder reading that status again adds none."""
+    from rclpy.serialization import serialize_message
+
+    from ladder_ros.interface_conversions import document_to_msg
+
+    episode_id = "20261205T114712-006-kitchen_single_2-reset-s11"
+    final = serialize_message(document_to_msg(EpisodeStatus(
+        episode_id=episode_id, state="finished", task={"task_id": "kitchen_single_2/reset"}, finish_reason="plan_done",
+        result={"finish_reason": "plan_done"}, kind="reset", start="after_task", start_after="previous-episode")))
+    recorders = []
+
+    def recorder():
+        recorders.append(EpisodeRecorderNode(namespace="/final_only", parameter_overrides=[
+            Parameter("output_dir", value=str(tmp_path))]))
+        return recorders[-1]
+
+    try:
+        first = recorder()
+        first._on_status(final)
+        assert first.bag is not None and first.episode_id == episode_id
+        first.close()
+        summary, _ = read_bag(tmp_path / episode_id)
+        assert summary.custom_data["finish_reason"] == "plan_done"
+        restarted = recorder()
+        restarted._on_status(final)
+        assert restarted.bag is None
+        assert sorted(p.name for p in tmp_path.iterdir()) == [episode_id]
+    finally:
+        for node in recorders:
+            node.destroy_node()

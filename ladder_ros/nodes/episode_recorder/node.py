@@ -14,6 +14,8 @@ from rclpy.serialization import deserialize_message
 
 from ladder_ros.core.record import graph_record, interrupted_reason
 from ladder_ros.messages import (
+    ABORTED,
+    FINISHED,
     RUNNING,
     START,
     EpisodeCommand,
@@ -43,6 +45,7 @@ STOP_DRAIN_S = 3.0
 # up to 2 s for the bridge's score and 2 s to be acknowledged (nodes/orchestrator/ending.py, LAST_WORD_S), and
 # launch escalates to SIGKILL 10 s after the Ctrl-C, so drain and wait stay under that.
 FINAL_STATUS_WAIT_S = 5.0
+FINAL_STATES = (FINISHED, ABORTED)
 # Messages received this long before an episode's status are kept for it: topics arrive in any
 # order, and a recorder that just (re)started may be matched by the status publisher last.
 IDLE_BUFFER_S = 5.0
@@ -172,11 +175,14 @@ class EpisodeRecorderNode(Node):
         except SchemaError as exc:
             self.get_logger().error(f"ignoring episode status: {exc}")
             return
-        if status.state == RUNNING and status.episode_id and status.episode_id != self.episode_id:
+        if status.episode_id and status.episode_id != self.episode_id and (
+                status.state == RUNNING or (status.state in FINAL_STATES and self._never_recorded(status.episode_id))):
+            # A sub-second episode's running status can be overwritten (latched, depth 1) before this node reads
+            # it: its final status opens the bag, which then holds the buffered messages and the result.
             self._open(status)
-        elif status.episode_id == self.episode_id and self.bag is not None:
+        if status.episode_id == self.episode_id and self.bag is not None:
             self.status = status
-            if status.state in ("finished", "aborted") and not self._final:
+            if status.state in FINAL_STATES and not self._final:
                 self._final = True
                 result = status.result or {}
                 self.bag.set_custom_data({"finish_reason": str(status.finish_reason),
@@ -201,6 +207,10 @@ class EpisodeRecorderNode(Node):
         return (self._finished_at is not None and now - self._finished_at < self.params["labels_grace_s"]
                 and self.episode_id not in self._labels_final
                 and self.count_publishers(self._labels_topic) > 0)
+
+    def _never_recorded(self, episode_id: str) -> bool:
+        """No bag of the episode in the output folder (a restarted recorder reads the last final status again)."""
+        return episode_id_problem(episode_id) is not None or not (self.output_dir / episode_id).exists()
 
     def _bag_path(self, episode_id: str) -> tuple[Path, str]:
         """``<output_dir>/<id>``, or ``<id>.partN`` when a recorder before this one already began it."""

@@ -382,6 +382,7 @@ def test_a_plan_the_suite_cannot_run_is_one_line_and_writes_nothing(tmp_path, ca
     (["--budget-min", "-5"], "--budget-min must be > 0 minutes, got -5"),
     (["--min-free-mb", str(10 ** 12)], "its disk is full for a day"),
     (["--seed", "-1"], "--seed must be >= 0"),
+    (["--auto-reset", "--reset-tries", "0"], "--reset-tries must be >= 1, got 0"),
 ])
 def test_bad_arguments_are_one_line_and_write_nothing(tmp_path, capsys, args, expected):
     out = tmp_path / "day"

@@ -77,13 +77,15 @@ class ResettingGraph(ScriptedLifecycle):
         return EpisodeResult(episode_id, record, 5.0)
 
 
-def make_auto_day(out: Path, graph, said: list[str], p: EvaluationPlan | None = None, scene_of=lambda t: None):
+def make_auto_day(out: Path, graph, said: list[str], p: EvaluationPlan | None = None, scene_of=lambda t: None,
+                  reset_tries: int = 2):
     out.mkdir(parents=True, exist_ok=True)
     p = p or two_episodes()
     records = DayRecords(out).open()
     records.begin_run()
     day = Day(out, day_order(p, 0), records, graph, budget=TimeBudget(None), guard=DiskGuard(0),
-              settings=DaySettings(episode_timeout_s=60.0, max_restarts=2, sample_period_s=60.0),
+              settings=DaySettings(episode_timeout_s=60.0, max_restarts=2, sample_period_s=60.0,
+                                   reset_tries=reset_tries),
               meta={"plan": {"name": p.name}}, say=said.append, auto_reset=True, scene_of=scene_of)
     return day, records
 
@@ -117,17 +119,32 @@ def test_each_task_episode_is_followed_by_its_reset_and_the_next_starts_from_tha
     assert any(line.startswith("  auto-reset: 2/2 resets succeeded") for line in said)
 
 
-def test_a_failed_reset_pauses_the_day_and_a_restart_records_the_operators_fix(tmp_path):
+def test_an_unconfirmed_reset_runs_again_from_the_scene_it_left_before_the_day_pauses(tmp_path):
     graph = ResettingGraph(tmp_path / "recordings", unconfirmed={1})
     said: list[str] = []
     day, records = make_auto_day(tmp_path, graph, said)
-    assert day.run() == 1  # paused
+    assert day.run() == 0  # the second try put the scene back: nobody was needed
+    records.close()
+    assert [e["outcome"] for e in events_of(tmp_path, RESET)] == ["not confirmed", "confirmed", "confirmed"]
+    assert [c.get("start_after") for c in graph.calls[1:3]] == ["ep001", "ep001"]  # the same reset again
+    assert graph.calls[3].get("start_after") == "ep003"  # the next episode continues the second try's scene
+    assert events_of(tmp_path, PAUSED) == [] and events_of(tmp_path, INTERVENTION) == []
+    assert any("the reset runs again from the scene as it is (try 2 of 2)" in line for line in said)
+    auto = json.loads((tmp_path / "day_summary.json").read_text())["auto_reset"]
+    assert (auto["resets_attempted"], auto["resets_succeeded"], auto["operator_interventions"]) == (3, 2, 0)
+
+
+def test_a_failed_reset_pauses_the_day_and_a_restart_records_the_operators_fix(tmp_path):
+    graph = ResettingGraph(tmp_path / "recordings", unconfirmed={1, 2})
+    said: list[str] = []
+    day, records = make_auto_day(tmp_path, graph, said)
+    assert day.run() == 1  # paused after both tries
     records.close()
     (paused,) = events_of(tmp_path, PAUSED)
     reason = f"the reset after episode ep001 left objects out of place: {OUT_OF_PLACE}"
     assert paused["reason"].startswith(reason)
     assert any(line.startswith(f"paused: the operator is needed: {reason}") for line in said)
-    assert len(events_of(tmp_path, FINISHED)) == 1 and len(graph.calls) == 2
+    assert len(events_of(tmp_path, FINISHED)) == 1 and len(graph.calls) == 3
     assert json.loads((tmp_path / "day_summary.json").read_text())["stopped"] == "paused for the operator"
 
     # The operator put the scene right and starts the day again: the fix is recorded, the day goes on.
@@ -142,8 +159,8 @@ def test_a_failed_reset_pauses_the_day_and_a_restart_records_the_operators_fix(t
     assert graph.calls[0].get("start") is None  # built from its layout, as the operator set it
     assert len(events_of(tmp_path, FINISHED)) == 2
     auto = json.loads((tmp_path / "day_summary.json").read_text())["auto_reset"]
-    assert (auto["resets_attempted"], auto["resets_succeeded"], auto["operator_interventions"]) == (2, 1, 1)
-    assert auto["outcomes"]["not confirmed"] == 1 and auto["interventions"][0]["reason"] == paused["reason"]
+    assert (auto["resets_attempted"], auto["resets_succeeded"], auto["operator_interventions"]) == (3, 1, 1)
+    assert auto["outcomes"]["not confirmed"] == 2 and auto["interventions"][0]["reason"] == paused["reason"]
     assert any("recorded as an intervention" in line for line in said)
 
 

@@ -66,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "that is more")
     p.add_argument("--max-restarts", type=int, default=3,
                    help="graph failures in a row (a node that died, an episode that never ended) before the day stops")
+    p.add_argument("--reset-tries", type=int, default=2,
+                   help="with --auto-reset: resets of one scene that end unconfirmed before the day pauses for the "
+                        "operator (each from the scene the last one left)")
     p.add_argument("--auto-reset", action="store_true",
                    help="after each task episode, the reset of its scene (the same policy, triggers and verifier), "
                         "and the next episode from the scene it left; a reset that fails pauses the day")
@@ -93,6 +96,8 @@ def _check(args: argparse.Namespace) -> str:
         raise ConfigError(f"--min-free-mb must be >= 0, got {args.min_free_mb}")
     if args.max_restarts < 0:
         raise ConfigError(f"--max-restarts must be >= 0, got {args.max_restarts}")
+    if args.reset_tries < 1:
+        raise ConfigError(f"--reset-tries must be >= 1, got {args.reset_tries}")
     if args.faults and not args.rehearsal:
         raise ConfigError("--faults plays the lab day's faults on the rehearsal's instruments: it needs --rehearsal")
     if args.faults:
@@ -170,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
                 say(f"chaos: {chaos.schedule.describe()}; each fault in {chaos.log.path}")
             graph = DayGraph(choice, out, args.startup_timeout or STARTUP_TIMEOUT_S[mode], chaos=chaos)
             settings = DaySettings(episode_timeout_s=args.episode_timeout, max_restarts=args.max_restarts,
-                                   sample_period_s=args.sample_s)
+                                   sample_period_s=args.sample_s, reset_tries=args.reset_tries)
             meta = {"plan": {"name": plan.name, "source": plan.source}, "seed": seed, "mode": mode,
                     "graph": choice.graph.name}
             day = Day(out, order, records, graph, budget=budget, guard=guard, settings=settings, meta=meta, say=say,

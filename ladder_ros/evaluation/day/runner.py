@@ -57,6 +57,7 @@ class DaySettings:
     episode_timeout_s: float = 900.0
     max_restarts: int = 3
     sample_period_s: float = 10.0
+    reset_tries: int = 2  # resets of one scene that end by their own rules unconfirmed before the day pauses
 
 
 class Day:
@@ -243,13 +244,18 @@ class Day:
     def _reset_after(self, planned: DayEpisode, task_episode_id: str) -> None:
         """The reset of the scene task episode ``task_episode_id`` left; a failure pauses the day (``_paused``).
 
-        A reset the graph ended before its own rules did (a void one, a robot fault, a node restarted under it) and
-        that the counts do not confirm runs again from the scene as it is (at most ``max_restarts`` more times); one
-        the graph lost altogether is given up once the graph is up again: the next episode is built from its layout.
+        A reset that ends by its own rules (its plan done, its budget spent) unconfirmed runs again from the scene
+        as it is, up to ``reset_tries`` resets in all, before the day pauses for the operator: a robot's second try
+        is cheaper than a person. A reset the graph ended before its own rules did (a void one, a robot fault, a node
+        restarted under it) and that the counts do not confirm runs again too (at most ``max_restarts`` more
+        times); one the graph lost altogether is given up once the graph is up again: the next episode is built
+        from its layout.
         """
         e, resets = planned.entry, self.resets
         assert resets is not None
-        for attempt in range(1, self.settings.max_restarts + 2):
+        interrupted = tries = 0
+        while True:
+            attempt = interrupted + tries + 1
             self.say(f"    reset after {task_episode_id}" + (f" (attempt {attempt})" if attempt > 1 else ""))
             try:
                 result = self.graph.episode(e.task_id, variant=e.variant, layout=e.layout, seed=e.seed,
@@ -284,6 +290,12 @@ class Day:
             if outcome == NOT_CONFIRMED and ended_from_outside(record):
                 resets.write(e.key, task_episode_id, RESET_INTERRUPTED, reason=str(record.get("finish_reason")),
                              episode_id=result.episode_id, wall_s=result.wall_s, record=record)
+                interrupted += 1
+                if interrupted > self.settings.max_restarts:
+                    reason = f"the reset after episode {task_episode_id} was interrupted {interrupted} times"
+                    resets.pause(e.key, task_episode_id, reason)
+                    self._paused = reason
+                    return
                 self.say(f"    ! the reset ended {record.get('finish_reason')}; it runs again")
                 continue
             resets.write(e.key, task_episode_id, outcome, reason=reason, episode_id=result.episode_id,
@@ -291,12 +303,14 @@ class Day:
             moves = len((record.get("reset") or {}).get("moves") or [])
             self.say(f"    {result.episode_id}: reset {outcome}, {moves} objects moved, {result.wall_s:.1f} s")
             if outcome == NOT_CONFIRMED:
+                tries += 1
+                if tries < self.settings.reset_tries:
+                    self.say(f"    ! {reason}; the reset runs again from the scene as it is "
+                             f"(try {tries + 1} of {self.settings.reset_tries})")
+                    continue
                 resets.pause(e.key, task_episode_id, reason)
                 self._paused = reason
             return
-        reason = f"the reset after episode {task_episode_id} was interrupted {self.settings.max_restarts + 1} times"
-        resets.pause(e.key, task_episode_id, reason)
-        self._paused = reason
 
     def write_summary(self, stopped: str) -> dict:
         """``day_summary.json``, ``episodes.jsonl`` (the finished records, as ``ladder-ros run`` writes them) and

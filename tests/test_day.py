@@ -345,13 +345,20 @@ def test_resources_are_sampled_from_proc_and_growth_counts_after_ten_episodes(tm
                for n in range(0, 16)]
     samples.append({"episodes_done": 16, "nodes": {"policy": {"pid": 8, "rss_kb": 900, "threads": 5, "fds": 9}}})
     policy = resource_summary(samples)["policy"]
-    assert policy["rss_kb"] == {"first": 1000, "last": 900, "max": 1150, "growth": 0}  # restarted: its own growth
-    assert policy["restarts"] == 1
+    # restarted at episode 16: the growth is the longest-running process's, from its tenth episode
+    assert policy["rss_kb"] == {"first": 1000, "last": 900, "max": 1150, "growth": 50, "settled": 1100}
+    assert (policy["restarts"], policy["growth_pid"], policy["growth_episodes"]) == (1, 7, 5)
     policy = resource_summary(samples[:-1])["policy"]
     assert policy["rss_kb"]["growth"] == 50 and policy["threads"]["growth"] == 0
     assert resource_summary(samples[:5])["policy"]["rss_kb"]["growth"] is None  # not ten episodes yet
     samples[-1]["run"] = 2  # the day started again: a new process, not a restart
     assert resource_summary(samples)["policy"]["restarts"] == 0
+    # A process started at episode 16 settles from its own tenth episode: its start-up is not growth.
+    late = [{"run": 2, "episodes_done": n, "nodes": {"policy": {"pid": 9, "rss_kb": 500 + (100 if n > 16 else 0)
+                                                                 + 2 * max(0, n - 26), "threads": 5, "fds": 9}}}
+            for n in range(16, 46)]
+    policy = resource_summary(samples[:-1] + late)["policy"]
+    assert (policy["growth_pid"], policy["growth_episodes"], policy["rss_kb"]["growth"]) == (9, 19, 38)
     (tmp_path / "r.jsonl").write_text(json.dumps(samples[0]) + "\n" + '{"t": 1, "no')
     assert read_samples(tmp_path / "r.jsonl") == [samples[0]]
 

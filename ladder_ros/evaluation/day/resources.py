@@ -5,8 +5,9 @@ for each node process and the day's own process, its pid, resident memory (``VmR
 ``/proc/PID/status``, kB), thread count (``Threads``) and open file descriptors (entries of
 ``/proc/PID/fd``), with the number of episodes finished so far. A leak shows as growth that goes on after
 the first episodes (caches, the first compile, the first bag are in place by then): the summary reports per
-node the first, last and largest value and the growth from the first sample after the tenth episode of the
-day to the last sample of the same process. Linux only (``/proc``); no rclpy here.
+node the first, last and largest value and the growth of its longest-running process, from the first sample
+after that process had seen ten episodes to its last (a node restarted mid-day, or every node after the day was
+started again, settles anew). Linux only (``/proc``); no rclpy here.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Callable, Iterable, Mapping
 
 RESOURCES_FILE = "resources.jsonl"
 METRICS = ("rss_kb", "threads", "fds")
-SETTLED_EPISODES = 10  # growth is measured from the first sample after this many episodes
+SETTLED_EPISODES = 10  # growth is measured from a process's first sample after it saw this many episodes
 
 
 def sample_process(pid: int, proc: Path = Path("/proc")) -> dict[str, int] | None:
@@ -116,26 +117,33 @@ def read_samples(path: Path) -> list[dict]:
 
 def resource_summary(samples: Iterable[Mapping], settled_after: int = SETTLED_EPISODES) -> dict[str, dict]:
     """Per process name: samples, pids seen, restarts (a new pid within one run of the day; a day started again
-    starts every process anew), and per metric its first, last and largest value, and ``growth``: last minus
-    the first value sampled once ``settled_after`` episodes were done, of the last process (None while the day
-    has not got that far)."""
-    series: dict[str, list[tuple[int, tuple[int, int], dict]]] = {}
+    starts every process anew), and per metric its first, last and largest value, and ``growth``: over the
+    process of that name that ran longest, its last value minus its first one sampled once it had seen
+    ``settled_after`` episodes itself (a process started late has its own start-up to settle; None while none
+    got that far). ``growth_pid`` and ``growth_episodes`` say which process and over how many episodes."""
+    series: dict[str, dict[tuple[int, int], list[tuple[int, dict]]]] = {}
     for sample in samples:
         for name, values in sample["nodes"].items():
             process = (int(sample.get("run", 1)), int(values.get("pid", 0)))
-            series.setdefault(name, []).append((int(sample.get("episodes_done", 0)), process, values))
+            series.setdefault(name, {}).setdefault(process, []).append((int(sample.get("episodes_done", 0)), values))
     out: dict[str, dict] = {}
-    for name, points in series.items():
-        last = points[-1][1]
-        settled = [v for done, process, v in points if done >= settled_after and process == last]
-        processes = list(dict.fromkeys(process for _, process, _ in points))
+    for name, processes in series.items():
+        points = [v for run in processes.values() for _, v in run]
+        settled_by_process = {process: [(done, v) for done, v in run if done - run[0][0] >= settled_after]
+                              for process, run in processes.items()}
+        longest = max(processes, key=lambda p: (settled_by_process[p][-1][0] - settled_by_process[p][0][0]
+                                                if settled_by_process[p] else -1, len(settled_by_process[p])))
+        settled = settled_by_process[longest]
         node: dict = {"samples": len(points), "pids": [pid for _, pid in processes],
-                      "restarts": len(processes) - len({run for run, _ in processes})}
+                      "restarts": len(processes) - len({run for run, _ in processes}),
+                      "growth_pid": longest[1] if settled else None,
+                      "growth_episodes": settled[-1][0] - settled[0][0] if settled else None}
         for metric in METRICS:
-            values = [v[metric] for _, _, v in points if metric in v]
+            values = [v[metric] for v in points if metric in v]
             if not values:
                 continue
             node[metric] = {"first": values[0], "last": values[-1], "max": max(values),
-                            "growth": settled[-1][metric] - settled[0][metric] if settled else None}
+                            "growth": settled[-1][1][metric] - settled[0][1][metric] if settled else None,
+                            "settled": settled[0][1][metric] if settled else None}
         out[name] = node
     return out

@@ -96,10 +96,13 @@ def _value(x: int, scale: int) -> str:
     return f"{x / scale:.0f}" if scale > 1 else str(x)
 
 
-def _growth(x: int | None, scale: int) -> str:
+def _growth(x: int | None, scale: int, settled: int | None = None) -> str:
     if x is None:
         return "-"
-    return f"{x / scale:+.1f}" if scale > 1 else f"{x:+d}"
+    if scale == 1:
+        return f"{x:+d}"
+    percent = f", {100 * x / settled:+.1f} %" if settled else ""
+    return f"{x / scale:+.1f}{percent}"
 
 
 def render_summary(summary: Mapping[str, Any]) -> str:
@@ -122,7 +125,8 @@ def render_summary(summary: Mapping[str, Any]) -> str:
     lines.append(f"  disk: {human(summary['disk_bytes'])} in the day's folder")
     if summary["resources"]:
         settled = summary["resources_growth_after_episodes"]
-        lines.append(f"  resources per process (first / last / max; growth after {settled} episodes):")
+        lines.append(f"  resources per process (first / last / max; growth of its longest-running process after "
+                     f"{settled} episodes of its own):")
         width = max(len(n) for n in summary["resources"])
         for name, node in summary["resources"].items():
             parts = []
@@ -131,8 +135,10 @@ def render_summary(summary: Mapping[str, Any]) -> str:
                 if not m:
                     continue
                 parts.append(f"{unit} {_value(m['first'], scale)}/{_value(m['last'], scale)}/"
-                             f"{_value(m['max'], scale)} ({_growth(m['growth'], scale)})")
+                             f"{_value(m['max'], scale)} ({_growth(m['growth'], scale, m.get('settled'))})")
             restarts = f", restarted {node['restarts']}x" if node.get("restarts") else ""
+            if node.get("growth_episodes") is not None and node.get("restarts"):
+                restarts += f" (growth: pid {node['growth_pid']}, {node['growth_episodes']} episodes)"
             lines.append(f"    {name:<{width}}  {'; '.join(parts)}{restarts}")
     if summary.get("elapsed_s") is not None:
         lines.append(f"  this run: {clock(summary['elapsed_s'])}")

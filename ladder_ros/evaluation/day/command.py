@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "that is more")
     p.add_argument("--max-restarts", type=int, default=3,
                    help="graph failures in a row (a node that died, an episode that never ended) before the day stops")
-    p.add_argument("--reset-tries", type=int, default=2,
+    p.add_argument("--reset-tries", type=int, default=3,
                    help="with --auto-reset: resets of one scene that end unconfirmed before the day pauses for the "
                         "operator (each from the scene the last one left)")
     p.add_argument("--auto-reset", action="store_true",

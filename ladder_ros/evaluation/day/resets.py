@@ -8,8 +8,8 @@ is written down as a ``reset`` event with its own episode record (``kind: reset`
 
 * a confirmed reset (or one with nothing to move): the next episode continues from that scene;
 * a reset that ends by its own rules (its plan done, its budget spent) and that the verifier cannot confirm: it
-  runs again from the scene it left, up to ``--reset-tries`` resets in all (2 by default: a robot's second try
-  costs less than a person); then, or at once for a reset that cannot be planned (a count that cannot be read,
+  runs again from the scene it left, up to ``--reset-tries`` resets in all (3 by default: a robot's next try
+  costs half a minute, a pause can cost an unattended night); then, or at once for a reset that cannot be planned (a count that cannot be read,
   no region with room), the day **pauses**, saying what is out of place, and writes ``paused`` with it. Started again on
   its folder (the operator has put the scene right), the day writes the operator's fix as an ``intervention``
   and goes on, the next episode built from its layout as the operator set it;

@@ -57,7 +57,7 @@ class DaySettings:
     episode_timeout_s: float = 900.0
     max_restarts: int = 3
     sample_period_s: float = 10.0
-    reset_tries: int = 2  # resets of one scene that end by their own rules unconfirmed before the day pauses
+    reset_tries: int = 3  # resets of one scene that end by their own rules unconfirmed before the day pauses
 
 
 class Day:
@@ -245,7 +245,7 @@ class Day:
         """The reset of the scene task episode ``task_episode_id`` left; a failure pauses the day (``_paused``).
 
         A reset that ends by its own rules (its plan done, its budget spent) unconfirmed runs again from the scene
-        as it is, up to ``reset_tries`` resets in all, before the day pauses for the operator: a robot's second try
+        as it is, up to ``reset_tries`` resets in all, before the day pauses for the operator: a robot's next try
         is cheaper than a person. A reset the graph ended before its own rules did (a void one, a robot fault, a node
         restarted under it) and that the counts do not confirm runs again too (at most ``max_restarts`` more
         times); one the graph lost altogether is given up once the graph is up again: the next episode is built

@@ -266,8 +266,7 @@ class Day:
                 raise
             except OperatorNeeded as exc:
                 resets.write(e.key, task_episode_id, RESET_INTERRUPTED, reason=str(exc))
-                resets.pause(e.key, task_episode_id, str(exc))
-                self._paused = str(exc)
+                self._pause_for_reset(e.key, task_episode_id, str(exc))
                 return
             except LadderError as exc:
                 if type(exc).__name__ in ("NodeDied", "EpisodeTimeout"):
@@ -282,8 +281,7 @@ class Day:
                     return
                 reason = str(exc)  # refused: the reset cannot be planned (a count unread, no region with room)
                 resets.write(e.key, task_episode_id, NOT_PLANNED, reason=reason)
-                resets.pause(e.key, task_episode_id, reason)
-                self._paused = reason
+                self._pause_for_reset(e.key, task_episode_id, reason)
                 return
             record = result.record
             outcome, reason = reset_outcome(record)
@@ -293,8 +291,7 @@ class Day:
                 interrupted += 1
                 if interrupted > self.settings.max_restarts:
                     reason = f"the reset after episode {task_episode_id} was interrupted {interrupted} times"
-                    resets.pause(e.key, task_episode_id, reason)
-                    self._paused = reason
+                    self._pause_for_reset(e.key, task_episode_id, reason)
                     return
                 self.say(f"    ! the reset ended {record.get('finish_reason')}; it runs again")
                 continue
@@ -308,9 +305,13 @@ class Day:
                     self.say(f"    ! {reason}; the reset runs again from the scene as it is "
                              f"(try {tries + 1} of {self.settings.reset_tries})")
                     continue
-                resets.pause(e.key, task_episode_id, reason)
-                self._paused = reason
+                self._pause_for_reset(e.key, task_episode_id, reason)
             return
+
+    def _pause_for_reset(self, key: str, task_episode_id: str, reason: str) -> None:
+        assert self.resets is not None
+        self.resets.pause(key, task_episode_id, reason)
+        self._paused = reason
 
     def write_summary(self, stopped: str) -> dict:
         """``day_summary.json``, ``episodes.jsonl`` (the finished records, as ``ladder-ros run`` writes them) and

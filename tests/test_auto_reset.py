@@ -19,6 +19,7 @@ from ladder_ros.core.reset import (
     auto_reset_refusal,
     out_of_place,
     plan_reset,
+    retry_order,
     start_state_confirmed,
 )
 from ladder_ros.core.suite import load_suite
@@ -128,6 +129,27 @@ def test_moved_objects_go_back_to_the_first_region_with_room(suite, scenes):
     # where the episode started decides, when the counts at its start are given
     plan = plan_reset(task, scene, {("carrot", "plate"): 1}, before={("carrot", "right_far"): 1})
     assert [(s.object, s.destination) for s in plan.moves] == [("spoon", "right_near"), ("carrot", "right_far")]
+
+
+def test_a_reset_run_again_sends_back_first_what_the_last_one_did_not_get_to(suite, scenes):
+    moves = [{"object": "spoon", "destination": "right_far"}, {"object": "carrot", "destination": "right_near"},
+             {"object": "cup", "destination": "left"}]
+    last = {"reset": {"moves": moves}, "subgoals": [
+        {"index": 0, "done": False, "cause": "attempted_never_completed"},
+        {"index": 1, "done": False, "cause": "never_reached"}, {"index": 2, "done": True, "cause": None}]}
+    assert retry_order(last) == ("carrot", "cup", "spoon")  # never reached, put back, tried and not moved
+    for hostile in ({}, {"reset": None}, {"reset": {"moves": "spoon"}}, {"reset": {"moves": moves}, "subgoals": 3},
+                    {"reset": {"moves": [None, 7]}, "subgoals": [{"done": False}, "x"]}):
+        assert retry_order(hostile) == ()
+    for cause in ([], {"a": 1}, 3):  # an unknown cause ranks with the failed ones
+        assert retry_order({"reset": {"moves": moves[:2]}, "subgoals": [
+            {"done": False, "cause": cause}, {"done": False, "cause": "never_reached"}]}) == ("carrot", "spoon")
+    task = suite.task("kitchen_single_2")
+    scene = reset_scene(scenes["kitchen"], task)
+    after = {("carrot", "plate"): 1, ("spoon", "plate"): 1}
+    plan = plan_reset(task, scene, after, first=("carrot", "cup", "carrot"))  # a kind the task does not move: none
+    assert [(s.object, s.destination) for s in plan.moves] == [("carrot", "right_near"), ("spoon", "right_near")]
+    assert [s.object for s in plan_reset(task, scene, after).moves] == ["spoon", "carrot"]
 
 
 def test_an_object_already_in_a_start_region_is_left_alone(suite, scenes):

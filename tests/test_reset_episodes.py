@@ -268,3 +268,33 @@ def test_a_task_without_start_regions_is_refused_in_one_line_and_lockstep_counts
     reply = graph.outbox.of("reply")[-1]
     assert not reply.accepted and reply.reason == ("start refused: cannot count the scene episode e0 left: the last "
                                                    "episode this orchestrator ran is e1 (aborted)")
+
+
+def test_a_reset_that_runs_again_continues_the_last_ones_scene_and_starts_with_what_it_did_not_get_to(tmp_path):
+    """After an unconfirmed reset the day asks for the reset of the same scene again: in lockstep it continues the
+    scene the last reset left, and it sends back first what that one never got to, last what it tried and could
+    not move (a carrot lying against the spoon kept the fingers off the spoon)."""
+    graph = Graph(tmp_path)
+    graph.run_task_to_its_end()
+    graph.command(episode_id="r1", kind="reset", start="after_task", start_after="e1")
+    graph.answer_all({})
+    assert [(s["object"], s["destination"]) for s in graph.episode.status.plan] == [
+        ("spoon", "right_far"), ("carrot", "right_near")]
+    graph.step(0)
+    graph.control.end_episode("budget spent")
+    tried = [{"index": 0, "text": "put the spoon on the far right side of the table", "done": False,
+              "cause": "attempted_never_completed", "first_done_step": None},
+             {"index": 1, "text": "put the carrot on the right side of the table near the robot", "done": False,
+              "cause": "never_reached", "first_done_step": None}]
+    graph.ender.score("r1", {"success": False, "subgoals_done": 0, "subgoals": tried, "violations": [],
+                             "final_goal": {}, "steps_used": 1})
+    graph.answer_all({})
+    assert not graph.episode.status.result["reset"]["confirmed"]
+    r1_end = graph.episode.last_end_ns
+    graph.command(episode_id="r2", kind="reset", start="after_task", start_after="e1")
+    counted = [d for d in graph.requests() if d.request["reason"] == "start_regions"][-4:]
+    assert {(d.episode_id, d.stamp_ns) for d in counted} == {("e1", r1_end)}  # the scene as r1 left it
+    graph.answer_all({})
+    status = graph.episode.status
+    assert (status.episode_id, status.state, status.start_after) == ("r2", "running", "e1")
+    assert [(s["object"], s["destination"]) for s in status.plan] == [("carrot", "right_near"), ("spoon", "right_far")]

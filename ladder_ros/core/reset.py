@@ -8,7 +8,10 @@ before the next episode starts from there (nothing is teleported).
 A start region (:class:`StartRegion`) is a flat area of the table a scene declares (``start_regions`` in the
 suite, ``ladder_ros/sim/tabletop_scene.py``), or a container objects start on (the plate of a transfer scene).
 The rule (:func:`plan_reset`), for every object kind the task's subgoals move, the kind moved last first (the
-reset undoes the task in reverse: what was put down last is taken away first, freeing what lies beside it):
+reset undoes the task in reverse: what was put down last is taken away first, freeing what lies beside it;
+a reset that runs again after one that was not confirmed starts with what that one did not get to and ends
+with what it tried and could not move, :func:`retry_order`: a neighbour that kept the fingers off an object
+is taken away first):
 
 * every instance of the kind that rests in none of its start regions gets one subgoal ``kind -> region``; an
   instance already resting in one is left alone, and so is every kind the task does not move;
@@ -132,6 +135,26 @@ def moved_kinds(task: Task) -> tuple[str, ...]:
     return tuple(sorted(last, key=lambda kind: -last[kind]))
 
 
+def retry_order(last_reset: Mapping) -> tuple[str, ...]:
+    """The kinds a reset that runs again sends back first, from the record of the reset before it (same scene, not
+    confirmed): those it never got to, then those it put back, then those it tried and could not move. Empty when
+    the record says nothing of its subgoals."""
+    reset = last_reset.get("reset")
+    moves = reset.get("moves") if isinstance(reset, Mapping) else None
+    plan = moves if isinstance(moves, list) else []
+    outcomes = last_reset.get("subgoals") or []
+    rank = {"never_reached": 0, None: 1}
+    ranked: dict[str, int] = {}
+    for index, outcome in enumerate(outcomes if isinstance(outcomes, list) else []):
+        if not isinstance(outcome, Mapping) or index >= len(plan) or not isinstance(plan[index], Mapping):
+            continue
+        kind = plan[index].get("object")
+        if isinstance(kind, str):
+            cause = None if outcome.get("done") is True else outcome.get("cause")
+            ranked[kind] = min(ranked.get(kind, 2), rank.get(cause, 2) if isinstance(cause, (str, type(None))) else 2)
+    return tuple(sorted(ranked, key=lambda kind: ranked[kind]))
+
+
 def count_queries(task: Task, scene: ResetScene) -> tuple[tuple[str, str], ...]:
     """The (kind, region) pairs whose counts a plan for ``task`` reads: each moved kind in each of its regions."""
     return tuple((kind, r.name) for kind in moved_kinds(task) for r in scene.regions_for(kind))
@@ -194,11 +217,13 @@ def _instruction(subgoals: list[Subgoal], regions: Mapping[str, StartRegion], sc
     return "put " + (phrases[0] if len(phrases) == 1 else "; ".join(phrases[:-1]) + "; and " + phrases[-1])
 
 
-def plan_reset(task: Task, scene: ResetScene, after: Counts, before: Counts | None = None) -> ResetPlan:
+def plan_reset(task: Task, scene: ResetScene, after: Counts, before: Counts | None = None,
+               first: tuple[str, ...] = ()) -> ResetPlan:
     """The reset of an episode of ``task`` that ended with the counts ``after`` (the module docstring's rule).
 
     ``before`` (optional) are the counts when the episode started: a kind goes back to a region it started in
-    when there is room. Raises :class:`ResetPlanError` (one line) when the task cannot be reset automatically,
+    when there is room. ``first`` (a reset that runs again: :func:`retry_order`) are kinds sent back before the
+    others, in that order. Raises :class:`ResetPlanError` (one line) when the task cannot be reset automatically,
     when a count the plan needs could not be read, or when no start region has room for an object.
     """
     refusal = auto_reset_refusal(task, scene)
@@ -214,7 +239,8 @@ def plan_reset(task: Task, scene: ResetScene, after: Counts, before: Counts | No
                                  f"{kind.replace('_', ' ')} on {by_name[region].text} {when} could not be read")
         return value
 
-    kinds = moved_kinds(task)
+    moved = moved_kinds(task)
+    kinds = tuple(dict.fromkeys([*(k for k in first if k in moved), *moved]))
     now = {(k, r.name): read(after, k, r.name, "after the episode") for k in kinds for r in scene.regions_for(k)}
     used = {r.name: sum(n for (_, name), n in now.items() if name == r.name) for r in scene.regions}
     expected = {key: n for key, n in now.items() if n > 0}

@@ -34,6 +34,7 @@ from ladder_ros.core.errors import LadderError
 from ladder_ros.core.reset import (
     COUNT_ASKS,
     COUNT_REASON,
+    RESET_EPISODE,
     ResetPlan,
     ResetPlanError,
     ResetScene,
@@ -42,6 +43,7 @@ from ladder_ros.core.reset import (
     count_subgoal,
     out_of_place,
     plan_reset,
+    retry_order,
 )
 from ladder_ros.core.suite import TaskSuite
 from ladder_ros.core.task import Task
@@ -167,6 +169,7 @@ class _Preparation:
     scene: ResetScene
     counts: RegionCounts
     before: Counts | None
+    first: tuple[str, ...] = ()  # a reset that runs again: the kinds it sends back first (retry_order)
     plan: ResetPlan | None = None
 
 
@@ -205,6 +208,7 @@ class ResetEpisodes:
         self._preparing: _Preparation | None = None
         self._running: _Running | None = None
         self._confirmed_counts: dict[str, Counts] = {}  # reset episode id -> its confirming counts
+        self._before: tuple[str, Counts] | None = None  # the last reset's task episode and its start counts
 
     def _next_id(self) -> int:
         self._request_id += 1
@@ -241,20 +245,27 @@ class ResetEpisodes:
         """Ask the counts the reset of ``task`` after episode ``command.start_after`` needs; raises
         :class:`LadderError` (one line) when it cannot be reset or its scene cannot be counted."""
         scene = self.scene(task)
-        follows_last = last.episode_id == command.start_after and last.state in (FINISHED, ABORTED)
+        ended = last.state in (FINISHED, ABORTED)
+        follows_last = last.episode_id == command.start_after and ended
+        # The reset of the same scene again, after one that was not confirmed: it continues that one's scene.
+        again = ended and last.kind == RESET_EPISODE and last.start_after == command.start_after
         if self._lockstep:
-            if not follows_last:
+            if not (follows_last or again):
                 raise LadderError(f"cannot count the scene episode {command.start_after} left: the last episode "
                                   f"this orchestrator ran is {last.episode_id or 'none'} ({last.state})")
             step, stamp = max(last.step, 0), last_end_ns
         else:
-            step, stamp = max(last.step, 0) if follows_last else 0, self._now_ns()
+            step, stamp = max(last.step, 0) if follows_last or again else 0, self._now_ns()
         before = self._confirmed_counts.get(last.start_after) if follows_last and last.start_after else None
+        if again and self._before is not None and self._before[0] == command.start_after:
+            before = self._before[1]
         if before is None:
             before = spread_start(task, scene)
+        self._before = (command.start_after, before)
         counts = RegionCounts(count_queries(task, scene), scene, episode_id=command.start_after, step=step,
                               stamp_ns=stamp, next_id=self._next_id)
-        self._preparing = _Preparation(command, task, scene, counts, before)
+        first = retry_order(last.result or {}) if again else ()
+        self._preparing = _Preparation(command, task, scene, counts, before, first)
         self._log.info(f"reset of {task.task_id} after episode {command.start_after}: counting "
                        f"{len(count_queries(task, scene))} (kind, start region) pairs before anything moves")
         for doc in counts.start(now):
@@ -264,7 +275,7 @@ class ResetEpisodes:
         p = self._preparing
         assert p is not None and p.counts.done
         try:
-            p.plan = plan_reset(p.task, p.scene, p.counts.counts, p.before)
+            p.plan = plan_reset(p.task, p.scene, p.counts.counts, p.before, p.first)
         except ResetPlanError as exc:
             self._preparing = None
             self._refuse(p.command, f"the reset after episode {p.command.start_after} cannot be planned: {exc}")

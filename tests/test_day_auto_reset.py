@@ -127,6 +127,7 @@ def test_an_unconfirmed_reset_runs_again_from_the_scene_it_left_before_the_day_p
     records.close()
     assert [e["outcome"] for e in events_of(tmp_path, RESET)] == ["not confirmed", "confirmed", "confirmed"]
     assert [c.get("start_after") for c in graph.calls[1:3]] == ["ep001", "ep001"]  # the same reset again
+    assert graph.calls[2]["seed"] == graph.calls[1]["seed"] + 7919  # drawn anew, not the failed try replayed
     assert graph.calls[3].get("start_after") == "ep003"  # the next episode continues the second try's scene
     assert events_of(tmp_path, PAUSED) == [] and events_of(tmp_path, INTERVENTION) == []
     assert any("the reset runs again from the scene as it is (try 2 of 2)" in line for line in said)

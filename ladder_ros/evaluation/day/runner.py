@@ -52,6 +52,9 @@ PAUSED = "paused for the operator"
 EXIT_CODES = {COMPLETE: 0, BUDGET: 0, DISK: 1, FAULTS: 1, PAUSED: 1}
 
 
+RESET_SEED_STRIDE = 7919  # the seed of a scene's n-th reset is the episode's + (n - 1) x this (a prime)
+
+
 @dataclass
 class DaySettings:
     episode_timeout_s: float = 900.0
@@ -258,7 +261,10 @@ class Day:
             attempt = interrupted + tries + 1
             self.say(f"    reset after {task_episode_id}" + (f" (attempt {attempt})" if attempt > 1 else ""))
             try:
-                result = self.graph.episode(e.task_id, variant=e.variant, layout=e.layout, seed=e.seed,
+                # Each reset of the scene draws anew (a policy's noise, a scripted stand-in's slips): the same seed
+                # would replay the try that just failed.
+                result = self.graph.episode(e.task_id, variant=e.variant, layout=e.layout,
+                                            seed=e.seed + RESET_SEED_STRIDE * (attempt - 1),
                                             timeout_s=self.settings.episode_timeout_s,
                                             **resets.reset_fields(task_episode_id))
             except KeyboardInterrupt:

@@ -354,9 +354,9 @@ def test_resources_are_sampled_from_proc_and_growth_counts_after_ten_episodes(tm
     samples[-1]["run"] = 2  # the day started again: a new process, not a restart
     assert resource_summary(samples)["policy"]["restarts"] == 0
     # A process started at episode 16 settles from its own tenth episode: its start-up is not growth.
-    late = [{"run": 2, "episodes_done": n, "nodes": {"policy": {"pid": 9, "rss_kb": 500 + (100 if n > 16 else 0)
-                                                                 + 2 * max(0, n - 26), "threads": 5, "fds": 9}}}
-            for n in range(16, 46)]
+    late_rss = [500 + (100 if n > 16 else 0) + 2 * max(0, n - 26) for n in range(16, 46)]
+    late = [{"run": 2, "episodes_done": n, "nodes": {"policy": {"pid": 9, "rss_kb": rss, "threads": 5, "fds": 9}}}
+            for n, rss in zip(range(16, 46), late_rss)]
     policy = resource_summary(samples[:-1] + late)["policy"]
     assert (policy["growth_pid"], policy["growth_episodes"], policy["rss_kb"]["growth"]) == (9, 19, 38)
     (tmp_path / "r.jsonl").write_text(json.dumps(samples[0]) + "\n" + '{"t": 1, "no')

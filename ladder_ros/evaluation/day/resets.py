@@ -9,13 +9,14 @@ is written down as a ``reset`` event with its own episode record (``kind: reset`
 * a confirmed reset (or one with nothing to move): the next episode continues from that scene;
 * a reset that ends by its own rules (its plan done, its budget spent) and that the verifier cannot confirm: it
   runs again from the scene it left, up to ``--reset-tries`` resets in all (3 by default: a robot's next try
-  costs half a minute, a pause can cost an unattended night); then, or at once for a reset that cannot be planned (a count that cannot be read,
-  no region with room), the day **pauses**, saying what is out of place, and writes ``paused`` with it. Started again on
-  its folder (the operator has put the scene right), the day writes the operator's fix as an ``intervention``
-  and goes on, the next episode built from its layout as the operator set it;
+  costs half a minute, a pause can cost an unattended night), each with a seed of its own and starting with what
+  the last one did not get to; then, or at once for a reset that cannot be planned (a count that cannot be read,
+  no region with room), the day **pauses**, saying what is out of place, and writes ``paused`` with it. Started
+  again on its folder (the operator has put the scene right), the day writes the operator's fix as an
+  ``intervention`` and goes on, the next episode built from its layout as the operator set it;
 * a reset the graph ended before its own rules did (``aborted: ...``: a robot fault, a node restarted under it,
-  an operator's abort) and that the counts do not confirm: run again from the scene as it is (a reset that ends by
-  its own rules, its plan done or its budget spent, and is not confirmed pauses the day); one the graph lost
+  an operator's abort) and that the counts do not confirm: run again from the scene as it is, without using up a
+  try (the graph stopped it, it did not fail); one the graph lost
   altogether (a node died, it never ended): once the graph is up again (a new simulator, a new twin: the scene is
   gone), the next episode starts from its layout;
 * a next task set in another scene, or with other objects (the blocks of a plan of several tasks come in a drawn

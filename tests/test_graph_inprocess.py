@@ -281,3 +281,41 @@ def test_an_episode_seen_only_in_its_final_status_is_still_recorded(ros, tmp_pat
     finally:
         for node in recorders:
             node.destroy_node()
+
+
+def test_two_statuses_published_back_to_back_each_reach_the_recorder(ros, tmp_path):
+    """A reset with nothing to move publishes its final status and the next episode its running one within
+    milliseconds on the latched status topic: the recorder reads both, so both episodes get their bag."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    from ladder_ros.interface_conversions import document_to_msg
+    from ladder_ros.runtime.endpoints import publisher
+    from ladder_ros.specs import topics
+
+    ns = "/back_to_back"
+    recorder = EpisodeRecorderNode(namespace=ns, parameter_overrides=[Parameter("output_dir", value=str(tmp_path))])
+    sender = Node("status_sender", namespace=ns)
+    executor = SingleThreadedExecutor()
+    try:
+        pub = publisher(sender, type(document_to_msg(EpisodeStatus(episode_id="x", state="idle"))),
+                        topics.EPISODE_STATUS)
+        executor.add_node(recorder)
+        deadline = time.monotonic() + 20
+        while pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.05)
+        first, second = "20261205T142937-025-kitchen_single_2-reset-s26", "20261205T142937-026-kitchen_single_2-s25"
+        pub.publish(document_to_msg(EpisodeStatus(episode_id=first, state="finished", finish_reason="nothing to move",
+                                                  kind="reset", start="after_task", start_after="previous")))
+        pub.publish(document_to_msg(EpisodeStatus(episode_id=second, state="running")))
+        while recorder.episode_id != second and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.05)
+        assert recorder.episode_id == second
+        recorder.close()
+        assert sorted(p.name for p in tmp_path.iterdir()) == [first, second]
+    finally:
+        executor.shutdown()
+        recorder.destroy_node()
+        sender.destroy_node()
+    assert rclpy.ok()

@@ -133,9 +133,10 @@ class EpisodeRecorderNode(Node):
                 self.get_logger().warning(f"not recording {spec.name}: its type {spec.type} is not installed ({exc})")
                 continue
             topic = self.resolve_topic_name(spec.name)
+            # Latched topics too keep a queue: a reset with nothing to move publishes its final status and the
+            # next episode its running one within milliseconds, and each must reach its bag.
             self._topic_subscriptions[topic] = subscription(
-                self, kind, spec, self._make_callback(topic, spec.type),
-                depth=None if spec.qos == topics.LATCHED else RECORDER_DEPTH, raw=True)
+                self, kind, spec, self._make_callback(topic, spec.type), depth=RECORDER_DEPTH, raw=True)
         self.create_timer(0.1, self._close_when_due)
         self.create_timer(FLUSH_PERIOD_S, self._flush)
         self.create_timer(WATCH_PERIOD_S, self._watch_orchestrator)

@@ -141,17 +141,18 @@ def retry_order(last_reset: Mapping) -> tuple[str, ...]:
     the record says nothing of its subgoals."""
     reset = last_reset.get("reset")
     moves = reset.get("moves") if isinstance(reset, Mapping) else None
-    plan = moves if isinstance(moves, list) else []
-    outcomes = last_reset.get("subgoals") or []
-    rank = {"never_reached": 0, None: 1}
+    outcomes = last_reset.get("subgoals")
+    if not isinstance(moves, list) or not isinstance(outcomes, list):
+        return ()
     ranked: dict[str, int] = {}
-    for index, outcome in enumerate(outcomes if isinstance(outcomes, list) else []):
-        if not isinstance(outcome, Mapping) or index >= len(plan) or not isinstance(plan[index], Mapping):
+    for move, outcome in zip(moves, outcomes):  # the record's subgoals are the plan's moves, in order
+        if not isinstance(move, Mapping) or not isinstance(outcome, Mapping) or not isinstance(move.get("object"), str):
             continue
-        kind = plan[index].get("object")
-        if isinstance(kind, str):
-            cause = None if outcome.get("done") is True else outcome.get("cause")
-            ranked[kind] = min(ranked.get(kind, 2), rank.get(cause, 2) if isinstance(cause, (str, type(None))) else 2)
+        if outcome.get("done") is True:
+            rank = 1  # put back
+        else:
+            rank = 0 if outcome.get("cause") == "never_reached" else 2  # never got to it / tried and failed
+        ranked[move["object"]] = min(ranked.get(move["object"], 2), rank)
     return tuple(sorted(ranked, key=lambda kind: ranked[kind]))
 
 
